@@ -1,0 +1,150 @@
+// CPU kernels of the DGC step: norms, momentum correction, accumulation, gather-and-zero, masking
+// and the receiving side's scatter-add. Arguments are validated by the public functions in dgc/.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "../detail/magnitude.hpp"
+#include "../dgc/momentum_kind.hpp"
+#include "../span.hpp"
+
+namespace gradcomp {
+namespace detail {
+namespace cpu {
+
+// L2 norm in double. finite is false when an element is NaN or infinite. A sum of squares that
+// overflows double (only possible for double input) is recomputed scaled by the largest magnitude.
+struct norm_result {
+  double norm = 0.0;
+  bool finite = true;
+};
+
+template <class T>
+norm_result l2_norm(span<const T> g) {
+  norm_result r;
+  double sum = 0.0;
+  bool finite = true;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double x = static_cast<double>(g[i]);
+    finite &= is_finite_key<T>(magnitude_key(g[i]));
+    sum += x * x;
+  }
+  r.finite = finite;
+  if (!finite) return r;
+  if (std::isfinite(sum)) {
+    r.norm = std::sqrt(sum);
+    return r;
+  }
+  double largest = 0.0;
+  for (std::size_t i = 0; i < g.size(); ++i) largest = std::max(largest, std::fabs(double(g[i])));
+  double scaled = 0.0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double x = static_cast<double>(g[i]) / largest;
+    scaled += x * x;
+  }
+  r.norm = largest * std::sqrt(scaled);
+  return r;
+}
+
+// vanilla:  U = m*U + c*g;     V = V + U
+// nesterov: U = m*(U + c*g);   V = V + U + c*g
+// none:     V = V + c*g
+// A scale c == 1 is applied as an exact no-op, so unclipped steps are bitwise reproducible.
+template <class T>
+void momentum_accumulate(momentum_kind kind, T m, T c, span<const T> g, span<T> u, span<T> v) {
+  const std::size_t n = g.size();
+  const T* gp = g.data();
+  T* up = u.data();
+  T* vp = v.data();
+  switch (kind) {
+    case momentum_kind::none:
+      for (std::size_t i = 0; i < n; ++i) vp[i] += c * gp[i];
+      break;
+    case momentum_kind::vanilla:
+      for (std::size_t i = 0; i < n; ++i) {
+        up[i] = m * up[i] + c * gp[i];
+        vp[i] += up[i];
+      }
+      break;
+    case momentum_kind::nesterov:
+      for (std::size_t i = 0; i < n; ++i) {
+        const T cg = c * gp[i];
+        up[i] = m * (up[i] + cg);
+        vp[i] = vp[i] + up[i] + cg;
+      }
+      break;
+  }
+}
+
+// Receiver-side momentum, in place on the averaged gradient a (the same arithmetic as the sender's
+// momentum correction, so a dense tensor and a compressed tensor with k = n agree bitwise):
+// vanilla:  U = m*U + a;    a = U
+// nesterov: U = m*(U + a);  a = U + a
+template <class T>
+void momentum_apply(momentum_kind kind, T m, span<T> u, span<T> a) {
+  const std::size_t n = a.size();
+  T* up = u.data();
+  T* ap = a.data();
+  if (kind == momentum_kind::vanilla) {
+    for (std::size_t i = 0; i < n; ++i) {
+      up[i] = m * up[i] + ap[i];
+      ap[i] = up[i];
+    }
+  } else if (kind == momentum_kind::nesterov) {
+    for (std::size_t i = 0; i < n; ++i) {
+      up[i] = m * (up[i] + ap[i]);
+      ap[i] = up[i] + ap[i];
+    }
+  }
+}
+
+template <class T>
+void gather_and_zero(span<T> v, span<const std::uint32_t> idx, span<T> values) {
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    values[j] = v[idx[j]];
+    v[idx[j]] = T(0);
+  }
+}
+
+template <class T>
+void zero_at(span<T> u, span<const std::uint32_t> idx) {
+  for (std::size_t j = 0; j < idx.size(); ++j) u[idx[j]] = T(0);
+}
+
+template <class T>
+void scale_copy(T c, span<const T> g, span<T> out) {
+  for (std::size_t i = 0; i < g.size(); ++i) out[i] = c * g[i];
+}
+
+template <class T>
+void scatter_add(span<const std::uint32_t> idx, span<const T> values, span<T> acc) {
+  for (std::size_t j = 0; j < idx.size(); ++j) acc[idx[j]] += values[j];
+}
+
+template <class T>
+void add(span<const T> values, span<T> acc) {
+  for (std::size_t i = 0; i < values.size(); ++i) acc[i] += values[i];
+}
+
+template <class T>
+void scale(T c, span<T> x) {
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] *= c;
+}
+
+template <class T>
+void fill_zero(span<T> x) {
+  std::fill(x.begin(), x.end(), T(0));
+}
+
+inline bool all_below(span<const std::uint32_t> idx, std::size_t n) {
+  bool ok = true;
+  for (std::size_t j = 0; j < idx.size(); ++j) ok &= idx[j] < n;
+  return ok;
+}
+
+}  // namespace cpu
+}  // namespace detail
+}  // namespace gradcomp

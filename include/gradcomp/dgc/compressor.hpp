@@ -1,0 +1,486 @@
+/// @file compressor.hpp
+/// @brief The whole Deep Gradient Compression step for a model: `dgc_compressor` (sender) and
+/// `dgc_aggregator` (receiver).
+///
+/// One step of data-parallel training with DGC, on every worker:
+/// 1. `compressor.compress(grads)`: for each registered tensor, clip locally (N^(-1/2) rule), add
+///    the momentum-corrected gradient to the residual accumulator, select about `density * n`
+///    entries (sampled threshold or exact top-k), move them out of the accumulator (exact
+///    conservation) and, with momentum factor masking, zero the momentum at those positions.
+///    Small and one-dimensional tensors are sent dense.
+/// 2. Exchange `compressor.message(t)` for every tensor (allgather); step 2 of the library adds the
+///    wire format.
+/// 3. `aggregator.begin()`, `aggregator.add(msg)` for every worker's message, `aggregator.finish(N)`:
+///    sums (duplicates add), divides by N, applies ordinary momentum where the sender did not.
+/// 4. `w -= lr * aggregator.update(t)` for every tensor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../backend.hpp"
+#include "../cpu/ops.hpp"
+#include "../detail/rng.hpp"
+#include "../error.hpp"
+#include "../select/sampled_threshold.hpp"
+#include "../select/selection_types.hpp"
+#include "../span.hpp"
+#include "clipping.hpp"
+#include "momentum_kind.hpp"
+#include "warmup_schedule.hpp"
+
+namespace gradcomp {
+
+/// How a compressed tensor's entries are chosen.
+enum class selection_method : unsigned char {
+  sampled_threshold = 0,  ///< DGC's sampled threshold (about k entries, never more).
+  exact_topk = 1,         ///< Exactly k entries of largest magnitude.
+};
+
+/// Per-tensor override of the compression policy.
+enum class tensor_mode : unsigned char {
+  automatic = 0,   ///< Decided by `compression_policy`.
+  compressed = 1,  ///< Always sparsified.
+  dense = 2,       ///< Always sent whole.
+};
+
+/**
+ * @brief Which tensors are sparsified (ALGORITHMS.md section 1.6).
+ *
+ * The default is the DGC authors' rule: tensors of rank <= 1 (biases, normalisation parameters)
+ * go dense, every other tensor is compressed. `min_compressed_elements` additionally sends small
+ * tensors dense (another framework uses 16384); `predicate`, when set, decides instead of both.
+ */
+struct compression_policy {
+  std::size_t min_compressed_elements = 0;  ///< Tensors with fewer elements go dense.
+  bool compress_vectors = false;            ///< Compress rank <= 1 tensors too.
+  /// Optional: returns true to compress the tensor of this name and shape.
+  std::function<bool(const std::string& name, const std::vector<std::size_t>& shape)> predicate;
+
+  /// Applies the policy to one tensor.
+  bool compresses(const std::string& name, const std::vector<std::size_t>& shape) const {
+    if (predicate) return predicate(name, shape);
+    std::size_t numel = 1;
+    for (std::size_t d : shape) numel *= d;
+    if (!compress_vectors && shape.size() <= 1) return false;
+    return numel >= min_compressed_elements;
+  }
+};
+
+/// Everything that parameterises DGC. The defaults are the paper's: vanilla momentum 0.9 with
+/// correction and masking, the warm-up schedule to 99.9% sparsity, a 1% sample.
+struct dgc_config {
+  double momentum = 0.9;            ///< Momentum m in [0, 1).
+  bool nesterov = false;            ///< Nesterov instead of vanilla momentum.
+  bool momentum_correction = true;  ///< Accumulate velocity (DGC); false = plain error feedback,
+                                    ///< momentum then applied by the receiver.
+  bool momentum_masking = true;     ///< Zero the momentum at sent positions.
+  double clip_norm = 0.0;           ///< Global gradient-norm threshold; 0 disables clipping.
+  clip_scope clipping = clip_scope::global_norm;  ///< Norm over the model or per tensor.
+  std::size_t num_workers = 1;      ///< N: the local threshold is clip_norm / sqrt(N).
+  warmup_schedule schedule{};       ///< Density per warm-up stage.
+  selection_method selection = selection_method::sampled_threshold;  ///< How entries are chosen.
+  sampled_threshold_config sampling{};  ///< Parameters of the sampled threshold.
+  std::uint64_t seed = 0;           ///< Sampling seed; the same on every worker.
+  compression_policy policy{};      ///< Which tensors are compressed.
+
+  /// The momentum form the sender accumulates (`none` without momentum correction).
+  momentum_kind sender_momentum() const noexcept {
+    if (!momentum_correction) return momentum_kind::none;
+    return nesterov ? momentum_kind::nesterov : momentum_kind::vanilla;
+  }
+  /// The momentum form the receiver applies to tensors the sender did not momentum-correct.
+  momentum_kind receiver_momentum() const noexcept {
+    return nesterov ? momentum_kind::nesterov : momentum_kind::vanilla;
+  }
+};
+
+/// A registered tensor.
+struct tensor_info {
+  std::string name;                ///< Unique name.
+  std::vector<std::size_t> shape;  ///< Dimensions (only their product and rank matter).
+  std::size_t numel = 0;           ///< Number of elements.
+  bool compressed = false;         ///< Sparsified (true) or sent dense (false).
+};
+
+/**
+ * @brief One tensor's part of a worker's step message. Views into the compressor's buffers, valid
+ * until its next `compress`.
+ */
+template <class T>
+struct tensor_message {
+  std::size_t tensor = 0;               ///< Tensor id (registration order).
+  std::size_t numel = 0;                ///< Elements of the tensor.
+  bool dense = false;                   ///< True: `values` holds all `numel` values.
+  span<const std::uint32_t> indices;    ///< Sent positions, ascending (empty when dense).
+  span<const T> values;                 ///< Sent values.
+};
+
+/// What one `compress` call did.
+struct dgc_step_stats {
+  std::size_t step = 0;               ///< Step number of this call (0-based).
+  std::size_t stage = 0;              ///< Warm-up stage.
+  double density = 0.0;               ///< Target density of compressed tensors.
+  double clip_coefficient = 1.0;      ///< Global clip factor (smallest factor when per tensor).
+  std::size_t total_elements = 0;     ///< Elements of all tensors.
+  std::size_t dense_elements = 0;     ///< Elements sent dense.
+  std::size_t target_elements = 0;    ///< Sum of k over compressed tensors.
+  std::size_t kept_elements = 0;      ///< Entries actually selected in compressed tensors.
+};
+
+namespace detail {
+inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
+  std::size_t n = 1;
+  for (std::size_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<std::uint32_t>::max() / d)
+      throw error(errc::size_overflow, "tensor has more than 2^32 - 1 elements");
+    n *= d;
+  }
+  return n;
+}
+}  // namespace detail
+
+/**
+ * @brief The sending side of DGC for a whole model, on one worker.
+ *
+ * Register tensors once with `add_tensor` (this allocates all state); then each step call
+ * `compress` with one gradient per tensor, in registration order, and read `message(t)`.
+ * `compress` allocates nothing.
+ *
+ * Non-finite gradients: `compress` first reads every gradient once (the L2 norms needed for
+ * clipping); if any holds a NaN or an infinity it returns `errc::non_finite_input` and modifies
+ * nothing (the step counter does not advance), so the trainer can skip the step or lower its loss
+ * scale. Residuals are never poisoned by a bad gradient.
+ *
+ * Determinism: the same config, seed and gradients give bitwise the same messages on every run;
+ * sampling depends only on (seed, tensor id, step), so all workers sample the same positions.
+ * Not thread-safe; use one compressor per worker.
+ *
+ * @tparam T       float or double.
+ * @tparam Backend where state lives and work runs.
+ */
+template <class T, class Backend = cpu_backend>
+class dgc_compressor {
+  static_assert(detail::is_selectable_v<T>, "dgc_compressor supports float and double");
+  using ops = detail::ops<Backend>;
+  template <class U>
+  using buffer = typename ops::template buffer<U>;
+
+ public:
+  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`) for a bad value.
+  explicit dgc_compressor(dgc_config cfg, Backend backend = Backend{})
+      : cfg_(std::move(cfg)), backend_(backend) {
+    if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0))
+      throw error(errc::invalid_argument, "momentum must be in [0, 1)");
+    if (!(cfg_.clip_norm >= 0.0)) throw error(errc::invalid_argument, "clip_norm must be >= 0");
+    if (cfg_.num_workers == 0) throw error(errc::invalid_argument, "num_workers must be >= 1");
+    validate(cfg_.sampling).value();
+  }
+
+  /**
+   * @brief Registers a tensor and allocates its state; returns its id (0, 1, 2, ...).
+   * Throws `gradcomp::error`: `errc::duplicate_tensor`, `errc::size_overflow`.
+   */
+  std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
+                         tensor_mode mode = tensor_mode::automatic) {
+    for (const auto& t : tensors_)
+      if (t.info.name == name) throw error(errc::duplicate_tensor, name);
+    tensor_state st;
+    st.info.numel = detail::checked_numel(shape);
+    st.info.compressed = mode == tensor_mode::automatic ? cfg_.policy.compresses(name, shape)
+                                                        : mode == tensor_mode::compressed;
+    st.info.name = std::move(name);
+    st.info.shape = std::move(shape);
+    const std::size_t n = st.info.numel;
+    if (st.info.compressed) {
+      std::size_t cap = 0;
+      for (double d : cfg_.schedule.stages()) {
+        const std::size_t k = kept_count(n, d);
+        cap = std::max(cap, k);
+        if (cfg_.selection == selection_method::sampled_threshold)
+          workspace_bytes_ = std::max(
+              workspace_bytes_, sampled_threshold_workspace_bytes<T>(backend_, cfg_.sampling, n, k));
+        else
+          workspace_bytes_ = std::max(workspace_bytes_, ops::template exact_topk_workspace_bytes<T>(backend_, n, k));
+      }
+      if (cfg_.sender_momentum() != momentum_kind::none) st.u.assign(n, T(0));
+      st.v.assign(n, T(0));
+      st.indices.assign(cap, 0);
+      st.values.assign(cap, T(0));
+    } else {
+      st.values.assign(n, T(0));
+    }
+    workspace_.assign(workspace_bytes_, std::byte{0});
+    tensors_.push_back(std::move(st));
+    return tensors_.size() - 1;
+  }
+
+  /// Number of registered tensors.
+  std::size_t num_tensors() const noexcept { return tensors_.size(); }
+  /// The registration record of tensor `id` (unchecked).
+  const tensor_info& info(std::size_t id) const noexcept { return tensors_[id].info; }
+  /// The configuration.
+  const dgc_config& config() const noexcept { return cfg_; }
+  /// Steps compressed so far.
+  std::size_t step() const noexcept { return step_; }
+  /// The current epoch (for `schedule_unit::epoch`).
+  std::size_t epoch() const noexcept { return epoch_; }
+  /// Sets the epoch the next steps belong to; call at each epoch start.
+  void set_epoch(std::size_t epoch) noexcept { epoch_ = epoch; }
+  /// Density the next `compress` targets.
+  double density() const noexcept { return cfg_.schedule.density(epoch_, step_); }
+  /// Bytes of the internal selection workspace.
+  std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+
+  /**
+   * @brief One DGC step over all registered tensors.
+   * @param grads one local gradient per tensor, in registration order, in the backend's memory.
+   * @return the step's statistics, or `errc::wrong_tensor_count`, `errc::size_mismatch`,
+   *         `errc::non_finite_input` (nothing modified), `errc::nan_input` (the accumulator
+   *         overflowed to NaN; state is then unspecified).
+   */
+  [[nodiscard]] result<dgc_step_stats> compress(span<const span<const T>> grads) {
+    if (grads.size() != tensors_.size()) return fail(errc::wrong_tensor_count);
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
+      if (grads[t].size() != tensors_[t].info.numel) return fail(errc::size_mismatch);
+
+    // Read every gradient once before touching state: norms for clipping, and the check that no
+    // value is NaN or infinite.
+    norms_.resize(tensors_.size());  // no reallocation after the first step
+    double global_sq = 0.0;
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const auto r = ops::l2_norm(backend_, grads[t]);
+      if (!r.finite) return fail(errc::non_finite_input);
+      norms_[t] = r.norm;
+      global_sq += r.norm * r.norm;
+    }
+    const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
+    const double global_coef = clip_coefficient(std::sqrt(global_sq), local_threshold);
+
+    dgc_step_stats stats;
+    stats.step = step_;
+    stats.stage = cfg_.schedule.stage(epoch_, step_);
+    stats.density = cfg_.schedule.density_at_stage(stats.stage);
+    stats.clip_coefficient = cfg_.clipping == clip_scope::global_norm ? global_coef : 1.0;
+    const momentum_kind kind = cfg_.sender_momentum();
+    const T m = static_cast<T>(cfg_.momentum);
+    const span<std::byte> ws(workspace_.data(), workspace_.size());
+
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      tensor_state& st = tensors_[t];
+      const std::size_t n = st.info.numel;
+      const double coef = cfg_.clipping == clip_scope::global_norm
+                              ? global_coef
+                              : clip_coefficient(norms_[t], local_threshold);
+      if (cfg_.clipping == clip_scope::per_tensor)
+        stats.clip_coefficient = std::min(stats.clip_coefficient, coef);
+      const T c = static_cast<T>(coef);
+      stats.total_elements += n;
+      if (!st.info.compressed) {
+        ops::scale_copy(backend_, c, grads[t], span<T>(st.values.data(), n));
+        st.kept = n;
+        stats.dense_elements += n;
+        continue;
+      }
+      // 1. Momentum correction into the residual accumulator.
+      const span<T> u(st.u.data(), st.u.size());
+      const span<T> v(st.v.data(), n);
+      ops::momentum_accumulate(backend_, kind, m, c, grads[t], u, v);
+      // 2. Selection on the accumulator.
+      const std::size_t k = kept_count(n, stats.density);
+      const span<std::uint32_t> idx(st.indices.data(), k);
+      if (cfg_.selection == selection_method::sampled_threshold) {
+        auto r = ops::sampled_threshold_select(backend_, span<const T>(v), k, cfg_.sampling,
+                                               detail::derive_seed(cfg_.seed, t, step_), idx, ws);
+        if (!r) return fail(r.error());
+        st.selection = *r;
+      } else {
+        selection_result<T> sel;
+        auto r = ops::exact_topk(backend_, span<const T>(v), k, idx, ws, &sel.threshold);
+        if (!r) return fail(r.error());
+        sel.count = *r;
+        sel.target = k;
+        sel.exact = true;
+        st.selection = sel;
+      }
+      st.kept = st.selection.count;
+      const span<const std::uint32_t> sent(st.indices.data(), st.kept);
+      // 3. Move the selected entries out of the accumulator (exact conservation).
+      ops::gather_and_zero(backend_, v, sent, span<T>(st.values.data(), st.kept));
+      // 4. Momentum factor masking.
+      if (cfg_.momentum_masking && kind != momentum_kind::none) ops::zero_at(backend_, u, sent);
+      stats.target_elements += k;
+      stats.kept_elements += st.kept;
+    }
+    ++step_;
+    return stats;
+  }
+
+  /// `compress` taking a vector of gradient views.
+  [[nodiscard]] result<dgc_step_stats> compress(const std::vector<span<const T>>& grads) {
+    return compress(span<const span<const T>>(grads.data(), grads.size()));
+  }
+
+  /// Tensor `id`'s part of the last step's message (unchecked id).
+  tensor_message<T> message(std::size_t id) const noexcept {
+    const tensor_state& st = tensors_[id];
+    tensor_message<T> m;
+    m.tensor = id;
+    m.numel = st.info.numel;
+    m.dense = !st.info.compressed;
+    if (m.dense) {
+      m.values = span<const T>(st.values.data(), st.info.numel);
+    } else {
+      m.indices = span<const std::uint32_t>(st.indices.data(), st.kept);
+      m.values = span<const T>(st.values.data(), st.kept);
+    }
+    return m;
+  }
+
+  /// What the selection of compressed tensor `id` achieved in the last step (unchecked id).
+  const selection_result<T>& selection(std::size_t id) const noexcept {
+    return tensors_[id].selection;
+  }
+
+  /// The residual accumulator V of tensor `id` (empty for dense tensors).
+  span<const T> residual(std::size_t id) const noexcept {
+    return span<const T>(tensors_[id].v.data(), tensors_[id].v.size());
+  }
+  /// The momentum buffer U of tensor `id` (empty for dense tensors and without correction).
+  span<const T> momentum_buffer(std::size_t id) const noexcept {
+    return span<const T>(tensors_[id].u.data(), tensors_[id].u.size());
+  }
+
+ private:
+  struct tensor_state {
+    tensor_info info;
+    buffer<T> u;                      // momentum U
+    buffer<T> v;                      // residual accumulator V
+    buffer<std::uint32_t> indices;    // last step's sent indices (capacity: max k)
+    buffer<T> values;                 // last step's sent values (or the whole dense tensor)
+    std::size_t kept = 0;
+    selection_result<T> selection{};
+  };
+
+  dgc_config cfg_;
+  Backend backend_;
+  std::vector<tensor_state> tensors_;
+  buffer<std::byte> workspace_;
+  std::size_t workspace_bytes_ = 0;
+  std::vector<double> norms_;
+  std::size_t step_ = 0;
+  std::size_t epoch_ = 0;
+};
+
+/**
+ * @brief The receiving side of DGC: sums the messages of N workers and returns the averaged
+ * update per tensor.
+ *
+ * Per step: `begin()`, `add()` every worker's message for every tensor, `finish(N)`, then
+ * `w -= lr * update(t)`. `finish` divides by N and, for tensors the senders did not
+ * momentum-correct (dense tensors; all tensors when `momentum_correction` is off), applies
+ * ordinary momentum with the receiver's own buffer. Every replica that aggregates the same
+ * messages computes bitwise the same update.
+ */
+template <class T, class Backend = cpu_backend>
+class dgc_aggregator {
+  using ops = detail::ops<Backend>;
+  template <class U>
+  using buffer = typename ops::template buffer<U>;
+
+ public:
+  /// Takes the tensor layout and momentum settings of `layout` (allocates all buffers).
+  explicit dgc_aggregator(const dgc_compressor<T, Backend>& layout, Backend backend = Backend{})
+      : backend_(backend),
+        momentum_(static_cast<T>(layout.config().momentum)),
+        kind_(layout.config().receiver_momentum()) {
+    const bool corrected = layout.config().sender_momentum() != momentum_kind::none;
+    for (std::size_t t = 0; t < layout.num_tensors(); ++t) {
+      tensor_state st;
+      st.info = layout.info(t);
+      st.sum.assign(st.info.numel, T(0));
+      st.receiver_momentum = momentum_ > T(0) && (!st.info.compressed || !corrected);
+      if (st.receiver_momentum) st.u.assign(st.info.numel, T(0));
+      tensors_.push_back(std::move(st));
+    }
+  }
+
+  /// Zeroes the sums; call once per step before `add`.
+  void begin() {
+    for (auto& st : tensors_) {
+      ops::fill_zero(backend_, span<T>(st.sum.data(), st.sum.size()));
+      st.messages = 0;
+    }
+  }
+
+  /**
+   * @brief Adds one worker's message for one tensor (duplicate indices across workers add up).
+   * @return `errc::unknown_tensor`, `errc::size_mismatch` (numel, dense flag or value count
+   *         disagree with the layout), `errc::index_out_of_range`; nothing is added on error.
+   */
+  [[nodiscard]] result<void> add(const tensor_message<T>& msg) {
+    if (msg.tensor >= tensors_.size()) return fail(errc::unknown_tensor);
+    tensor_state& st = tensors_[msg.tensor];
+    if (msg.numel != st.info.numel || msg.dense == st.info.compressed)
+      return fail(errc::size_mismatch);
+    const span<T> sum(st.sum.data(), st.sum.size());
+    if (msg.dense) {
+      if (msg.values.size() != st.info.numel) return fail(errc::size_mismatch);
+      ops::add(backend_, msg.values, sum);
+    } else {
+      if (msg.values.size() != msg.indices.size() || msg.indices.size() > st.info.numel)
+        return fail(errc::size_mismatch);
+      if (!ops::all_below(backend_, msg.indices, st.info.numel))
+        return fail(errc::index_out_of_range);
+      ops::scatter_add(backend_, msg.indices, msg.values, sum);
+    }
+    ++st.messages;
+    return {};
+  }
+
+  /**
+   * @brief Averages over `num_workers` and applies receiver-side momentum where due.
+   * @return `errc::invalid_argument` if `num_workers` is 0 or some tensor did not receive exactly
+   *         `num_workers` messages since `begin()` (nothing is modified then).
+   */
+  [[nodiscard]] result<void> finish(std::size_t num_workers) {
+    if (num_workers == 0) return fail(errc::invalid_argument);
+    for (const auto& st : tensors_)
+      if (st.messages != num_workers) return fail(errc::invalid_argument);
+    const T inv = T(1) / static_cast<T>(num_workers);
+    for (auto& st : tensors_) {
+      const span<T> sum(st.sum.data(), st.sum.size());
+      if (num_workers != 1) ops::scale(backend_, inv, sum);
+      if (st.receiver_momentum)
+        ops::momentum_apply(backend_, kind_, momentum_, span<T>(st.u.data(), st.u.size()), sum);
+    }
+    return {};
+  }
+
+  /// The update of tensor `id` after `finish` (unchecked id): apply as `w -= lr * update`.
+  span<const T> update(std::size_t id) const noexcept {
+    return span<const T>(tensors_[id].sum.data(), tensors_[id].sum.size());
+  }
+  /// Number of tensors.
+  std::size_t num_tensors() const noexcept { return tensors_.size(); }
+
+ private:
+  struct tensor_state {
+    tensor_info info;
+    buffer<T> sum;
+    buffer<T> u;
+    bool receiver_momentum = false;
+    std::size_t messages = 0;
+  };
+  Backend backend_;
+  T momentum_;
+  momentum_kind kind_;
+  std::vector<tensor_state> tensors_;
+};
+
+}  // namespace gradcomp

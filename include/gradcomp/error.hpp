@@ -1,0 +1,152 @@
+/// @file error.hpp
+/// @brief Error codes, the non-throwing `result<T>` and the throwing convenience layer.
+///
+/// Low-level calls return `result<T>` and never throw. Convenience overloads (those that allocate
+/// their output) and constructors throw `gradcomp::error`, which carries the same `errc`.
+#pragma once
+
+#include <cstdint>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace gradcomp {
+
+/**
+ * @brief Every failure gradcomp reports. Numbers are stable and grouped in ranges of 100 so that
+ * later codes slot in without renumbering: 1xx caller arguments, 2xx data content, 3xx wire
+ * format, 4xx compressor state.
+ */
+enum class errc : std::uint16_t {
+  ok = 0,                      ///< No error.
+  invalid_argument = 100,      ///< A parameter is outside its documented domain.
+  size_mismatch = 101,         ///< Two buffers that must have the same length do not.
+  output_too_small = 102,      ///< The output buffer cannot hold the result.
+  workspace_too_small = 103,   ///< The workspace is smaller than `workspace_bytes(...)` said.
+  size_overflow = 104,         ///< A length exceeds what the index type or `size_t` can hold.
+  k_exceeds_n = 105,           ///< More elements were asked for than the input holds.
+  index_out_of_range = 106,    ///< An index is not below the length of the tensor it addresses.
+  nan_input = 200,             ///< The input holds a NaN, which has no magnitude order.
+  non_finite_input = 201,      ///< A gradient holds NaN or an infinity; state was not modified.
+  unknown_tensor = 400,        ///< A tensor id or name that was never registered.
+  duplicate_tensor = 401,      ///< A tensor name registered twice.
+  wrong_tensor_count = 402,    ///< A step got a different number of tensors than registered.
+};
+
+/// Returns the enumerator's name (`"k_exceeds_n"`), or `"unknown"` for a value outside the enum.
+constexpr const char* to_string(errc e) noexcept {
+  switch (e) {
+    case errc::ok: return "ok";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::size_mismatch: return "size_mismatch";
+    case errc::output_too_small: return "output_too_small";
+    case errc::workspace_too_small: return "workspace_too_small";
+    case errc::size_overflow: return "size_overflow";
+    case errc::k_exceeds_n: return "k_exceeds_n";
+    case errc::index_out_of_range: return "index_out_of_range";
+    case errc::nan_input: return "nan_input";
+    case errc::non_finite_input: return "non_finite_input";
+    case errc::unknown_tensor: return "unknown_tensor";
+    case errc::duplicate_tensor: return "duplicate_tensor";
+    case errc::wrong_tensor_count: return "wrong_tensor_count";
+  }
+  return "unknown";
+}
+
+/// The exception thrown by the convenience layer; `code()` gives the `errc`.
+class error : public std::runtime_error {
+ public:
+  /// Builds an error whose message is `"gradcomp: <name>: <what>"`.
+  explicit error(errc code, const std::string& what = {})
+      : std::runtime_error(std::string("gradcomp: ") + to_string(code) +
+                           (what.empty() ? std::string() : ": " + what)),
+        code_(code) {}
+  /// The error code.
+  errc code() const noexcept { return code_; }
+
+ private:
+  errc code_;
+};
+
+/// Tag type to build a failed `result` (as `std::unexpected`).
+struct unexpected {
+  errc code;  ///< The error carried.
+};
+
+/**
+ * @brief A value of type `T` or an `errc`, with member names as in `std::expected`.
+ *
+ * `value()` throws `gradcomp::error` when the result holds an error; `operator*` does not check.
+ */
+template <class T>
+class [[nodiscard]] result {
+  static_assert(!std::is_reference<T>::value, "result<T&> is not supported");
+
+ public:
+  /// A successful result holding `v`.
+  result(T v) noexcept(std::is_nothrow_move_constructible<T>::value)  // NOLINT implicit
+      : value_(std::move(v)), code_(errc::ok) {}
+  /// A failed result.
+  result(unexpected u) noexcept : value_(), code_(u.code) {}  // NOLINT implicit
+
+  /// True when a value is held.
+  bool has_value() const noexcept { return code_ == errc::ok; }
+  /// True when a value is held.
+  explicit operator bool() const noexcept { return has_value(); }
+  /// The error code; `errc::ok` when a value is held.
+  errc error() const noexcept { return code_; }
+  /// The value; throws `gradcomp::error` if the result holds an error.
+  const T& value() const& {
+    if (!has_value()) throw gradcomp::error(code_);
+    return value_;
+  }
+  /// The value; throws `gradcomp::error` if the result holds an error.
+  T& value() & {
+    if (!has_value()) throw gradcomp::error(code_);
+    return value_;
+  }
+  /// The value, unchecked.
+  const T& operator*() const noexcept { return value_; }
+  /// The value, unchecked.
+  T& operator*() noexcept { return value_; }
+  /// Member access to the value, unchecked.
+  const T* operator->() const noexcept { return &value_; }
+  /// Member access to the value, unchecked.
+  T* operator->() noexcept { return &value_; }
+  /// The value, or `fallback` on error.
+  T value_or(T fallback) const { return has_value() ? value_ : fallback; }
+
+ private:
+  T value_;
+  errc code_;
+};
+
+/// `result<void>`: success or an `errc`.
+template <>
+class [[nodiscard]] result<void> {
+ public:
+  /// A successful result.
+  result() noexcept : code_(errc::ok) {}
+  /// A failed result.
+  result(unexpected u) noexcept : code_(u.code) {}  // NOLINT implicit
+  /// True on success.
+  bool has_value() const noexcept { return code_ == errc::ok; }
+  /// True on success.
+  explicit operator bool() const noexcept { return has_value(); }
+  /// The error code; `errc::ok` on success.
+  errc error() const noexcept { return code_; }
+  /// Throws `gradcomp::error` if the result holds an error.
+  void value() const {
+    if (!has_value()) throw gradcomp::error(code_);
+  }
+
+ private:
+  errc code_;
+};
+
+/// Builds a failed result: `return fail(errc::size_mismatch);`.
+constexpr unexpected fail(errc code) noexcept { return unexpected{code}; }
+
+}  // namespace gradcomp
