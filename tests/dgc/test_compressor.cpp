@@ -1,0 +1,470 @@
+// Properties of the composed DGC step (ALGORITHMS.md sections 1 and 6).
+#include <gradcomp/dgc/compressor.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "support/inputs.hpp"
+
+using gradcomp::dgc_aggregator;
+using gradcomp::dgc_compressor;
+using gradcomp::dgc_config;
+using gradcomp::errc;
+using gradcomp::span;
+using gradcomp::tensor_mode;
+using gradcomp::warmup_schedule;
+using namespace gradcomp_test;
+
+namespace {
+
+template <class T>
+bool bitwise_equal(span<const T> a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), b.size() * sizeof(T)) == 0;
+}
+
+template <class T>
+std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
+  std::vector<span<const T>> out;
+  for (const auto& x : g) out.emplace_back(x.data(), x.size());
+  return out;
+}
+
+// A small model: two matrices, a bias and a tensor that is a matrix but tiny.
+const std::vector<std::vector<std::size_t>> kShapes = {{64, 300}, {10, 64}, {64}, {3, 3}};
+
+template <class T>
+std::vector<std::vector<T>> model_gradients(std::uint64_t seed, double scale = 1.0) {
+  std::vector<std::vector<T>> g;
+  for (const auto& shape : kShapes) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= d;
+    auto v = random_vector<T>(n, dist::student_t, seed++);
+    for (auto& x : v) x = static_cast<T>(x * scale);
+    g.push_back(std::move(v));
+  }
+  return g;
+}
+
+template <class T>
+void register_model(dgc_compressor<T>& c) {
+  for (std::size_t t = 0; t < kShapes.size(); ++t) c.add_tensor("t" + std::to_string(t), kShapes[t]);
+}
+
+// Dense momentum SGD as frameworks write it: buf = m*buf + g; w -= lr * (nesterov ? g + m*buf : buf).
+template <class T>
+struct dense_sgd {
+  T m;
+  bool nesterov;
+  std::vector<std::vector<T>> buf;
+  void step(std::vector<std::vector<T>>& w, const std::vector<std::vector<T>>& g, T lr) {
+    if (buf.empty())
+      for (const auto& x : g) buf.emplace_back(x.size(), T(0));
+    for (std::size_t t = 0; t < g.size(); ++t)
+      for (std::size_t i = 0; i < g[t].size(); ++i) {
+        buf[t][i] = m * buf[t][i] + g[t][i];
+        const T d = nesterov ? g[t][i] + m * buf[t][i] : buf[t][i];
+        w[t][i] -= lr * d;
+      }
+  }
+};
+
+template <class T>
+void apply(std::vector<std::vector<T>>& w, const dgc_aggregator<T>& agg, T lr) {
+  for (std::size_t t = 0; t < w.size(); ++t) {
+    const auto u = agg.update(t);
+    for (std::size_t i = 0; i < w[t].size(); ++i) w[t][i] -= lr * u[i];
+  }
+}
+
+template <class T>
+std::vector<std::vector<T>> zeros_like(const std::vector<std::vector<T>>& g) {
+  std::vector<std::vector<T>> z;
+  for (const auto& x : g) z.emplace_back(x.size(), T(0));
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("conservation: residual_new + sent == residual_old + velocity, bitwise", T,
+                   float, double) {
+  for (bool nesterov : {false, true}) {
+    for (auto method : {gradcomp::selection_method::sampled_threshold,
+                        gradcomp::selection_method::exact_topk}) {
+      CAPTURE(nesterov);
+      CAPTURE(static_cast<int>(method));
+      dgc_config cfg;
+      cfg.nesterov = nesterov;
+      cfg.selection = method;
+      cfg.clip_norm = 40.0;  // active on some steps
+      cfg.num_workers = 4;
+      cfg.schedule = warmup_schedule::paper(0.001, 4, gradcomp::schedule_unit::step, 1);
+      cfg.seed = 99;
+      dgc_compressor<T> c(cfg);
+      register_model(c);
+      const T m = static_cast<T>(cfg.momentum);
+      auto g0 = model_gradients<T>(1);
+      auto u_ref = zeros_like(g0), v_ref = zeros_like(g0);
+      bool clipped_once = false;
+      for (std::size_t step = 0; step < 8; ++step) {
+        const auto g = model_gradients<T>(100 * step + 7, step % 2 ? 10.0 : 1.0);
+        double sq = 0.0;
+        for (const auto& x : g) {
+          const double nrm = gradcomp::l2_norm(gradcomp::cpu_backend{}, span<const T>(x.data(), x.size())).value();
+          sq += nrm * nrm;
+        }
+        const double coef = gradcomp::clip_coefficient(
+            std::sqrt(sq), gradcomp::local_clip_threshold(cfg.clip_norm, cfg.num_workers));
+        clipped_once |= coef < 1.0;
+        const T cc = static_cast<T>(coef);
+        const auto stats = c.compress(views(g));
+        REQUIRE(stats);
+        CHECK(stats->clip_coefficient == coef);
+        CHECK(stats->kept_elements <= stats->target_elements);
+        for (std::size_t t = 0; t < g.size(); ++t) {
+          const auto msg = c.message(t);
+          if (msg.dense) {
+            std::vector<T> expect(g[t].size());
+            for (std::size_t i = 0; i < g[t].size(); ++i) expect[i] = cc * g[t][i];
+            CHECK(bitwise_equal(msg.values, expect));
+            continue;
+          }
+          for (std::size_t i = 0; i < g[t].size(); ++i) {
+            const T cg = cc * g[t][i];
+            if (nesterov) {
+              u_ref[t][i] = m * (u_ref[t][i] + cg);
+              v_ref[t][i] = v_ref[t][i] + u_ref[t][i] + cg;
+            } else {
+              u_ref[t][i] = m * u_ref[t][i] + cg;
+              v_ref[t][i] = v_ref[t][i] + u_ref[t][i];
+            }
+          }
+          // residual_new + scatter(sent) must equal the accumulator before extraction, bitwise.
+          std::vector<T> rebuilt(c.residual(t).begin(), c.residual(t).end());
+          for (std::size_t j = 0; j < msg.indices.size(); ++j) {
+            CHECK(rebuilt[msg.indices[j]] == T(0));
+            rebuilt[msg.indices[j]] += msg.values[j];
+            if (j > 0) CHECK(msg.indices[j - 1] < msg.indices[j]);
+          }
+          CHECK(bitwise_equal(span<const T>(rebuilt.data(), rebuilt.size()), v_ref[t]));
+          // Masking zeroes exactly the sent positions of U; elsewhere U is the reference.
+          std::vector<char> sent(g[t].size(), 0);
+          for (auto i : msg.indices) sent[i] = 1;
+          const auto u = c.momentum_buffer(t);
+          bool masked_ok = true, unmasked_ok = true;
+          for (std::size_t i = 0; i < g[t].size(); ++i) {
+            if (sent[i]) {
+              masked_ok &= u[i] == T(0);
+              u_ref[t][i] = T(0);
+            } else {
+              unmasked_ok &= std::memcmp(&u[i], &u_ref[t][i], sizeof(T)) == 0;
+            }
+          }
+          CHECK(masked_ok);
+          CHECK(unmasked_ok);
+          v_ref[t] = std::vector<T>(c.residual(t).begin(), c.residual(t).end());
+        }
+      }
+      CHECK(clipped_once);
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("masking off and k = n: DGC equals dense momentum SGD", T, float, double) {
+  for (bool nesterov : {false, true}) {
+    CAPTURE(nesterov);
+    dgc_config cfg;
+    cfg.momentum = 0.9;
+    cfg.nesterov = nesterov;
+    cfg.momentum_masking = false;
+    cfg.schedule = warmup_schedule::constant(1.0);
+    dgc_compressor<T> c(cfg);
+    register_model(c);
+    // The same model with every tensor sent dense: receiver-side momentum only.
+    dgc_compressor<T> d(cfg);
+    for (std::size_t t = 0; t < kShapes.size(); ++t)
+      d.add_tensor("t" + std::to_string(t), kShapes[t], tensor_mode::dense);
+    dgc_aggregator<T> agg_c(c), agg_d(d);
+    auto w0 = model_gradients<T>(500);
+    auto w_c = w0, w_d = w0, w_ref = w0;
+    dense_sgd<T> ref{T(0.9), nesterov, {}};
+    const T lr = T(0.05);
+    for (std::size_t step = 0; step < 6; ++step) {
+      const auto g = model_gradients<T>(1000 + 10 * step);
+      REQUIRE(c.compress(views(g)));
+      REQUIRE(d.compress(views(g)));
+      agg_c.begin();
+      agg_d.begin();
+      for (std::size_t t = 0; t < g.size(); ++t) {
+        REQUIRE(agg_c.add(c.message(t)));
+        REQUIRE(agg_d.add(d.message(t)));
+      }
+      REQUIRE(agg_c.finish(1));
+      REQUIRE(agg_d.finish(1));
+      apply(w_c, agg_c, lr);
+      apply(w_d, agg_d, lr);
+      ref.step(w_ref, g, lr);
+    }
+    for (std::size_t t = 0; t < w0.size(); ++t) {
+      CAPTURE(t);
+      // Sparse path with k = n and the dense path run the same arithmetic: bitwise equal.
+      CHECK(bitwise_equal(span<const T>(w_c[t].data(), w_c[t].size()), w_d[t]));
+      if (!nesterov) {
+        // Vanilla momentum is the framework formula itself.
+        CHECK(bitwise_equal(span<const T>(w_c[t].data(), w_c[t].size()), w_ref[t]));
+      } else {
+        // Nesterov in DGC form, U = m(U + g), update U + g, is the framework's g + m*buf with
+        // U = m*buf: equal up to rounding.
+        double worst = 0.0;
+        for (std::size_t i = 0; i < w_c[t].size(); ++i)
+          worst = std::max(worst, std::fabs(double(w_c[t][i]) - double(w_ref[t][i])) /
+                                      (1.0 + std::fabs(double(w_ref[t][i]))));
+        CHECK(worst < (sizeof(T) == 4 ? 1e-5 : 1e-13));
+      }
+    }
+  }
+}
+
+TEST_CASE("masking off and k = n with several workers equals dense momentum SGD on the average") {
+  const std::size_t workers = 3;
+  dgc_config cfg;
+  cfg.momentum_masking = false;
+  cfg.schedule = warmup_schedule::constant(1.0);
+  std::vector<dgc_compressor<double>> comp;
+  for (std::size_t r = 0; r < workers; ++r) {
+    comp.emplace_back(cfg);
+    register_model(comp.back());
+  }
+  dgc_aggregator<double> agg(comp[0]);
+  auto w = model_gradients<double>(77), w_ref = w;
+  dense_sgd<double> ref{0.9, false, {}};
+  for (std::size_t step = 0; step < 5; ++step) {
+    std::vector<std::vector<std::vector<double>>> g;
+    auto avg = zeros_like(w);
+    for (std::size_t r = 0; r < workers; ++r) {
+      g.push_back(model_gradients<double>(3000 + 100 * step + 10 * r));
+      for (std::size_t t = 0; t < w.size(); ++t)
+        for (std::size_t i = 0; i < w[t].size(); ++i) avg[t][i] += g[r][t][i] / workers;
+      REQUIRE(comp[r].compress(views(g[r])));
+    }
+    agg.begin();
+    for (std::size_t r = 0; r < workers; ++r)
+      for (std::size_t t = 0; t < w.size(); ++t) REQUIRE(agg.add(comp[r].message(t)));
+    REQUIRE(agg.finish(workers));
+    apply(w, agg, 0.1);
+    ref.step(w_ref, avg, 0.1);
+  }
+  for (std::size_t t = 0; t < w.size(); ++t)
+    for (std::size_t i = 0; i < w[t].size(); ++i) CHECK(w[t][i] == doctest::Approx(w_ref[t][i]).epsilon(1e-12));
+}
+
+TEST_CASE_TEMPLATE("masking on and k = n: DGC degenerates to plain SGD", T, float, double) {
+  for (bool nesterov : {false, true}) {
+    CAPTURE(nesterov);
+    dgc_config cfg;
+    cfg.nesterov = nesterov;
+    cfg.schedule = warmup_schedule::constant(1.0);
+    dgc_compressor<T> c(cfg);
+    register_model(c);
+    dgc_aggregator<T> agg(c);
+    const T m = static_cast<T>(cfg.momentum);
+    for (std::size_t step = 0; step < 4; ++step) {
+      const auto g = model_gradients<T>(2000 + step);
+      REQUIRE(c.compress(views(g)));
+      agg.begin();
+      for (std::size_t t = 0; t < g.size(); ++t) REQUIRE(agg.add(c.message(t)));
+      REQUIRE(agg.finish(1));
+      for (std::size_t t = 0; t < g.size(); ++t) {
+        if (!c.info(t).compressed) continue;  // dense tensors keep ordinary momentum
+        std::vector<T> expect(g[t]);
+        // U is reset every step: vanilla sends g; Nesterov sends m*g + g.
+        if (nesterov)
+          for (auto& x : expect) x = m * x + x;
+        CHECK(bitwise_equal(agg.update(t), expect));
+      }
+    }
+  }
+}
+
+TEST_CASE("a NaN or infinite gradient is rejected and changes nothing") {
+  dgc_config cfg;
+  cfg.schedule = warmup_schedule::constant(0.05);
+  dgc_compressor<float> c(cfg);
+  register_model(c);
+  REQUIRE(c.compress(views(model_gradients<float>(1))));
+  const std::vector<float> v_before(c.residual(0).begin(), c.residual(0).end());
+  const std::vector<float> u_before(c.momentum_buffer(0).begin(), c.momentum_buffer(0).end());
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    auto g = model_gradients<float>(2);
+    g[1][5] = bad;  // the second tensor: the first was already readable
+    const auto r = c.compress(views(g));
+    CHECK(r.error() == errc::non_finite_input);
+    CHECK(c.step() == 1);
+    CHECK(bitwise_equal(c.residual(0), v_before));
+    CHECK(bitwise_equal(c.momentum_buffer(0), u_before));
+  }
+  REQUIRE(c.compress(views(model_gradients<float>(3))));
+  CHECK(c.step() == 2);
+}
+
+TEST_CASE("the compression policy: rank-1 and small tensors dense, overrides, predicate") {
+  dgc_config cfg;
+  dgc_compressor<float> a(cfg);
+  CHECK(a.info(a.add_tensor("w", {64, 300})).compressed);
+  CHECK_FALSE(a.info(a.add_tensor("b", {64})).compressed);
+  CHECK(a.info(a.add_tensor("tiny", {3, 3})).compressed);
+  CHECK_FALSE(a.info(a.add_tensor("forced", {64, 300}, tensor_mode::dense)).compressed);
+  CHECK(a.info(a.add_tensor("vector", {5000}, tensor_mode::compressed)).compressed);
+  CHECK_THROWS_AS(a.add_tensor("w", {2, 2}), gradcomp::error);
+  CHECK_THROWS_AS(a.add_tensor("huge", {1u << 20, 1u << 13}), gradcomp::error);
+
+  cfg.policy.min_compressed_elements = 16384;
+  dgc_compressor<float> b(cfg);
+  CHECK_FALSE(b.info(b.add_tensor("small", {64, 255})).compressed);
+  CHECK(b.info(b.add_tensor("large", {64, 256})).compressed);
+
+  cfg.policy.predicate = [](const std::string& name, const std::vector<std::size_t>&) {
+    return name.find("conv") != std::string::npos;
+  };
+  dgc_compressor<float> p(cfg);
+  CHECK(p.info(p.add_tensor("conv1.weight", {16, 3, 3, 3})).compressed);
+  CHECK_FALSE(p.info(p.add_tensor("fc.weight", {10, 1000})).compressed);
+}
+
+TEST_CASE("the warm-up schedule drives the number of kept elements") {
+  dgc_config cfg;  // paper schedule, per epoch
+  cfg.selection = gradcomp::selection_method::exact_topk;
+  dgc_compressor<float> c(cfg);
+  c.add_tensor("w", {1000, 100});
+  const std::size_t expected[] = {25000, 6250, 1563, 391, 100, 100};
+  for (std::size_t e = 0; e < 6; ++e) {
+    c.set_epoch(e);
+    CHECK(c.compress(std::vector<span<const float>>{}).error() == errc::wrong_tensor_count);
+    const auto g = random_vector<float>(100000, dist::gaussian, 600 + e);
+    const auto s = c.compress(std::vector<span<const float>>{span<const float>(g.data(), g.size())});
+    REQUIRE(s);
+    CAPTURE(e);
+    CHECK(s->stage == std::min<std::size_t>(e, 4));
+    CHECK(s->kept_elements == expected[e]);
+    CHECK(c.message(0).indices.size() == expected[e]);
+  }
+}
+
+TEST_CASE("the same seed gives the same messages on every worker") {
+  dgc_config cfg;
+  cfg.schedule = warmup_schedule::constant(0.001);
+  cfg.seed = 1234;
+  dgc_compressor<float> a(cfg), b(cfg);
+  for (auto* c : {&a, &b}) c->add_tensor("w", {2000, 1000});
+  for (std::size_t step = 0; step < 3; ++step) {
+    const auto g = random_vector<float>(2000000, dist::student_t, 50 + step);
+    const std::vector<span<const float>> gs{span<const float>(g.data(), g.size())};
+    const auto ra = a.compress(gs);
+    const auto rb = b.compress(gs);
+    REQUIRE(ra);
+    REQUIRE(rb);
+    CHECK(ra->kept_elements <= 2000);
+    CHECK(ra->kept_elements >= 1600);
+    CHECK(a.selection(0).sample_count == b.selection(0).sample_count);
+    const auto ma = a.message(0), mb = b.message(0);
+    REQUIRE(ma.indices.size() == mb.indices.size());
+    CHECK(std::memcmp(ma.indices.data(), mb.indices.data(), ma.indices.size_bytes()) == 0);
+    CHECK(std::memcmp(ma.values.data(), mb.values.data(), ma.values.size_bytes()) == 0);
+  }
+}
+
+TEST_CASE("local clipping per tensor and with the global norm") {
+  dgc_config cfg;
+  cfg.schedule = warmup_schedule::constant(1.0);
+  cfg.clip_norm = 2.0;
+  cfg.num_workers = 4;  // local threshold 2 / sqrt(4) = 1
+  cfg.momentum = 0.0;
+  const std::vector<float> g1 = {3.0f, 4.0f}, g2 = {0.0f, 0.5f};  // norms 5 and 0.5
+  const std::vector<span<const float>> gs{span<const float>(g1.data(), 2), span<const float>(g2.data(), 2)};
+  for (auto scope : {gradcomp::clip_scope::global_norm, gradcomp::clip_scope::per_tensor}) {
+    cfg.clipping = scope;
+    dgc_compressor<float> c(cfg);
+    c.add_tensor("a", {2}, tensor_mode::compressed);
+    c.add_tensor("b", {2}, tensor_mode::compressed);
+    const auto s = c.compress(gs);
+    REQUIRE(s);
+    const auto a = c.message(0).values, b = c.message(1).values;
+    if (scope == gradcomp::clip_scope::global_norm) {
+      const float k = static_cast<float>(1.0 / std::sqrt(25.25));
+      CHECK(s->clip_coefficient == doctest::Approx(1.0 / std::sqrt(25.25)));
+      CHECK(a[0] == 3.0f * k);
+      CHECK(b[1] == 0.5f * k);
+    } else {
+      CHECK(s->clip_coefficient == doctest::Approx(0.2));
+      CHECK(a[0] == 3.0f * 0.2f);
+      CHECK(a[1] == 4.0f * 0.2f);
+      CHECK(b[1] == 0.5f);  // below the threshold: untouched
+    }
+  }
+}
+
+TEST_CASE("the aggregator sums duplicates across workers, averages, and rejects bad messages") {
+  dgc_config cfg;
+  cfg.momentum = 0.0;
+  dgc_compressor<float> c(cfg);
+  c.add_tensor("w", {2, 4});
+  c.add_tensor("b", {2});
+  dgc_aggregator<float> agg(c);
+  const std::vector<std::uint32_t> i1 = {1, 5}, i2 = {5, 7};
+  const std::vector<float> v1 = {1.0f, 2.0f}, v2 = {4.0f, 8.0f}, dense = {1.0f, 3.0f};
+  gradcomp::tensor_message<float> m1{0, 8, false, {i1.data(), 2}, {v1.data(), 2}};
+  gradcomp::tensor_message<float> m2{0, 8, false, {i2.data(), 2}, {v2.data(), 2}};
+  gradcomp::tensor_message<float> mb{1, 2, true, {}, {dense.data(), 2}};
+  agg.begin();
+  REQUIRE(agg.add(m1));
+  REQUIRE(agg.add(m2));
+  REQUIRE(agg.add(mb));
+  CHECK(agg.finish(2).error() == errc::invalid_argument);  // tensor 1 got one message, not two
+  REQUIRE(agg.add(mb));
+  REQUIRE(agg.finish(2));
+  const std::vector<float> expect = {0, 0.5f, 0, 0, 0, 3.0f, 0, 4.0f};
+  CHECK(std::vector<float>(agg.update(0).begin(), agg.update(0).end()) == expect);
+  CHECK(std::vector<float>(agg.update(1).begin(), agg.update(1).end()) == dense);
+
+  agg.begin();
+  const std::vector<std::uint32_t> bad = {1, 8};
+  gradcomp::tensor_message<float> out_of_range{0, 8, false, {bad.data(), 2}, {v1.data(), 2}};
+  CHECK(agg.add(out_of_range).error() == errc::index_out_of_range);
+  gradcomp::tensor_message<float> wrong_numel{0, 9, false, {i1.data(), 2}, {v1.data(), 2}};
+  CHECK(agg.add(wrong_numel).error() == errc::size_mismatch);
+  gradcomp::tensor_message<float> wrong_kind{1, 2, false, {i1.data(), 1}, {v1.data(), 1}};
+  CHECK(agg.add(wrong_kind).error() == errc::size_mismatch);
+  gradcomp::tensor_message<float> unknown{2, 2, true, {}, {dense.data(), 2}};
+  CHECK(agg.add(unknown).error() == errc::unknown_tensor);
+  CHECK(std::vector<float>(agg.update(0).begin(), agg.update(0).end()) == std::vector<float>(8, 0.0f));
+  CHECK(agg.finish(0).error() == errc::invalid_argument);
+}
+
+TEST_CASE("edge cases: empty tensors, wrong sizes, invalid configuration") {
+  dgc_config cfg;
+  dgc_compressor<float> c(cfg);
+  c.add_tensor("empty", {0, 5}, tensor_mode::compressed);
+  c.add_tensor("w", {10, 10});
+  const std::vector<float> g(100, 1.0f), short_g(99, 1.0f);
+  auto r = c.compress({span<const float>(), span<const float>(g.data(), g.size())});
+  REQUIRE(r);
+  CHECK(c.message(0).indices.size() == 0);
+  CHECK(c.message(1).indices.size() == 25);  // all-equal magnitudes: the exact path, 25% of 100
+  r = c.compress({span<const float>(), span<const float>(short_g.data(), short_g.size())});
+  CHECK(r.error() == errc::size_mismatch);
+
+  dgc_config bad = cfg;
+  bad.momentum = 1.0;
+  CHECK_THROWS_AS(dgc_compressor<float>{bad}, gradcomp::error);
+  bad = cfg;
+  bad.num_workers = 0;
+  CHECK_THROWS_AS(dgc_compressor<float>{bad}, gradcomp::error);
+  bad = cfg;
+  bad.sampling.sample_ratio = 0.0;
+  CHECK_THROWS_AS(dgc_compressor<float>{bad}, gradcomp::error);
+}
