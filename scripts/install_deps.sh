@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages needed to build, test and document
+# gradcomp. Idempotent: packages already installed are left alone, and
+# apt-get runs (after an index update) only when something is missing.
+#
+# Environment:
+#   GRADCOMP_SKIP_DEPS=1   do nothing (dependencies are managed elsewhere)
+set -euo pipefail
+
+if [[ "${GRADCOMP_SKIP_DEPS:-0}" == "1" ]]; then
+  echo "install_deps: GRADCOMP_SKIP_DEPS=1, skipping"
+  exit 0
+fi
+
+packages=(
+  cmake
+  g++
+  clang
+  make
+  doctest-dev
+  doxygen
+  libbenchmark-dev
+  zlib1g-dev
+  ca-certificates
+  git
+)
+
+if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "install_deps: not a Debian-based system; please install the equivalents of:" >&2
+  echo "  ${packages[*]}" >&2
+  exit 0
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status="$(dpkg -s "$pkg" 2>/dev/null || true)"
+  if ! grep -q '^Status: install ok installed' <<<"$status"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install_deps: all packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install_deps: missing packages (${missing[*]}) and not root, and sudo is unavailable" >&2
+    exit 1
+  fi
+  sudo_cmd=(sudo)
+fi
+
+echo "install_deps: installing ${missing[*]}"
+${sudo_cmd[@]+"${sudo_cmd[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get update -q
+${sudo_cmd[@]+"${sudo_cmd[@]}"} env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
