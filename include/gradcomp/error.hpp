@@ -30,6 +30,18 @@ enum class errc : std::uint16_t {
   index_out_of_range = 106,    ///< An index is not below the length of the tensor it addresses.
   nan_input = 200,             ///< The input holds a NaN, which has no magnitude order.
   non_finite_input = 201,      ///< A gradient holds NaN or an infinity; state was not modified.
+  value_out_of_range = 202,    ///< A finite value does not fit the chosen value coding (fp16 above 65504).
+  bad_magic = 300,             ///< The buffer does not start with the message magic "GCWF".
+  unsupported_version = 301,   ///< The message's format version is newer than this decoder.
+  truncated = 302,             ///< The buffer ends inside the header, a section or the checksum.
+  trailing_bytes = 303,        ///< The buffer is longer than the message's declared length.
+  kept_exceeds_numel = 304,    ///< A section keeps more elements than its tensor has.
+  indices_not_increasing = 305,  ///< Indices repeat or go backwards.
+  unknown_coding = 306,        ///< An index coding, value coding, kind or role this decoder lacks.
+  checksum_mismatch = 307,     ///< The CRC-32C does not match the message bytes.
+  reserved_field = 308,        ///< A reserved field or flag bit is not zero.
+  malformed_payload = 309,     ///< A payload's size or content disagrees with its coding.
+  layout_mismatch = 310,       ///< A message's tensors disagree with the receiver's tensors.
   unknown_tensor = 400,        ///< A tensor id or name that was never registered.
   duplicate_tensor = 401,      ///< A tensor name registered twice.
   wrong_tensor_count = 402,    ///< A step got a different number of tensors than registered.
@@ -48,6 +60,18 @@ constexpr const char* to_string(errc e) noexcept {
     case errc::index_out_of_range: return "index_out_of_range";
     case errc::nan_input: return "nan_input";
     case errc::non_finite_input: return "non_finite_input";
+    case errc::value_out_of_range: return "value_out_of_range";
+    case errc::bad_magic: return "bad_magic";
+    case errc::unsupported_version: return "unsupported_version";
+    case errc::truncated: return "truncated";
+    case errc::trailing_bytes: return "trailing_bytes";
+    case errc::kept_exceeds_numel: return "kept_exceeds_numel";
+    case errc::indices_not_increasing: return "indices_not_increasing";
+    case errc::unknown_coding: return "unknown_coding";
+    case errc::checksum_mismatch: return "checksum_mismatch";
+    case errc::reserved_field: return "reserved_field";
+    case errc::malformed_payload: return "malformed_payload";
+    case errc::layout_mismatch: return "layout_mismatch";
     case errc::unknown_tensor: return "unknown_tensor";
     case errc::duplicate_tensor: return "duplicate_tensor";
     case errc::wrong_tensor_count: return "wrong_tensor_count";

@@ -30,6 +30,7 @@
 #include "../select/sampled_threshold.hpp"
 #include "../select/selection_types.hpp"
 #include "../span.hpp"
+#include "../tensor_message.hpp"
 #include "clipping.hpp"
 #include "momentum_kind.hpp"
 #include "warmup_schedule.hpp"
@@ -106,19 +107,6 @@ struct tensor_info {
   std::vector<std::size_t> shape;  ///< Dimensions (only their product and rank matter).
   std::size_t numel = 0;           ///< Number of elements.
   bool compressed = false;         ///< Sparsified (true) or sent dense (false).
-};
-
-/**
- * @brief One tensor's part of a worker's step message. Views into the compressor's buffers, valid
- * until its next `compress`.
- */
-template <class T>
-struct tensor_message {
-  std::size_t tensor = 0;               ///< Tensor id (registration order).
-  std::size_t numel = 0;                ///< Elements of the tensor.
-  bool dense = false;                   ///< True: `values` holds all `numel` values.
-  span<const std::uint32_t> indices;    ///< Sent positions, ascending (empty when dense).
-  span<const T> values;                 ///< Sent values.
 };
 
 /// What one `compress` call did.

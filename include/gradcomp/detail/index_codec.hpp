@@ -1,0 +1,285 @@
+// Index codings of the wire format: exact sizes, encoders and validating decoders. Positions are
+// strictly increasing and below numel. Gap codings code d_0 = i_0 and d_j = i_j - i_{j-1} - 1.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "../error.hpp"
+#include "../span.hpp"
+#include "bytes.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+inline int count_trailing_zeros64(std::uint64_t x) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  return x == 0 ? 64 : __builtin_ctzll(x);
+#else
+  int n = 0;
+  while (n < 64 && ((x >> n) & 1u) == 0) ++n;
+  return n;
+#endif
+}
+
+inline std::size_t varint_length(std::uint32_t v) noexcept {
+  return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
+}
+
+// Sizes of every coding for one index list, gathered in one pass.
+struct index_sizes {
+  std::uint64_t raw = 0;
+  std::uint64_t varint = 0;
+  std::uint64_t bitmap = 0;
+  std::uint64_t rice = 0;
+  int rice_parameter = 0;
+};
+
+// Rice parameter candidates around the optimum for geometric gaps of mean (n - k) / k.
+inline int rice_center(std::uint64_t n, std::uint64_t k) noexcept {
+  if (k == 0 || n <= k) return 0;
+  const double mean_gap = static_cast<double>(n - k) / static_cast<double>(k);
+  int r = 0;
+  while (r < 31 && static_cast<double>(std::uint64_t(1) << (r + 1)) <= mean_gap * 0.6931471805599453) ++r;
+  return r;
+}
+
+inline std::uint64_t rice_bytes_bound(std::uint64_t n, std::uint64_t k, int r) noexcept {
+  // Sum of gaps <= n - k, so sum of quotients <= (n - k) >> r, plus k * (1 + r) bits.
+  return (((n - k) >> r) + k * (1 + static_cast<std::uint64_t>(r)) + 7) / 8;
+}
+
+inline index_sizes measure_indices(span<const std::uint32_t> idx, std::uint32_t n) noexcept {
+  index_sizes s;
+  const std::uint64_t k = idx.size();
+  s.raw = 4 * k;
+  s.bitmap = (static_cast<std::uint64_t>(n) + 7) / 8;
+  const int center = rice_center(n, k);
+  const int r0 = std::max(0, center - 1);
+  std::uint64_t quotients[3] = {0, 0, 0};
+  std::uint32_t prev_plus_one = 0;
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    const std::uint32_t d = idx[j] - prev_plus_one;
+    prev_plus_one = idx[j] + 1;
+    s.varint += varint_length(d);
+    quotients[0] += d >> r0;
+    quotients[1] += d >> std::min(r0 + 1, 31);
+    quotients[2] += d >> std::min(r0 + 2, 31);
+  }
+  s.rice = ~std::uint64_t(0);
+  for (int c = 0; c < 3; ++c) {
+    const int r = std::min(r0 + c, 31);
+    const std::uint64_t bits = quotients[c] + k * (1 + static_cast<std::uint64_t>(r));
+    if ((bits + 7) / 8 < s.rice) {
+      s.rice = (bits + 7) / 8;
+      s.rice_parameter = r;
+    }
+  }
+  return s;
+}
+
+inline std::uint64_t rice_bytes(span<const std::uint32_t> idx, int r) noexcept {
+  std::uint64_t bits = 0;
+  std::uint32_t prev_plus_one = 0;
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    bits += ((idx[j] - prev_plus_one) >> r) + 1 + static_cast<std::uint64_t>(r);
+    prev_plus_one = idx[j] + 1;
+  }
+  return (bits + 7) / 8;
+}
+
+// ---- encoders: dst has exactly the measured size ----
+
+inline void encode_raw(span<const std::uint32_t> idx, std::byte* dst) noexcept {
+  for (std::size_t j = 0; j < idx.size(); ++j) store_le<std::uint32_t>(dst + 4 * j, idx[j]);
+}
+
+inline void encode_varint(span<const std::uint32_t> idx, std::byte* dst) noexcept {
+  std::uint32_t prev_plus_one = 0;
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    std::uint32_t d = idx[j] - prev_plus_one;
+    prev_plus_one = idx[j] + 1;
+    while (d >= 0x80u) {
+      *dst++ = static_cast<std::byte>((d & 0x7fu) | 0x80u);
+      d >>= 7;
+    }
+    *dst++ = static_cast<std::byte>(d);
+  }
+}
+
+class bit_writer {
+ public:
+  explicit bit_writer(std::byte* dst) noexcept : dst_(dst) {}
+  // Appends the low `count` bits of v (count <= 32), least significant first.
+  void put(std::uint64_t v, int count) noexcept {
+    acc_ |= (count == 0 ? 0 : (v & ((std::uint64_t(1) << count) - 1))) << fill_;
+    fill_ += count;
+    while (fill_ >= 8) {
+      *dst_++ = static_cast<std::byte>(acc_ & 0xffu);
+      acc_ >>= 8;
+      fill_ -= 8;
+    }
+  }
+  void put_ones(std::uint64_t count) noexcept {
+    while (count >= 32) {
+      put(0xffffffffu, 32);
+      count -= 32;
+    }
+    put((std::uint64_t(1) << count) - 1, static_cast<int>(count));
+  }
+  void flush() noexcept {
+    if (fill_ > 0) *dst_++ = static_cast<std::byte>(acc_ & 0xffu);
+    acc_ = 0;
+    fill_ = 0;
+  }
+
+ private:
+  std::byte* dst_;
+  std::uint64_t acc_ = 0;
+  int fill_ = 0;
+};
+
+inline void encode_rice(span<const std::uint32_t> idx, int r, std::byte* dst) noexcept {
+  bit_writer w(dst);
+  std::uint32_t prev_plus_one = 0;
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    const std::uint32_t d = idx[j] - prev_plus_one;
+    prev_plus_one = idx[j] + 1;
+    w.put_ones(d >> r);
+    w.put(0, 1);
+    w.put(d, r);
+  }
+  w.flush();
+}
+
+inline void encode_bitmap(span<const std::uint32_t> idx, std::uint32_t n, std::byte* dst) noexcept {
+  std::memset(dst, 0, (static_cast<std::size_t>(n) + 7) / 8);
+  for (std::size_t j = 0; j < idx.size(); ++j)
+    dst[idx[j] >> 3] |= static_cast<std::byte>(1u << (idx[j] & 7u));
+}
+
+// ---- decoders: validate everything, call sink(j, index) for each index in order ----
+
+template <class Sink>
+errc decode_raw(const std::byte* p, std::uint32_t n, std::uint32_t k, Sink&& sink) noexcept {
+  std::uint64_t next_min = 0;  // each index must be >= previous + 1
+  for (std::uint32_t j = 0; j < k; ++j) {
+    const std::uint32_t i = load_le<std::uint32_t>(p + 4 * static_cast<std::size_t>(j));
+    if (i >= n) return errc::index_out_of_range;
+    if (i < next_min) return errc::indices_not_increasing;
+    next_min = static_cast<std::uint64_t>(i) + 1;
+    sink(j, i);
+  }
+  return errc::ok;
+}
+
+template <class Sink>
+errc decode_varint(const std::byte* p, std::uint64_t bytes, std::uint32_t n, std::uint32_t k,
+                   Sink&& sink) noexcept {
+  std::uint64_t pos = 0;
+  std::uint64_t next = 0;  // previous index + 1
+  for (std::uint32_t j = 0; j < k; ++j) {
+    std::uint64_t d = 0;
+    for (int shift = 0;; shift += 7) {
+      if (pos >= bytes) return errc::malformed_payload;
+      const auto b = static_cast<std::uint32_t>(p[pos++]);
+      if (shift == 28 && (b & 0xf0u) != 0) return errc::malformed_payload;  // > 32 bits
+      d |= static_cast<std::uint64_t>(b & 0x7fu) << shift;
+      if ((b & 0x80u) == 0) break;
+    }
+    const std::uint64_t i = next + d;
+    if (i >= n) return errc::index_out_of_range;
+    sink(j, static_cast<std::uint32_t>(i));
+    next = i + 1;
+  }
+  return pos == bytes ? errc::ok : errc::malformed_payload;
+}
+
+class bit_reader {
+ public:
+  bit_reader(const std::byte* p, std::uint64_t bytes) noexcept : p_(p), bits_(8 * bytes) {}
+  std::uint64_t position() const noexcept { return pos_; }
+  std::uint64_t remaining() const noexcept { return bits_ - pos_; }
+  // Up to 57 bits from the current position, zero beyond the end of the payload.
+  std::uint64_t peek() const noexcept {
+    const std::uint64_t byte = pos_ >> 3;
+    const std::uint64_t total = bits_ >> 3;
+    std::uint64_t w = 0;
+    if (byte + 8 <= total) {
+      w = load_le<std::uint64_t>(p_ + byte);
+    } else {
+      for (std::uint64_t b = byte; b < total; ++b)
+        w |= static_cast<std::uint64_t>(p_[b]) << (8 * (b - byte));
+    }
+    return w >> (pos_ & 7u);
+  }
+  void skip(std::uint64_t count) noexcept { pos_ += count; }
+
+ private:
+  const std::byte* p_;
+  std::uint64_t bits_;
+  std::uint64_t pos_ = 0;
+};
+
+template <class Sink>
+errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n,
+                 std::uint32_t k, Sink&& sink) noexcept {
+  bit_reader in(p, bytes);
+  std::uint64_t next = 0;
+  const std::uint64_t max_quotient = static_cast<std::uint64_t>(n) >> r;
+  for (std::uint32_t j = 0; j < k; ++j) {
+    std::uint64_t q = 0;
+    for (;;) {  // q one-bits, then a zero-bit
+      const std::uint64_t avail = std::min<std::uint64_t>(57, in.remaining());
+      if (avail == 0) return errc::malformed_payload;
+      const int ones = count_trailing_zeros64(~in.peek());
+      if (static_cast<std::uint64_t>(ones) < avail) {
+        q += static_cast<std::uint64_t>(ones);
+        in.skip(static_cast<std::uint64_t>(ones) + 1);
+        break;
+      }
+      q += avail;
+      in.skip(avail);
+      if (q > max_quotient) return errc::index_out_of_range;
+    }
+    if (q > max_quotient) return errc::index_out_of_range;
+    if (in.remaining() < static_cast<std::uint64_t>(r)) return errc::malformed_payload;
+    const std::uint64_t low = r == 0 ? 0 : (in.peek() & ((std::uint64_t(1) << r) - 1));
+    in.skip(static_cast<std::uint64_t>(r));
+    const std::uint64_t i = next + ((q << r) | low);
+    if (i >= n) return errc::index_out_of_range;
+    sink(j, static_cast<std::uint32_t>(i));
+    next = i + 1;
+  }
+  // Exactly the last byte may be partly used, and its unused bits must be zero.
+  if (in.remaining() >= 8) return errc::malformed_payload;
+  if (in.remaining() > 0 && in.peek() != 0) return errc::malformed_payload;
+  return errc::ok;
+}
+
+template <class Sink>
+errc decode_bitmap(const std::byte* p, std::uint32_t n, std::uint32_t k, Sink&& sink) noexcept {
+  const std::uint64_t bytes = (static_cast<std::uint64_t>(n) + 7) / 8;
+  std::uint32_t j = 0;
+  for (std::uint64_t w = 0; w < bytes; w += 8) {
+    std::uint64_t word = 0;
+    const std::uint64_t take = std::min<std::uint64_t>(8, bytes - w);
+    for (std::uint64_t b = 0; b < take; ++b) word |= static_cast<std::uint64_t>(p[w + b]) << (8 * b);
+    if (w + 8 >= bytes && (n & 63u) != 0 && w * 8 + 64 > n) {
+      const std::uint64_t valid = n - w * 8;
+      if (valid < 64 && (word >> valid) != 0) return errc::malformed_payload;  // padding bits
+    }
+    while (word != 0) {
+      if (j == k) return errc::malformed_payload;  // more bits set than kept
+      const int bit = count_trailing_zeros64(word);
+      sink(j++, static_cast<std::uint32_t>(w * 8 + static_cast<std::uint64_t>(bit)));
+      word &= word - 1;
+    }
+  }
+  return j == k ? errc::ok : errc::malformed_payload;
+}
+
+}  // namespace detail
+}  // namespace gradcomp

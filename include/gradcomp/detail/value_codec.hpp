@@ -1,0 +1,81 @@
+// Value codings of the wire format. Encoding refuses NaN, infinities and finite values that do
+// not fit the coding; decoding refuses non-finite values and values that do not fit the
+// destination type, so a message can never poison a receiver's accumulator.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "../error.hpp"
+#include "../span.hpp"
+#include "../wire/format.hpp"
+#include "bytes.hpp"
+#include "half.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+template <class T>
+errc encode_values(span<const T> v, wire::value_coding c, std::byte* dst) noexcept {
+  for (std::size_t j = 0; j < v.size(); ++j) {
+    const T x = v[j];
+    if (!std::isfinite(x)) return errc::non_finite_input;
+    switch (c) {
+      case wire::value_coding::fp32: {
+        const float f = static_cast<float>(x);
+        if (!std::isfinite(f)) return errc::value_out_of_range;
+        store_le<std::uint32_t>(dst + 4 * j, float_bits(f));
+        break;
+      }
+      case wire::value_coding::fp64:
+        store_le<std::uint64_t>(dst + 8 * j, double_bits(static_cast<double>(x)));
+        break;
+      case wire::value_coding::fp16: {
+        std::uint16_t h;
+        const float f = static_cast<float>(x);
+        if (!std::isfinite(f) || !float_to_half(f, &h)) return errc::value_out_of_range;
+        store_le<std::uint16_t>(dst + 2 * j, h);
+        break;
+      }
+      case wire::value_coding::bf16: {
+        std::uint16_t b;
+        const float f = static_cast<float>(x);
+        if (!std::isfinite(f) || !float_to_bf16(f, &b)) return errc::value_out_of_range;
+        store_le<std::uint16_t>(dst + 2 * j, b);
+        break;
+      }
+      default:
+        return errc::unknown_coding;
+    }
+  }
+  return errc::ok;
+}
+
+// Value j of a payload whose coding was validated by the caller. Sets err to non_finite_input for
+// a NaN or infinity on the wire, and to value_out_of_range for a finite fp64 value beyond T.
+template <class T>
+inline T load_value(const std::byte* p, wire::value_coding c, std::size_t j, errc& err) noexcept {
+  float f = 0.0f;
+  switch (c) {
+    case wire::value_coding::fp32: f = bits_float(load_le<std::uint32_t>(p + 4 * j)); break;
+    case wire::value_coding::fp16: f = half_to_float(load_le<std::uint16_t>(p + 2 * j)); break;
+    case wire::value_coding::bf16: f = bf16_to_float(load_le<std::uint16_t>(p + 2 * j)); break;
+    case wire::value_coding::fp64: {
+      const double d = bits_double(load_le<std::uint64_t>(p + 8 * j));
+      const T t = static_cast<T>(d);
+      if (!std::isfinite(d)) err = errc::non_finite_input;
+      else if (!std::isfinite(t)) err = errc::value_out_of_range;
+      return t;
+    }
+    default:
+      err = errc::unknown_coding;
+      return T(0);
+  }
+  if (!std::isfinite(f)) err = errc::non_finite_input;
+  return static_cast<T>(f);
+}
+
+}  // namespace detail
+}  // namespace gradcomp

@@ -1,0 +1,26 @@
+/// @file tensor_message.hpp
+/// @brief `tensor_message`: one tensor's part of a worker's step, as views of caller memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "span.hpp"
+
+namespace gradcomp {
+
+/**
+ * @brief One tensor's part of a step message: either sparse (ascending indices and their values)
+ * or dense (all values). Compressors produce it, the wire format encodes and decodes it, and
+ * aggregators consume it. It only views memory; the producer documents how long.
+ */
+template <class T>
+struct tensor_message {
+  std::size_t tensor = 0;               ///< Tensor id (registration order).
+  std::size_t numel = 0;                ///< Elements of the tensor.
+  bool dense = false;                   ///< True: `values` holds all `numel` values.
+  span<const std::uint32_t> indices;    ///< Sent positions, strictly ascending (empty when dense).
+  span<const T> values;                 ///< Sent values.
+};
+
+}  // namespace gradcomp

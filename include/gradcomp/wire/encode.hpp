@@ -1,0 +1,267 @@
+/// @file encode.hpp
+/// @brief Encoding of gradient messages (wire format version 1, docs/wire_format.md).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "../detail/bytes.hpp"
+#include "../detail/index_codec.hpp"
+#include "../detail/value_codec.hpp"
+#include "../error.hpp"
+#include "../span.hpp"
+#include "../tensor_message.hpp"
+#include "crc32c.hpp"
+#include "format.hpp"
+
+namespace gradcomp {
+namespace wire {
+
+/// How `encode` writes each section.
+struct encode_options {
+  /// Index coding of sparse sections; `automatic` picks the smallest for each section.
+  index_coding indices = index_coding::automatic;
+  value_coding values = value_coding::fp32;        ///< Value coding of sparse sections.
+  value_coding dense_values = value_coding::fp32;  ///< Value coding of dense sections.
+  bool checksum = false;                           ///< Append a CRC-32C of the message.
+};
+
+namespace detail {
+
+struct section_plan {
+  index_coding indices = index_coding::dense;
+  int rice_parameter = 0;
+  value_coding values = value_coding::fp32;
+  std::uint64_t index_bytes = 0;
+  std::uint64_t value_bytes = 0;
+  std::uint64_t bytes = 0;
+};
+
+inline bool known(value_coding c) noexcept { return value_bytes_per_element(c) != 0; }
+
+// Checks one section and decides how it is written (reads the indices once).
+template <class T>
+result<section_plan> plan_section(const tensor_message<T>& m, const encode_options& opt) {
+  constexpr std::uint64_t u32max = std::numeric_limits<std::uint32_t>::max();
+  if (m.tensor > u32max || m.numel > u32max) return fail(errc::size_overflow);
+  section_plan p;
+  if (m.dense) {
+    if (m.values.size() != m.numel || !m.indices.empty()) return fail(errc::size_mismatch);
+    if (!known(opt.dense_values)) return fail(errc::unknown_coding);
+    p.values = opt.dense_values;
+  } else {
+    if (m.values.size() != m.indices.size()) return fail(errc::size_mismatch);
+    if (m.indices.size() > m.numel) return fail(errc::kept_exceeds_numel);
+    if (!known(opt.values)) return fail(errc::unknown_coding);
+    p.values = opt.values;
+    std::uint64_t next_min = 0;
+    for (std::size_t j = 0; j < m.indices.size(); ++j) {
+      if (m.indices[j] >= m.numel) return fail(errc::index_out_of_range);
+      if (m.indices[j] < next_min) return fail(errc::indices_not_increasing);
+      next_min = static_cast<std::uint64_t>(m.indices[j]) + 1;
+    }
+    const auto n = static_cast<std::uint32_t>(m.numel);
+    const gradcomp::detail::index_sizes s = gradcomp::detail::measure_indices(m.indices, n);
+    p.rice_parameter = 0;
+    switch (opt.indices) {
+      case index_coding::automatic: {
+        p.indices = index_coding::raw_u32;
+        p.index_bytes = s.raw;
+        const std::pair<index_coding, std::uint64_t> others[] = {
+            {index_coding::delta_varint, s.varint},
+            {index_coding::rice, s.rice},
+            {index_coding::bitmap, s.bitmap}};
+        for (const auto& o : others) {
+          if (o.second < p.index_bytes) {
+            p.indices = o.first;
+            p.index_bytes = o.second;
+          }
+        }
+        if (p.indices == index_coding::rice) p.rice_parameter = s.rice_parameter;
+        break;
+      }
+      case index_coding::raw_u32: p.indices = opt.indices; p.index_bytes = s.raw; break;
+      case index_coding::delta_varint: p.indices = opt.indices; p.index_bytes = s.varint; break;
+      case index_coding::bitmap: p.indices = opt.indices; p.index_bytes = s.bitmap; break;
+      case index_coding::rice:
+        p.indices = opt.indices;
+        p.index_bytes = s.rice;
+        p.rice_parameter = s.rice_parameter;
+        break;
+      default:
+        return fail(errc::invalid_argument);  // `dense` is not a coding for sparse sections
+    }
+  }
+  p.value_bytes = value_bytes_per_element(p.values) * static_cast<std::uint64_t>(m.values.size());
+  p.bytes = section_header_bytes + p.index_bytes + p.value_bytes;
+  return p;
+}
+
+inline bool add_overflows(std::uint64_t& total, std::uint64_t add) noexcept {
+  if (add > std::numeric_limits<std::uint64_t>::max() - total) return true;
+  total += add;
+  return false;
+}
+
+// Sections + header + trailer of a message, or size_overflow.
+template <class T>
+result<std::uint64_t> plan_message(span<const tensor_message<T>> sections,
+                                   const encode_options& opt) {
+  if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
+  std::uint64_t total = message_header_bytes + (opt.checksum ? checksum_bytes : 0);
+  for (std::size_t s = 0; s < sections.size(); ++s) {
+    auto p = plan_section(sections[s], opt);
+    if (!p) return fail(p.error());
+    if (add_overflows(total, p->bytes)) return fail(errc::size_overflow);
+  }
+  if (total > std::numeric_limits<std::size_t>::max()) return fail(errc::size_overflow);
+  return total;
+}
+
+// One pass: each section is planned (validated, codings chosen), checked against the space left
+// and written; the total length goes into the header at the end. Allocates nothing.
+template <class T>
+result<std::size_t> encode_message(span<const tensor_message<T>> sections,
+                                   const section_role* roles, message_kind kind,
+                                   const encode_options& opt, span<std::byte> out) {
+  using gradcomp::detail::store_le;
+  if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
+  const std::uint64_t trailer = opt.checksum ? checksum_bytes : 0;
+  if (out.size() < message_header_bytes + trailer) return fail(errc::output_too_small);
+  std::byte* const base = out.data();
+  std::uint64_t left = out.size() - message_header_bytes - trailer;
+  std::byte* p = base + message_header_bytes;
+  for (std::size_t s = 0; s < sections.size(); ++s) {
+    const tensor_message<T>& m = sections[s];
+    const auto planned = plan_section(m, opt);
+    if (!planned) return fail(planned.error());
+    const section_plan& pl = *planned;
+    if (pl.bytes > left) return fail(errc::output_too_small);
+    left -= pl.bytes;
+    store_le<std::uint64_t>(p, pl.bytes);
+    store_le<std::uint32_t>(p + 8, static_cast<std::uint32_t>(m.tensor));
+    store_le<std::uint32_t>(p + 12, static_cast<std::uint32_t>(m.numel));
+    store_le<std::uint32_t>(p + 16, static_cast<std::uint32_t>(m.values.size()));
+    p[20] = static_cast<std::byte>(pl.indices);
+    p[21] = static_cast<std::byte>(pl.values);
+    p[22] = static_cast<std::byte>(pl.rice_parameter);
+    p[23] = static_cast<std::byte>(roles != nullptr ? roles[s] : section_role::gradient);
+    store_le<std::uint64_t>(p + 24, pl.index_bytes);
+    std::byte* idx = p + section_header_bytes;
+    const auto n = static_cast<std::uint32_t>(m.numel);
+    switch (pl.indices) {
+      case index_coding::raw_u32: gradcomp::detail::encode_raw(m.indices, idx); break;
+      case index_coding::delta_varint: gradcomp::detail::encode_varint(m.indices, idx); break;
+      case index_coding::rice: gradcomp::detail::encode_rice(m.indices, pl.rice_parameter, idx); break;
+      case index_coding::bitmap: gradcomp::detail::encode_bitmap(m.indices, n, idx); break;
+      default: break;
+    }
+    const errc e = gradcomp::detail::encode_values(m.values, pl.values, idx + pl.index_bytes);
+    if (e != errc::ok) return fail(e);
+    p += pl.bytes;
+  }
+  const std::uint64_t total = static_cast<std::uint64_t>(p - base) + trailer;
+  for (int i = 0; i < 4; ++i) base[i] = static_cast<std::byte>(magic[i]);
+  store_le<std::uint16_t>(base + 4, format_version);
+  store_le<std::uint16_t>(base + 6, opt.checksum ? flag_checksum : 0);
+  store_le<std::uint32_t>(base + 8, static_cast<std::uint32_t>(kind));
+  store_le<std::uint32_t>(base + 12, static_cast<std::uint32_t>(sections.size()));
+  store_le<std::uint64_t>(base + 16, total);
+  if (opt.checksum) {
+    const std::uint32_t crc = crc32c(span<const std::byte>(base, static_cast<std::size_t>(p - base)));
+    store_le<std::uint32_t>(p, crc);
+  }
+  return static_cast<std::size_t>(total);
+}
+
+}  // namespace detail
+
+/**
+ * @brief An upper bound of the encoded size of a section of `numel` elements keeping `kept`, known
+ * before the indices are: encoding into a buffer of the sum over sections plus
+ * `message_overhead_bytes(opt)` always succeeds (barring invalid input).
+ */
+inline std::uint64_t max_section_bytes(std::uint64_t numel, std::uint64_t kept, bool dense,
+                                       const encode_options& opt) noexcept {
+  if (dense) return section_header_bytes + numel * value_bytes_per_element(opt.dense_values);
+  std::uint64_t index = 0;
+  const std::uint64_t bitmap = (numel + 7) / 8;
+  const int r = gradcomp::detail::rice_center(numel, kept);
+  const std::uint64_t rice = std::max(gradcomp::detail::rice_bytes_bound(numel, kept, std::max(0, r - 1)),
+                                      std::max(gradcomp::detail::rice_bytes_bound(numel, kept, r),
+                                               gradcomp::detail::rice_bytes_bound(numel, kept, std::min(r + 1, 31))));
+  switch (opt.indices) {
+    case index_coding::raw_u32: index = 4 * kept; break;
+    case index_coding::delta_varint: index = 5 * kept; break;
+    case index_coding::bitmap: index = bitmap; break;
+    case index_coding::rice: index = rice; break;
+    default: index = std::min(4 * kept, bitmap); break;  // automatic never exceeds either
+  }
+  return section_header_bytes + index + kept * value_bytes_per_element(opt.values);
+}
+
+/// Bytes of a message outside its sections: the header and, if asked for, the checksum.
+constexpr std::uint64_t message_overhead_bytes(const encode_options& opt) noexcept {
+  return message_header_bytes + (opt.checksum ? checksum_bytes : 0);
+}
+
+/// Upper bound of `encode`'s output for these sections (reads only their sizes).
+template <class T>
+std::uint64_t max_encoded_bytes(span<const tensor_message<T>> sections,
+                                const encode_options& opt) noexcept {
+  std::uint64_t total = message_overhead_bytes(opt);
+  for (const auto& m : sections) total += max_section_bytes(m.numel, m.values.size(), m.dense, opt);
+  return total;
+}
+
+/**
+ * @brief The exact size `encode` will produce (reads the indices once to choose codings).
+ * @return the size, or the error `encode` would report for these sections.
+ */
+template <class T>
+[[nodiscard]] result<std::size_t> encoded_bytes(span<const tensor_message<T>> sections,
+                                                const encode_options& opt = {}) {
+  auto total = detail::plan_message<T>(sections, opt);
+  if (!total) return fail(total.error());
+  return static_cast<std::size_t>(*total);
+}
+
+/**
+ * @brief Encodes one worker's step (one section per tensor message) into `out`.
+ *
+ * Sparse sections must have strictly increasing indices below `numel`; every value must be finite
+ * and fit the chosen value coding (fp16 holds magnitudes up to 65504; values are rounded to
+ * nearest even). The output is a function of the inputs and options only: the same step gives
+ * the same bytes on every platform.
+ *
+ * @param sections the tensors, in any order (ids need not be contiguous).
+ * @param opt      codings and checksum.
+ * @param out      destination; `max_encoded_bytes(sections, opt)` bytes always suffice.
+ * Encoding makes one pass over the sections and allocates nothing.
+ *
+ * @return bytes written, or `errc::output_too_small`, `errc::size_mismatch`,
+ *         `errc::kept_exceeds_numel`, `errc::index_out_of_range`, `errc::indices_not_increasing`,
+ *         `errc::non_finite_input`, `errc::value_out_of_range`, `errc::unknown_coding`,
+ *         `errc::invalid_argument` (index coding `dense` for a sparse section),
+ *         `errc::size_overflow`. On error the content of `out` is unspecified.
+ */
+template <class T>
+[[nodiscard]] result<std::size_t> encode(span<const tensor_message<T>> sections,
+                                         const encode_options& opt, span<std::byte> out) {
+  return detail::encode_message<T>(sections, nullptr, message_kind::gradients, opt, out);
+}
+
+/// Convenience: encodes into a new vector; throws `gradcomp::error`.
+template <class T>
+std::vector<std::byte> encode(span<const tensor_message<T>> sections, const encode_options& opt = {}) {
+  std::vector<std::byte> out(static_cast<std::size_t>(max_encoded_bytes(sections, opt)));
+  const auto n = encode(sections, opt, span<std::byte>(out.data(), out.size()));
+  out.resize(n.value());
+  return out;
+}
+
+}  // namespace wire
+}  // namespace gradcomp

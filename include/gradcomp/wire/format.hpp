@@ -1,0 +1,131 @@
+/// @file format.hpp
+/// @brief Constants and field types of wire format version 1 (normative spec: docs/wire_format.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gradcomp {
+namespace wire {
+
+/// The format version this library writes and the newest it reads. Independent of the library
+/// version: it changes only when the layout of existing fields changes.
+inline constexpr std::uint16_t format_version = 1;
+/// The four magic bytes every message starts with: "GCWF".
+inline constexpr std::uint8_t magic[4] = {0x47, 0x43, 0x57, 0x46};
+/// Bytes of the message header.
+inline constexpr std::size_t message_header_bytes = 24;
+/// Bytes of each section header.
+inline constexpr std::size_t section_header_bytes = 32;
+/// Bytes of the CRC-32C trailer, when present.
+inline constexpr std::size_t checksum_bytes = 4;
+/// Message flag bit: a CRC-32C trailer follows the last section.
+inline constexpr std::uint16_t flag_checksum = 0x0001;
+
+/// What a message carries (message header, offset 8).
+enum class message_kind : std::uint32_t {
+  gradients = 0,  ///< One worker's step: one section per tensor.
+  snapshot = 1,   ///< A compressor's saved state (see dgc/snapshot.hpp).
+};
+
+/// How a section stores its kept positions (section header, offset 20).
+enum class index_coding : std::uint8_t {
+  dense = 0,         ///< No indices: all `numel` elements, in order (`kept == numel`).
+  raw_u32 = 1,       ///< 4 bytes per index, little-endian.
+  delta_varint = 2,  ///< Gaps as unsigned LEB128 varints.
+  rice = 3,          ///< Gaps Golomb-Rice coded with parameter r (section header, offset 22).
+  bitmap = 4,        ///< One bit per element, ceil(numel / 8) bytes.
+  automatic = 255,   ///< Encoder option only: pick the smallest of the above. Never on the wire.
+};
+
+/// How a section stores its values (section header, offset 21). Codes 16-63 are reserved for the
+/// quantised payloads (sign bits, ternary, QSGD levels), which carry their own scales.
+enum class value_coding : std::uint8_t {
+  fp32 = 1,  ///< IEEE binary32, 4 bytes per value.
+  fp64 = 2,  ///< IEEE binary64, 8 bytes per value.
+  fp16 = 3,  ///< IEEE binary16, 2 bytes per value, round to nearest even.
+  bf16 = 4,  ///< bfloat16 (high half of binary32), 2 bytes per value, round to nearest even.
+};
+
+/// What a section's values mean (section header, offset 23).
+enum class section_role : std::uint8_t {
+  gradient = 0,           ///< Values to add into the tensor's update (gradient messages).
+  residual = 1,           ///< A compressor's residual accumulator V (snapshots).
+  momentum = 2,           ///< A compressor's momentum buffer U (snapshots).
+  receiver_momentum = 3,  ///< An aggregator's momentum buffer (snapshots).
+};
+
+/// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
+constexpr const char* to_string(index_coding c) noexcept {
+  switch (c) {
+    case index_coding::dense: return "dense";
+    case index_coding::raw_u32: return "raw_u32";
+    case index_coding::delta_varint: return "delta_varint";
+    case index_coding::rice: return "rice";
+    case index_coding::bitmap: return "bitmap";
+    case index_coding::automatic: return "automatic";
+  }
+  return "unknown";
+}
+
+/// Returns the coding's name as in the spec (`"bf16"`), or `"unknown"`.
+constexpr const char* to_string(value_coding c) noexcept {
+  switch (c) {
+    case value_coding::fp32: return "fp32";
+    case value_coding::fp64: return "fp64";
+    case value_coding::fp16: return "fp16";
+    case value_coding::bf16: return "bf16";
+  }
+  return "unknown";
+}
+
+/// Returns the role's name as in the spec, or `"unknown"`.
+constexpr const char* to_string(section_role r) noexcept {
+  switch (r) {
+    case section_role::gradient: return "gradient";
+    case section_role::residual: return "residual";
+    case section_role::momentum: return "momentum";
+    case section_role::receiver_momentum: return "receiver_momentum";
+  }
+  return "unknown";
+}
+
+/// Bytes per value of a value coding, or 0 for a code this version does not know.
+constexpr std::size_t value_bytes_per_element(value_coding c) noexcept {
+  switch (c) {
+    case value_coding::fp32: return 4;
+    case value_coding::fp64: return 8;
+    case value_coding::fp16: return 2;
+    case value_coding::bf16: return 2;
+  }
+  return 0;
+}
+
+/// The decoded message header.
+struct message_header {
+  std::uint16_t version = 0;       ///< Format version of the message.
+  std::uint16_t flags = 0;         ///< Flag bits (`flag_checksum`).
+  message_kind kind = message_kind::gradients;  ///< What the message carries.
+  std::uint32_t section_count = 0;  ///< Number of sections.
+  std::uint64_t total_bytes = 0;    ///< Length of the whole message, trailer included.
+  /// True when a CRC-32C trailer is present.
+  bool has_checksum() const noexcept { return (flags & flag_checksum) != 0; }
+};
+
+/// The decoded header of one section, with where its payloads lie in the message.
+struct section_header {
+  std::uint64_t offset = 0;        ///< Offset of the section in the message.
+  std::uint64_t bytes = 0;         ///< Length of the section, header included.
+  std::uint32_t tensor = 0;        ///< Tensor id.
+  std::uint32_t numel = 0;         ///< Elements of the tensor.
+  std::uint32_t kept = 0;          ///< Elements carried.
+  index_coding indices = index_coding::dense;  ///< Index coding.
+  value_coding values = value_coding::fp32;    ///< Value coding.
+  std::uint8_t index_parameter = 0;            ///< Rice parameter r (0 for other codings).
+  section_role role = section_role::gradient;  ///< Meaning of the values.
+  std::uint64_t index_bytes = 0;   ///< Length of the index payload.
+  std::uint64_t value_bytes = 0;   ///< Length of the value payload.
+};
+
+}  // namespace wire
+}  // namespace gradcomp
