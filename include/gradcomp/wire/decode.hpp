@@ -91,7 +91,7 @@ namespace wire {
   s.values = static_cast<value_coding>(vc);
   const std::uint64_t vsize = value_bytes_per_element(s.values);
   if (vsize == 0) return fail(errc::unknown_coding);
-  if (role > static_cast<std::uint8_t>(section_role::receiver_momentum))
+  if (role > static_cast<std::uint8_t>(section_role::state))
     return fail(errc::unknown_coding);
   s.role = static_cast<section_role>(role);
   if (s.indices == index_coding::rice ? s.index_parameter > 31 : s.index_parameter != 0)

@@ -53,6 +53,7 @@ enum class section_role : std::uint8_t {
   residual = 1,           ///< A compressor's residual accumulator V (snapshots).
   momentum = 2,           ///< A compressor's momentum buffer U (snapshots).
   receiver_momentum = 3,  ///< An aggregator's momentum buffer (snapshots).
+  state = 4,              ///< A compressor's counters (snapshots).
 };
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
@@ -86,6 +87,7 @@ constexpr const char* to_string(section_role r) noexcept {
     case section_role::residual: return "residual";
     case section_role::momentum: return "momentum";
     case section_role::receiver_momentum: return "receiver_momentum";
+    case section_role::state: return "state";
   }
   return "unknown";
 }

@@ -1,0 +1,77 @@
+// The content of the frozen golden messages under tests/wire/golden/ and of the worked examples
+// in docs/wire_format.md. The files were written once by the encoder from these definitions;
+// they must keep decoding to exactly this content for as long as format version 1 is supported.
+#pragma once
+
+#include <gradcomp/tensor_message.hpp>
+#include <gradcomp/wire/encode.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradcomp_test {
+
+struct golden_section {
+  std::uint32_t tensor;
+  std::uint32_t numel;
+  bool dense;
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+};
+
+struct golden_message {
+  std::string file;
+  gradcomp::wire::encode_options options;
+  std::vector<golden_section> sections;
+};
+
+inline gradcomp::wire::encode_options golden_options(gradcomp::wire::index_coding ic,
+                                                     gradcomp::wire::value_coding vc,
+                                                     bool checksum) {
+  gradcomp::wire::encode_options o;
+  o.indices = ic;
+  o.values = vc;
+  o.dense_values = vc;
+  o.checksum = checksum;
+  return o;
+}
+
+inline std::vector<golden_message> golden_messages() {
+  using gradcomp::wire::index_coding;
+  using gradcomp::wire::value_coding;
+  return {
+      {"raw_u32_fp32.gcwf", golden_options(index_coding::raw_u32, value_coding::fp32, false),
+       {{7, 40, false, {3, 7, 8, 31}, {0.5f, -1.25f, 2.0f, -0.125f}}}},
+      {"delta_varint_fp16.gcwf",
+       golden_options(index_coding::delta_varint, value_coding::fp16, false),
+       {{0, 1000, false, {5, 6, 200, 999}, {1.0f, -0.333251953125f, 65504.0f, 6.103515625e-05f}}}},
+      {"rice_bf16.gcwf", golden_options(index_coding::rice, value_coding::bf16, false),
+       {{2, 256, false, {10, 40, 41, 100, 250}, {3.0f, -0.0078125f, 1.5f, -256.0f, 0.25f}}}},
+      {"bitmap_fp64.gcwf", golden_options(index_coding::bitmap, value_coding::fp64, false),
+       {{1, 20, false, {0, 9, 19}, {0.1f, -2.5f, 1e-3f}}}},
+      {"dense_fp32_crc.gcwf", golden_options(index_coding::automatic, value_coding::fp32, true),
+       {{4, 3, true, {}, {1.0f, -2.0f, 0.5f}}}},
+      {"model_step_crc.gcwf", golden_options(index_coding::automatic, value_coding::fp32, true),
+       {{0, 4096, false, {17, 1000, 1001, 2048, 4095}, {0.25f, -0.75f, 0.125f, 3.5f, -1.0f}},
+        {1, 4, true, {}, {0.01f, 0.02f, -0.03f, 0.04f}},
+        {2, 100, false, {}, {}}}},
+  };
+}
+
+// The golden's sections as tensor messages (views into `g`).
+inline std::vector<gradcomp::tensor_message<float>> as_messages(const golden_message& g) {
+  std::vector<gradcomp::tensor_message<float>> out;
+  for (const auto& s : g.sections) {
+    gradcomp::tensor_message<float> m;
+    m.tensor = s.tensor;
+    m.numel = s.numel;
+    m.dense = s.dense;
+    m.indices = gradcomp::span<const std::uint32_t>(s.indices.data(), s.indices.size());
+    m.values = gradcomp::span<const float>(s.values.data(), s.values.size());
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace gradcomp_test
