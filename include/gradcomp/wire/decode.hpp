@@ -33,7 +33,12 @@ namespace wire {
  *         declared length shorter than the header), `errc::size_overflow` (more sections than the
  *         declared length can hold).
  */
-[[nodiscard]] inline result<message_header> peek(span<const std::byte> msg) noexcept {
+[[nodiscard]] inline result<message_header> peek(span<const std::byte> msg) noexcept;
+
+namespace detail {
+
+// The fields needed to find the message's end and its checksum: magic, version, flags, length.
+inline result<message_header> read_frame(span<const std::byte> msg) noexcept {
   using gradcomp::detail::load_le;
   if (msg.size() < message_header_bytes) return fail(errc::truncated);
   const std::byte* p = msg.data();
@@ -42,26 +47,41 @@ namespace wire {
   message_header h;
   h.version = load_le<std::uint16_t>(p + 4);
   h.flags = load_le<std::uint16_t>(p + 6);
-  const std::uint32_t kind = load_le<std::uint32_t>(p + 8);
   h.section_count = load_le<std::uint32_t>(p + 12);
   h.total_bytes = load_le<std::uint64_t>(p + 16);
   if (h.version == 0 || h.version > format_version) return fail(errc::unsupported_version);
   if ((h.flags & ~flag_checksum) != 0) return fail(errc::reserved_field);
-  if (kind > static_cast<std::uint32_t>(message_kind::snapshot)) return fail(errc::unknown_coding);
-  h.kind = static_cast<message_kind>(kind);
   const std::uint64_t fixed = message_header_bytes + (h.has_checksum() ? checksum_bytes : 0);
   if (h.total_bytes < fixed) return fail(errc::malformed_payload);
   if (msg.size() < h.total_bytes) return fail(errc::truncated);
   if (msg.size() > h.total_bytes) return fail(errc::trailing_bytes);
+  return h;
+}
+
+// The remaining header fields, once the frame is known to be sound.
+inline result<message_header> read_header_rest(span<const std::byte> msg, message_header h) noexcept {
+  const std::uint32_t kind = gradcomp::detail::load_le<std::uint32_t>(msg.data() + 8);
+  if (kind > static_cast<std::uint32_t>(message_kind::snapshot)) return fail(errc::unknown_coding);
+  h.kind = static_cast<message_kind>(kind);
+  const std::uint64_t fixed = message_header_bytes + (h.has_checksum() ? checksum_bytes : 0);
   if (h.section_count > (h.total_bytes - fixed) / section_header_bytes)
     return fail(errc::size_overflow);
   return h;
 }
 
+}  // namespace detail
+
+inline result<message_header> peek(span<const std::byte> msg) noexcept {
+  auto h = detail::read_frame(msg);
+  if (!h) return h;
+  return detail::read_header_rest(msg, *h);
+}
+
 /**
  * @brief Reads and checks the header of the section at `offset`, which must end by `end` (the
  * start of the checksum, or the message end). Payloads are not decoded.
- * @return the section header, or `errc::truncated`, `errc::kept_exceeds_numel`,
+ * @return the section header, or `errc::truncated` (the section runs past `end`),
+ *         `errc::size_overflow` (a section length beyond the whole message), `errc::kept_exceeds_numel`,
  *         `errc::unknown_coding`, `errc::reserved_field` (a parameter on a coding that has
  *         none), `errc::malformed_payload` (payload lengths that disagree with the codings).
  */
@@ -84,6 +104,7 @@ namespace wire {
   const auto role = static_cast<std::uint8_t>(p[23]);
   s.index_bytes = load_le<std::uint64_t>(p + 24);
   if (s.bytes < section_header_bytes) return fail(errc::malformed_payload);
+  if (s.bytes > end) return fail(errc::size_overflow);  // longer than the whole message
   if (s.bytes > end - offset) return fail(errc::truncated);
   if (s.kept > s.numel) return fail(errc::kept_exceeds_numel);
   if (ic > static_cast<std::uint8_t>(index_coding::bitmap)) return fail(errc::unknown_coding);
@@ -185,11 +206,18 @@ inline errc verify_checksum(span<const std::byte> msg, const message_header& h) 
   return stored == actual ? errc::ok : errc::checksum_mismatch;
 }
 
+// Header frame, then the checksum (before any other field is interpreted), then the rest.
+inline result<message_header> checked_header(span<const std::byte> msg) noexcept {
+  auto frame = read_frame(msg);
+  if (!frame) return frame;
+  if (const errc e = verify_checksum(msg, *frame); e != errc::ok) return fail(e);
+  return read_header_rest(msg, *frame);
+}
+
 template <class T>
 result<message_header> validate_as(span<const std::byte> msg) noexcept {
-  auto h = peek(msg);
+  auto h = checked_header(msg);
   if (!h) return h;
-  if (const errc e = verify_checksum(msg, *h); e != errc::ok) return fail(e);
   return walk(msg, [&](const section_header& s) { return check_section<T>(msg, s); });
 }
 
@@ -203,9 +231,8 @@ result<message_header> validate_as(span<const std::byte> msg) noexcept {
  */
 template <class F>
 [[nodiscard]] result<message_header> for_each_section(span<const std::byte> msg, F&& f) {
-  auto h = peek(msg);
+  auto h = detail::checked_header(msg);
   if (!h) return h;
-  if (const errc e = detail::verify_checksum(msg, *h); e != errc::ok) return fail(e);
   return detail::walk(msg, [&](const section_header& s) {
     f(s);
     return errc::ok;
