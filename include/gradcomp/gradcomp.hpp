@@ -9,6 +9,7 @@
 #include "dgc/momentum.hpp"
 #include "dgc/momentum_kind.hpp"
 #include "dgc/residual_accumulator.hpp"
+#include "dgc/snapshot.hpp"
 #include "dgc/warmup_schedule.hpp"
 #include "error.hpp"
 #include "select/exact_topk.hpp"

@@ -122,6 +122,8 @@ struct dgc_step_stats {
 };
 
 namespace detail {
+struct snapshot_access;
+
 inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
   std::size_t n = 1;
   for (std::size_t d : shape) {
@@ -345,6 +347,8 @@ class dgc_compressor {
   }
 
  private:
+  friend struct detail::snapshot_access;
+
   struct tensor_state {
     tensor_info info;
     buffer<T> u;                      // momentum U
@@ -458,6 +462,8 @@ class dgc_aggregator {
   std::size_t num_tensors() const noexcept { return tensors_.size(); }
 
  private:
+  friend struct detail::snapshot_access;
+
   struct tensor_state {
     tensor_info info;
     buffer<T> sum;

@@ -121,13 +121,54 @@ result<std::uint64_t> plan_message(span<const tensor_message<T>> sections,
   return total;
 }
 
+inline void write_message_header(std::byte* base, message_kind kind, std::uint32_t sections,
+                                 std::uint64_t total, bool checksum) noexcept {
+  using gradcomp::detail::store_le;
+  for (int i = 0; i < 4; ++i) base[i] = static_cast<std::byte>(magic[i]);
+  store_le<std::uint16_t>(base + 4, format_version);
+  store_le<std::uint16_t>(base + 6, checksum ? flag_checksum : 0);
+  store_le<std::uint32_t>(base + 8, static_cast<std::uint32_t>(kind));
+  store_le<std::uint32_t>(base + 12, sections);
+  store_le<std::uint64_t>(base + 16, total);
+}
+
+// Writes the CRC-32C of [base, base + body) after it.
+inline void write_checksum(std::byte* base, std::size_t body) noexcept {
+  gradcomp::detail::store_le<std::uint32_t>(base + body,
+                                            crc32c(span<const std::byte>(base, body)));
+}
+
+// Writes one planned section at p (exactly pl.bytes bytes).
+template <class T>
+errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan& pl,
+                   section_role role) noexcept {
+  using gradcomp::detail::store_le;
+  store_le<std::uint64_t>(p, pl.bytes);
+  store_le<std::uint32_t>(p + 8, static_cast<std::uint32_t>(m.tensor));
+  store_le<std::uint32_t>(p + 12, static_cast<std::uint32_t>(m.numel));
+  store_le<std::uint32_t>(p + 16, static_cast<std::uint32_t>(m.values.size()));
+  p[20] = static_cast<std::byte>(pl.indices);
+  p[21] = static_cast<std::byte>(pl.values);
+  p[22] = static_cast<std::byte>(pl.rice_parameter);
+  p[23] = static_cast<std::byte>(role);
+  store_le<std::uint64_t>(p + 24, pl.index_bytes);
+  std::byte* idx = p + section_header_bytes;
+  const auto n = static_cast<std::uint32_t>(m.numel);
+  switch (pl.indices) {
+    case index_coding::raw_u32: gradcomp::detail::encode_raw(m.indices, idx); break;
+    case index_coding::delta_varint: gradcomp::detail::encode_varint(m.indices, idx); break;
+    case index_coding::rice: gradcomp::detail::encode_rice(m.indices, pl.rice_parameter, idx); break;
+    case index_coding::bitmap: gradcomp::detail::encode_bitmap(m.indices, n, idx); break;
+    default: break;
+  }
+  return gradcomp::detail::encode_values(m.values, pl.values, idx + pl.index_bytes);
+}
+
 // One pass: each section is planned (validated, codings chosen), checked against the space left
 // and written; the total length goes into the header at the end. Allocates nothing.
 template <class T>
 result<std::size_t> encode_message(span<const tensor_message<T>> sections,
-                                   const section_role* roles, message_kind kind,
                                    const encode_options& opt, span<std::byte> out) {
-  using gradcomp::detail::store_le;
   if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   const std::uint64_t trailer = opt.checksum ? checksum_bytes : 0;
   if (out.size() < message_header_bytes + trailer) return fail(errc::output_too_small);
@@ -135,46 +176,19 @@ result<std::size_t> encode_message(span<const tensor_message<T>> sections,
   std::uint64_t left = out.size() - message_header_bytes - trailer;
   std::byte* p = base + message_header_bytes;
   for (std::size_t s = 0; s < sections.size(); ++s) {
-    const tensor_message<T>& m = sections[s];
-    const auto planned = plan_section(m, opt);
-    if (!planned) return fail(planned.error());
-    const section_plan& pl = *planned;
-    if (pl.bytes > left) return fail(errc::output_too_small);
-    left -= pl.bytes;
-    store_le<std::uint64_t>(p, pl.bytes);
-    store_le<std::uint32_t>(p + 8, static_cast<std::uint32_t>(m.tensor));
-    store_le<std::uint32_t>(p + 12, static_cast<std::uint32_t>(m.numel));
-    store_le<std::uint32_t>(p + 16, static_cast<std::uint32_t>(m.values.size()));
-    p[20] = static_cast<std::byte>(pl.indices);
-    p[21] = static_cast<std::byte>(pl.values);
-    p[22] = static_cast<std::byte>(pl.rice_parameter);
-    p[23] = static_cast<std::byte>(roles != nullptr ? roles[s] : section_role::gradient);
-    store_le<std::uint64_t>(p + 24, pl.index_bytes);
-    std::byte* idx = p + section_header_bytes;
-    const auto n = static_cast<std::uint32_t>(m.numel);
-    switch (pl.indices) {
-      case index_coding::raw_u32: gradcomp::detail::encode_raw(m.indices, idx); break;
-      case index_coding::delta_varint: gradcomp::detail::encode_varint(m.indices, idx); break;
-      case index_coding::rice: gradcomp::detail::encode_rice(m.indices, pl.rice_parameter, idx); break;
-      case index_coding::bitmap: gradcomp::detail::encode_bitmap(m.indices, n, idx); break;
-      default: break;
-    }
-    const errc e = gradcomp::detail::encode_values(m.values, pl.values, idx + pl.index_bytes);
+    const auto pl = plan_section(sections[s], opt);
+    if (!pl) return fail(pl.error());
+    if (pl->bytes > left) return fail(errc::output_too_small);
+    left -= pl->bytes;
+    const errc e = write_section(p, sections[s], *pl, section_role::gradient);
     if (e != errc::ok) return fail(e);
-    p += pl.bytes;
+    p += pl->bytes;
   }
-  const std::uint64_t total = static_cast<std::uint64_t>(p - base) + trailer;
-  for (int i = 0; i < 4; ++i) base[i] = static_cast<std::byte>(magic[i]);
-  store_le<std::uint16_t>(base + 4, format_version);
-  store_le<std::uint16_t>(base + 6, opt.checksum ? flag_checksum : 0);
-  store_le<std::uint32_t>(base + 8, static_cast<std::uint32_t>(kind));
-  store_le<std::uint32_t>(base + 12, static_cast<std::uint32_t>(sections.size()));
-  store_le<std::uint64_t>(base + 16, total);
-  if (opt.checksum) {
-    const std::uint32_t crc = crc32c(span<const std::byte>(base, static_cast<std::size_t>(p - base)));
-    store_le<std::uint32_t>(p, crc);
-  }
-  return static_cast<std::size_t>(total);
+  const auto body = static_cast<std::size_t>(p - base);
+  write_message_header(base, message_kind::gradients, static_cast<std::uint32_t>(sections.size()),
+                       body + trailer, opt.checksum);
+  if (opt.checksum) write_checksum(base, body);
+  return body + static_cast<std::size_t>(trailer);
 }
 
 }  // namespace detail
@@ -251,7 +265,7 @@ template <class T>
 template <class T>
 [[nodiscard]] result<std::size_t> encode(span<const tensor_message<T>> sections,
                                          const encode_options& opt, span<std::byte> out) {
-  return detail::encode_message<T>(sections, nullptr, message_kind::gradients, opt, out);
+  return detail::encode_message<T>(sections, opt, out);
 }
 
 /// Convenience: encodes into a new vector; throws `gradcomp::error`.
