@@ -474,3 +474,38 @@ TEST_CASE("edge cases: empty tensors, wrong sizes, invalid configuration") {
   bad.sampling.sample_ratio = 0.0;
   CHECK_THROWS_AS(dgc_compressor<float>{bad}, gradcomp::error);
 }
+
+TEST_CASE("workers exchange encoded messages: the aggregate equals the in-memory one") {
+  dgc_config cfg;
+  cfg.schedule = warmup_schedule::constant(0.01);
+  const std::size_t workers = 3;
+  std::vector<dgc_compressor<float>> comp(workers, dgc_compressor<float>(cfg));
+  for (auto& c : comp) register_model(c);
+  dgc_aggregator<float> direct(comp[0]), wired(comp[0]);
+  gradcomp::wire::encode_options opt;
+  opt.checksum = true;
+  std::vector<std::byte> buffer(comp[0].max_message_bytes(opt));
+  for (std::size_t step = 0; step < 3; ++step) {
+    direct.begin();
+    wired.begin();
+    for (std::size_t r = 0; r < workers; ++r) {
+      REQUIRE(comp[r].compress(views(model_gradients<float>(40 * step + r))));
+      for (std::size_t t = 0; t < kShapes.size(); ++t) REQUIRE(direct.add(comp[r].message(t)));
+      const auto n = comp[r].encode_message(opt, span<std::byte>(buffer.data(), buffer.size()));
+      REQUIRE(n);
+      REQUIRE(wired.add(span<const std::byte>(buffer.data(), *n)));
+    }
+    REQUIRE(direct.finish(workers));
+    REQUIRE(wired.finish(workers));
+    for (std::size_t t = 0; t < kShapes.size(); ++t) CHECK(bitwise_equal(wired.update(t),
+        std::vector<float>(direct.update(t).begin(), direct.update(t).end())));
+  }
+  // A damaged message adds nothing: finish then sees a missing message.
+  wired.begin();
+  REQUIRE(comp[0].compress(views(model_gradients<float>(999))));
+  const auto n = comp[0].encode_message(opt, span<std::byte>(buffer.data(), buffer.size()));
+  REQUIRE(n);
+  buffer[*n / 2] ^= std::byte{1};
+  CHECK(wired.add(span<const std::byte>(buffer.data(), *n)).error() == errc::checksum_mismatch);
+  CHECK(wired.finish(1).error() == errc::invalid_argument);
+}

@@ -8,10 +8,12 @@
 ///    entries (sampled threshold or exact top-k), move them out of the accumulator (exact
 ///    conservation) and, with momentum factor masking, zero the momentum at those positions.
 ///    Small and one-dimensional tensors are sent dense.
-/// 2. Exchange `compressor.message(t)` for every tensor (allgather); step 2 of the library adds the
-///    wire format.
-/// 3. `aggregator.begin()`, `aggregator.add(msg)` for every worker's message, `aggregator.finish(N)`:
-///    sums (duplicates add), divides by N, applies ordinary momentum where the sender did not.
+/// 2. `compressor.encode_message(opt, buffer)` writes the step in the wire format
+///    (docs/wire_format.md); the buffers of all workers are exchanged (allgather). In-process
+///    users can also pass `compressor.message(t)` views directly.
+/// 3. `aggregator.begin()`, `aggregator.add(bytes)` (or `add(message)`) for every worker,
+///    `aggregator.finish(N)`: sums (duplicates add), divides by N, applies ordinary momentum
+///    where the sender did not.
 /// 4. `w -= lr * aggregator.update(t)` for every tensor.
 #pragma once
 
@@ -33,6 +35,8 @@
 #include "../tensor_message.hpp"
 #include "clipping.hpp"
 #include "momentum_kind.hpp"
+#include "../wire/decode.hpp"
+#include "../wire/encode.hpp"
 #include "warmup_schedule.hpp"
 
 namespace gradcomp {
@@ -207,6 +211,7 @@ class dgc_compressor {
     }
     workspace_.assign(workspace_bytes_, std::byte{0});
     tensors_.push_back(std::move(st));
+    messages_.resize(tensors_.size());
     return tensors_.size() - 1;
   }
 
@@ -316,6 +321,31 @@ class dgc_compressor {
     return compress(span<const span<const T>>(grads.data(), grads.size()));
   }
 
+  /**
+   * @brief An upper bound of `encode_message`'s output with options `opt`, valid for every step
+   * (it uses the largest density of the schedule). Reserve a buffer of this size once.
+   */
+  std::size_t max_message_bytes(const wire::encode_options& opt = {}) const noexcept {
+    std::uint64_t total = wire::message_overhead_bytes(opt);
+    for (const auto& st : tensors_) {
+      const std::size_t kept = st.info.compressed ? st.indices.size() : st.info.numel;
+      total += wire::max_section_bytes(st.info.numel, kept, !st.info.compressed, opt);
+    }
+    return static_cast<std::size_t>(total);
+  }
+
+  /**
+   * @brief Encodes the last step's message of every tensor into `out` (wire format,
+   * docs/wire_format.md); this is what a worker sends. Allocates nothing.
+   * @return bytes written, or the errors of `wire::encode` (`errc::output_too_small`,
+   *         `errc::value_out_of_range` when a value does not fit fp16/bf16).
+   */
+  [[nodiscard]] result<std::size_t> encode_message(const wire::encode_options& opt,
+                                                   span<std::byte> out) {
+    for (std::size_t t = 0; t < tensors_.size(); ++t) messages_[t] = message(t);
+    return wire::encode(span<const tensor_message<T>>(messages_.data(), messages_.size()), opt, out);
+  }
+
   /// Tensor `id`'s part of the last step's message (unchecked id).
   tensor_message<T> message(std::size_t id) const noexcept {
     const tensor_state& st = tensors_[id];
@@ -365,6 +395,7 @@ class dgc_compressor {
   buffer<std::byte> workspace_;
   std::size_t workspace_bytes_ = 0;
   std::vector<double> norms_;
+  std::vector<tensor_message<T>> messages_;
   std::size_t step_ = 0;
   std::size_t epoch_ = 0;
 };
@@ -400,6 +431,7 @@ class dgc_aggregator {
       if (st.receiver_momentum) st.u.assign(st.info.numel, T(0));
       tensors_.push_back(std::move(st));
     }
+    sums_.resize(tensors_.size());
   }
 
   /// Zeroes the sums; call once per step before `add`.
@@ -432,6 +464,25 @@ class dgc_aggregator {
       ops::scatter_add(backend_, msg.indices, msg.values, sum);
     }
     ++st.messages;
+    return {};
+  }
+
+  /**
+   * @brief Adds one worker's encoded step message (from `dgc_compressor::encode_message`): every
+   * section is decoded and added into its tensor's sum. The message is validated completely
+   * first, so a damaged message adds nothing.
+   * @return the errors of `wire::decode_accumulate` (`errc::unknown_tensor`,
+   *         `errc::output_too_small` or `errc::size_mismatch` when a section's tensor does not
+   *         match the layout, and every decoding error).
+   */
+  [[nodiscard]] result<void> add(span<const std::byte> message) {
+    for (std::size_t t = 0; t < tensors_.size(); ++t)  // views refreshed: objects may have moved
+      sums_[t] = span<T>(tensors_[t].sum.data(), tensors_[t].sum.size());
+    const auto r = wire::decode_accumulate<T>(message, span<const span<T>>(sums_.data(), sums_.size()));
+    if (!r) return fail(r.error());
+    (void)wire::for_each_section(message, [&](const wire::section_header& s) {
+      ++tensors_[s.tensor].messages;
+    });
     return {};
   }
 
@@ -475,6 +526,7 @@ class dgc_aggregator {
   T momentum_;
   momentum_kind kind_;
   std::vector<tensor_state> tensors_;
+  std::vector<span<T>> sums_;
 };
 
 }  // namespace gradcomp
