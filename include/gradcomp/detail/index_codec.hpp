@@ -197,65 +197,92 @@ errc decode_varint(const std::byte* p, std::uint64_t bytes, std::uint32_t n, std
   return pos == bytes ? errc::ok : errc::malformed_payload;
 }
 
+// LSB-first bit reader over a bounded payload. refill() keeps at least 56 bits buffered while
+// whole words remain (one unaligned 8-byte load per refill) and reads the tail byte by byte, so
+// it never touches memory past the payload.
 class bit_reader {
  public:
-  bit_reader(const std::byte* p, std::uint64_t bytes) noexcept : p_(p), bits_(8 * bytes) {}
-  std::uint64_t position() const noexcept { return pos_; }
-  std::uint64_t remaining() const noexcept { return bits_ - pos_; }
-  // Up to 57 bits from the current position, zero beyond the end of the payload.
-  std::uint64_t peek() const noexcept {
-    const std::uint64_t byte = pos_ >> 3;
-    const std::uint64_t total = bits_ >> 3;
-    std::uint64_t w = 0;
-    if (byte + 8 <= total) {
-      w = load_le<std::uint64_t>(p_ + byte);
+  bit_reader(const std::byte* p, std::uint64_t bytes) noexcept : p_(p), end_(p + bytes) {}
+  void refill() noexcept {
+    if (end_ - p_ >= 8) {
+      buf_ |= load_le<std::uint64_t>(p_) << avail_;
+      p_ += (63 - avail_) >> 3;
+      avail_ |= 56;
     } else {
-      for (std::uint64_t b = byte; b < total; ++b)
-        w |= static_cast<std::uint64_t>(p_[b]) << (8 * (b - byte));
+      while (avail_ <= 56 && p_ < end_) {
+        buf_ |= static_cast<std::uint64_t>(*p_++) << avail_;
+        avail_ += 8;
+      }
     }
-    return w >> (pos_ & 7u);
   }
-  void skip(std::uint64_t count) noexcept { pos_ += count; }
+  std::uint64_t bits() const noexcept { return buf_; }  // valid in the low avail() bits
+  unsigned avail() const noexcept { return avail_; }
+  void consume(unsigned count) noexcept {  // count <= avail() and < 64
+    buf_ >>= count;
+    avail_ -= count;
+  }
+  void consume_all() noexcept {
+    buf_ = 0;
+    avail_ = 0;
+  }
+  bool exhausted() const noexcept { return p_ == end_ && avail_ == 0; }
+  // Unread bits left in the payload.
+  std::uint64_t remaining() const noexcept {
+    return avail_ + 8 * static_cast<std::uint64_t>(end_ - p_);
+  }
 
  private:
   const std::byte* p_;
-  std::uint64_t bits_;
-  std::uint64_t pos_ = 0;
+  const std::byte* end_;
+  std::uint64_t buf_ = 0;
+  unsigned avail_ = 0;
 };
 
 template <class Sink>
 errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n,
                  std::uint32_t k, Sink&& sink) noexcept {
   bit_reader in(p, bytes);
+  const auto rr = static_cast<unsigned>(r);
+  const std::uint64_t low_mask = (std::uint64_t(1) << rr) - 1;
+  const std::uint64_t max_quotient = static_cast<std::uint64_t>(n) >> rr;
   std::uint64_t next = 0;
-  const std::uint64_t max_quotient = static_cast<std::uint64_t>(n) >> r;
   for (std::uint32_t j = 0; j < k; ++j) {
-    std::uint64_t q = 0;
-    for (;;) {  // q one-bits, then a zero-bit
-      const std::uint64_t avail = std::min<std::uint64_t>(57, in.remaining());
-      if (avail == 0) return errc::malformed_payload;
-      const int ones = count_trailing_zeros64(~in.peek());
-      if (static_cast<std::uint64_t>(ones) < avail) {
-        q += static_cast<std::uint64_t>(ones);
-        in.skip(static_cast<std::uint64_t>(ones) + 1);
-        break;
+    if (in.avail() < 32) in.refill();
+    // Bits above avail() are zero, so ~bits() has a one there: the count is at most avail().
+    unsigned ones = static_cast<unsigned>(count_trailing_zeros64(~in.bits()));
+    std::uint64_t q;
+    if (ones + 1 + rr <= in.avail()) {  // the whole code is buffered: quotient < 64, no overflow
+      q = ones;
+      in.consume(ones + 1);
+    } else {
+      q = 0;
+      while (ones >= in.avail()) {  // the run of one-bits continues past the buffer
+        if (in.avail() == 0) return errc::malformed_payload;
+        q += in.avail();
+        in.consume_all();
+        if (q > max_quotient) return errc::index_out_of_range;
+        in.refill();
+        ones = static_cast<unsigned>(count_trailing_zeros64(~in.bits()));
       }
-      q += avail;
-      in.skip(avail);
+      q += ones;
+      in.consume(ones + 1);
       if (q > max_quotient) return errc::index_out_of_range;
+      if (in.avail() < rr) {
+        in.refill();
+        if (in.avail() < rr) return errc::malformed_payload;
+      }
     }
-    if (q > max_quotient) return errc::index_out_of_range;
-    if (in.remaining() < static_cast<std::uint64_t>(r)) return errc::malformed_payload;
-    const std::uint64_t low = r == 0 ? 0 : (in.peek() & ((std::uint64_t(1) << r) - 1));
-    in.skip(static_cast<std::uint64_t>(r));
-    const std::uint64_t i = next + ((q << r) | low);
+    const std::uint64_t low = in.bits() & low_mask;
+    in.consume(rr);
+    const std::uint64_t i = next + ((q << rr) | low);
     if (i >= n) return errc::index_out_of_range;
     sink(j, static_cast<std::uint32_t>(i));
     next = i + 1;
   }
-  // Exactly the last byte may be partly used, and its unused bits must be zero.
+  // Only the last byte may be partly used, and its unused bits must be zero.
+  in.refill();
   if (in.remaining() >= 8) return errc::malformed_payload;
-  if (in.remaining() > 0 && in.peek() != 0) return errc::malformed_payload;
+  if ((in.bits() & ((std::uint64_t(1) << in.avail()) - 1)) != 0) return errc::malformed_payload;
   return errc::ok;
 }
 

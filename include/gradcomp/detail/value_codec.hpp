@@ -77,5 +77,49 @@ inline T load_value(const std::byte* p, wire::value_coding c, std::size_t j, err
   return static_cast<T>(f);
 }
 
+// Checks `count` values of a payload: errc::ok, non_finite_input or value_out_of_range (fp64
+// beyond T). The coding is dispatched once, outside the loop.
+template <class T>
+errc check_values(const std::byte* p, wire::value_coding c, std::size_t count) noexcept {
+  switch (c) {
+    case wire::value_coding::fp32: {
+      std::uint32_t bad = 0;
+      for (std::size_t j = 0; j < count; ++j)
+        bad |= static_cast<std::uint32_t>((load_le<std::uint32_t>(p + 4 * j) & 0x7f800000u) == 0x7f800000u);
+      return bad ? errc::non_finite_input : errc::ok;
+    }
+    case wire::value_coding::fp16:
+    case wire::value_coding::bf16: {
+      const std::uint16_t exp = c == wire::value_coding::fp16 ? 0x7c00u : 0x7f80u;
+      std::uint32_t bad = 0;
+      for (std::size_t j = 0; j < count; ++j)
+        bad |= static_cast<std::uint32_t>((load_le<std::uint16_t>(p + 2 * j) & exp) == exp);
+      return bad ? errc::non_finite_input : errc::ok;
+    }
+    default: {
+      errc e = errc::ok;
+      for (std::size_t j = 0; j < count && e == errc::ok; ++j) (void)load_value<T>(p, c, j, e);
+      return e;
+    }
+  }
+}
+
+// acc[index(j)] += value j, for a payload already checked; index(j) gives the position.
+template <class T, class IndexAt>
+void add_values(const std::byte* p, wire::value_coding c, std::size_t count, T* acc,
+                IndexAt&& index) noexcept {
+  switch (c) {
+    case wire::value_coding::fp32:
+      for (std::size_t j = 0; j < count; ++j)
+        acc[index(j)] += static_cast<T>(bits_float(load_le<std::uint32_t>(p + 4 * j)));
+      break;
+    default: {
+      errc unused = errc::ok;
+      for (std::size_t j = 0; j < count; ++j) acc[index(j)] += load_value<T>(p, c, j, unused);
+      break;
+    }
+  }
+}
+
 }  // namespace detail
 }  // namespace gradcomp

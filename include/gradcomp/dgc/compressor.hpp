@@ -432,6 +432,11 @@ class dgc_aggregator {
       tensors_.push_back(std::move(st));
     }
     sums_.resize(tensors_.size());
+    // Room to decode the positions of one message once (see wire::decode_accumulate).
+    std::size_t scratch = 0;
+    for (const auto& st : tensors_)
+      if (st.info.compressed) scratch += kept_count(st.info.numel, layout.config().schedule.max_density());
+    index_scratch_.assign(scratch, 0);
   }
 
   /// Zeroes the sums; call once per step before `add`.
@@ -478,7 +483,9 @@ class dgc_aggregator {
   [[nodiscard]] result<void> add(span<const std::byte> message) {
     for (std::size_t t = 0; t < tensors_.size(); ++t)  // views refreshed: objects may have moved
       sums_[t] = span<T>(tensors_[t].sum.data(), tensors_[t].sum.size());
-    const auto r = wire::decode_accumulate<T>(message, span<const span<T>>(sums_.data(), sums_.size()));
+    const auto r = wire::decode_accumulate<T>(
+        message, span<const span<T>>(sums_.data(), sums_.size()),
+        span<std::uint32_t>(index_scratch_.data(), index_scratch_.size()));
     if (!r) return fail(r.error());
     (void)wire::for_each_section(message, [&](const wire::section_header& s) {
       ++tensors_[s.tensor].messages;
@@ -527,6 +534,7 @@ class dgc_aggregator {
   momentum_kind kind_;
   std::vector<tensor_state> tensors_;
   std::vector<span<T>> sums_;
+  std::vector<std::uint32_t> index_scratch_;
 };
 
 }  // namespace gradcomp

@@ -173,11 +173,7 @@ template <class T>
 errc check_section(span<const std::byte> msg, const section_header& s) noexcept {
   const errc e = for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
   if (e != errc::ok) return e;
-  const std::byte* v = value_payload(msg, s);
-  errc err = errc::ok;
-  for (std::uint32_t j = 0; j < s.kept && err == errc::ok; ++j)
-    (void)gradcomp::detail::load_value<T>(v, s.values, j, err);
-  return err;
+  return gradcomp::detail::check_values<T>(value_payload(msg, s), s.values, s.kept);
 }
 
 // Walks every section header; f(section_header) returns errc::ok to continue.
@@ -284,6 +280,10 @@ template <class T>
  * The whole message is validated first, and every section checked against `dest`, so an error
  * leaves every accumulator unchanged: a message is applied completely or not at all.
  *
+ * `index_scratch` is optional working memory: when it holds at least the total `kept` of the
+ * message's sparse sections, positions are decoded once (into it) instead of twice (once to
+ * validate, once to apply). Its content on return is unspecified.
+ *
  * @return the message header, or any error of `validate`, `errc::layout_mismatch` (not a
  *         gradient message, or a section whose role is not `gradient`), `errc::unknown_tensor`
  *         (a tensor id beyond `dest`), `errc::output_too_small` (an accumulator shorter than
@@ -291,27 +291,69 @@ template <class T>
  */
 template <class T>
 [[nodiscard]] result<message_header> decode_accumulate(span<const std::byte> msg,
-                                                       span<const span<T>> dest) {
-  auto h = detail::validate_as<T>(msg);
+                                                       span<const span<T>> dest,
+                                                       span<std::uint32_t> index_scratch) {
+  auto h = detail::checked_header(msg);
   if (!h) return h;
   if (h->kind != message_kind::gradients) return fail(errc::layout_mismatch);
+  // Positions of gap and bitmap codings go to the scratch while it has room; raw and dense
+  // positions are cheap to read again.
+  auto stored = [](const section_header& s) {
+    return s.indices == index_coding::delta_varint || s.indices == index_coding::rice ||
+           s.indices == index_coding::bitmap;
+  };
+  std::uint64_t used = 0;
   auto checked = detail::walk(msg, [&](const section_header& s) {
     if (s.role != section_role::gradient) return errc::layout_mismatch;
     if (s.tensor >= dest.size()) return errc::unknown_tensor;
     if (dest[s.tensor].size() < s.numel) return errc::output_too_small;
     if (dest[s.tensor].size() > s.numel) return errc::size_mismatch;
-    return errc::ok;
+    errc e = errc::ok;
+    if (stored(s) && s.kept <= index_scratch.size() - used) {
+      std::uint32_t* out = index_scratch.data() + used;
+      e = detail::for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
+      used += s.kept;
+    } else {
+      e = detail::for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
+    }
+    if (e != errc::ok) return e;
+    return gradcomp::detail::check_values<T>(detail::value_payload(msg, s), s.values, s.kept);
   });
   if (!checked) return checked;
+  used = 0;
   (void)detail::walk(msg, [&](const section_header& s) {
     T* acc = dest[s.tensor].data();
     const std::byte* v = detail::value_payload(msg, s);
+    if (stored(s) && s.kept <= index_scratch.size() - used) {
+      const std::uint32_t* idx = index_scratch.data() + used;
+      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [idx](std::size_t j) { return idx[j]; });
+      used += s.kept;
+      return errc::ok;
+    }
+    if (s.indices == index_coding::raw_u32) {
+      const std::byte* raw = msg.data() + s.offset + section_header_bytes;
+      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [raw](std::size_t j) {
+        return gradcomp::detail::load_le<std::uint32_t>(raw + 4 * j);
+      });
+      return errc::ok;
+    }
+    if (s.indices == index_coding::dense) {
+      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [](std::size_t j) { return j; });
+      return errc::ok;
+    }
     errc unused = errc::ok;  // validated above
     return detail::for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) {
       acc[i] += gradcomp::detail::load_value<T>(v, s.values, j, unused);
     });
   });
   return h;
+}
+
+/// `decode_accumulate` without scratch memory: positions of compact codings are decoded twice.
+template <class T>
+[[nodiscard]] result<message_header> decode_accumulate(span<const std::byte> msg,
+                                                       span<const span<T>> dest) {
+  return decode_accumulate<T>(msg, dest, span<std::uint32_t>());
 }
 
 /// A section decoded into owned memory (see `decode`).
