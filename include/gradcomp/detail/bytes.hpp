@@ -37,26 +37,19 @@ inline void store_le(std::byte* p, U v) noexcept {
   std::memcpy(p, &v, sizeof(U));
 }
 
-inline std::uint32_t float_bits(float f) noexcept {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
+// std::bit_cast for C++17: the object representation of `from` as a `To` of the same size.
+template <class To, class From>
+inline To bit_cast(const From& from) noexcept {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast needs types of the same size");
+  To to;
+  std::memcpy(&to, &from, sizeof(To));
+  return to;
 }
-inline float bits_float(std::uint32_t u) noexcept {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline std::uint64_t double_bits(double d) noexcept {
-  std::uint64_t u;
-  std::memcpy(&u, &d, 8);
-  return u;
-}
-inline double bits_double(std::uint64_t u) noexcept {
-  double d;
-  std::memcpy(&d, &u, 8);
-  return d;
-}
+
+inline std::uint32_t float_bits(float f) noexcept { return bit_cast<std::uint32_t>(f); }
+inline float bits_float(std::uint32_t u) noexcept { return bit_cast<float>(u); }
+inline std::uint64_t double_bits(double d) noexcept { return bit_cast<std::uint64_t>(d); }
+inline double bits_double(std::uint64_t u) noexcept { return bit_cast<double>(u); }
 
 }  // namespace detail
 }  // namespace gradcomp
