@@ -208,6 +208,19 @@ TEST_CASE("malformed payloads") {
   c[kSection0 + 33] = std::byte{0x87};  // continuation into a third byte that is the value
   CHECK(check(c) != errc::ok);
 
+  // The same gap written in a longer form than needed: 999 as e7 87 00 instead of e7 07.
+  tensor_message<float> two{0, 1000, false, {}, {}};
+  const std::uint32_t i2[2] = {3, 999};
+  const float v2[2] = {1.0f, 2.0f};
+  two.indices = span<const std::uint32_t>(i2, 2);
+  two.values = span<const float>(v2, 2);
+  auto d = wire::encode(span<const tensor_message<float>>(&two, 1), vopt);  // gaps 3, 995: 03 e3 07
+  REQUIRE(detail::load_le<std::uint64_t>(d.data() + kSection0 + 24) == 3);
+  d[kSection0 + 32] = std::byte{0x83};  // 3 as 83 00: one byte longer...
+  d[kSection0 + 33] = std::byte{0x00};
+  d[kSection0 + 34] = std::byte{0x00};  // ...and the next gap becomes 0 (00): same length
+  CHECK(check(d) == errc::malformed_payload);
+
   b = f.make(index_coding::rice);
   b[kSection0 + 32 + static_cast<std::size_t>(detail::load_le<std::uint64_t>(b.data() + kSection0 + 24)) - 1] |=
       std::byte{0x80};  // a set padding bit (the stream does not fill its last byte)

@@ -24,6 +24,15 @@ inline int count_trailing_zeros64(std::uint64_t x) noexcept {
 #endif
 }
 
+// x != 0.
+inline int count_trailing_zeros64_nonzero(std::uint64_t x) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_ctzll(x);
+#else
+  return count_trailing_zeros64(x);
+#endif
+}
+
 inline std::size_t varint_length(std::uint32_t v) noexcept {
   return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
 }
@@ -187,7 +196,10 @@ errc decode_varint(const std::byte* p, std::uint64_t bytes, std::uint32_t n, std
       const auto b = static_cast<std::uint32_t>(p[pos++]);
       if (shift == 28 && (b & 0xf0u) != 0) return errc::malformed_payload;  // > 32 bits
       d |= static_cast<std::uint64_t>(b & 0x7fu) << shift;
-      if ((b & 0x80u) == 0) break;
+      if ((b & 0x80u) == 0) {
+        if (b == 0 && shift > 0) return errc::malformed_payload;  // not the shortest form
+        break;
+      }
     }
     const std::uint64_t i = next + d;
     if (i >= n) return errc::index_out_of_range;
@@ -209,7 +221,7 @@ class bit_reader {
       p_ += (63 - avail_) >> 3;
       avail_ |= 56;
     } else {
-      while (avail_ <= 56 && p_ < end_) {
+      while (avail_ < 56 && p_ < end_) {  // keeps avail_ <= 63
         buf_ |= static_cast<std::uint64_t>(*p_++) << avail_;
         avail_ += 8;
       }
@@ -248,8 +260,9 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
   std::uint64_t next = 0;
   for (std::uint32_t j = 0; j < k; ++j) {
     if (in.avail() < 32) in.refill();
-    // Bits above avail() are zero, so ~bits() has a one there: the count is at most avail().
-    unsigned ones = static_cast<unsigned>(count_trailing_zeros64(~in.bits()));
+    // Bits above avail() (<= 63) are zero, so ~bits() has a one there: the count is at most
+    // avail(), and ~bits() is never zero.
+    unsigned ones = static_cast<unsigned>(count_trailing_zeros64_nonzero(~in.bits()));
     std::uint64_t q;
     if (ones + 1 + rr <= in.avail()) {  // the whole code is buffered: quotient < 64, no overflow
       q = ones;
@@ -262,7 +275,7 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
         in.consume_all();
         if (q > max_quotient) return errc::index_out_of_range;
         in.refill();
-        ones = static_cast<unsigned>(count_trailing_zeros64(~in.bits()));
+        ones = static_cast<unsigned>(count_trailing_zeros64_nonzero(~in.bits()));
       }
       q += ones;
       in.consume(ones + 1);

@@ -113,6 +113,14 @@ void add_values(const std::byte* p, wire::value_coding c, std::size_t count, T* 
       for (std::size_t j = 0; j < count; ++j)
         acc[index(j)] += static_cast<T>(bits_float(load_le<std::uint32_t>(p + 4 * j)));
       break;
+    case wire::value_coding::fp16:
+      for (std::size_t j = 0; j < count; ++j)
+        acc[index(j)] += static_cast<T>(half_to_float(load_le<std::uint16_t>(p + 2 * j)));
+      break;
+    case wire::value_coding::bf16:
+      for (std::size_t j = 0; j < count; ++j)
+        acc[index(j)] += static_cast<T>(bf16_to_float(load_le<std::uint16_t>(p + 2 * j)));
+      break;
     default: {
       errc unused = errc::ok;
       for (std::size_t j = 0; j < count; ++j) acc[index(j)] += load_value<T>(p, c, j, unused);

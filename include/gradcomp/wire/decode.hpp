@@ -341,10 +341,21 @@ template <class T>
       gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [](std::size_t j) { return j; });
       return errc::ok;
     }
-    errc unused = errc::ok;  // validated above
-    return detail::for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) {
-      acc[i] += gradcomp::detail::load_value<T>(v, s.values, j, unused);
+    // Without room in the scratch: decode positions in blocks on the stack, add each block.
+    constexpr std::uint32_t block = 256;
+    std::uint32_t positions[block];
+    const wire::value_coding coding = s.values;
+    const std::size_t value_size = value_bytes_per_element(coding);
+    auto flush = [&](std::uint32_t first, std::uint32_t count) {
+      gradcomp::detail::add_values<T>(v + value_size * first, coding, count, acc,
+                                      [&positions](std::size_t j) { return positions[j]; });
+    };
+    (void)detail::for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) {
+      positions[j % block] = i;
+      if (j % block == block - 1) flush(j - (block - 1), block);
     });
+    if (s.kept % block != 0) flush(s.kept - s.kept % block, s.kept % block);
+    return errc::ok;
   });
   return h;
 }
