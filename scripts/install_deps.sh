@@ -16,6 +16,9 @@ packages=(
   cmake
   g++
   clang
+  # Clang's sanitizer and libFuzzer runtimes (libclang-rt-14-dev on Debian 12), which clang
+  # only recommends: the sanitizer and fuzzing steps of .ci/run link against them.
+  libclang-rt-dev
   make
   doctest-dev
   doxygen

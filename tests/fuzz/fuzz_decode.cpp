@@ -1,0 +1,654 @@
+// Fuzz target: the decoding side of wire format v1 on arbitrary bytes.
+//
+// The input is taken as a message. Besides running without memory errors, the harness checks:
+//   - peek, validate and for_each_section agree: a peek error is also theirs, with the same errc,
+//     except that the checksum is verified right after the fields that locate it (magic,
+//     version, flags, total_bytes), so a wrong kind or section count under a wrong CRC-32C
+//     (checked here with an independent CRC) reads as checksum_mismatch; validate reports the
+//     first error in message order;
+//   - every section header for_each_section accepts is self-consistent (lengths add up, payload
+//     sizes match the codings, sections tile the message);
+//   - decode_section<float/double> accepts a section exactly when an independent bit-by-bit
+//     reference decoder does, then returns kept, strictly increasing indices below numel and the
+//     reference's values (all finite); on error it writes nothing; too-small outputs are refused;
+//   - if validate succeeds every decode_section succeeds (float may refuse an fp64 value beyond
+//     its range with value_out_of_range, and only then);
+//   - decode_accumulate, with a matching layout and with mismatched ones, fails with exactly the
+//     documented error and leaves the accumulators bitwise unchanged, or adds the decoded values;
+//   - the throwing decode<T> agrees with validate and decode_section;
+//   - a valid section re-encoded with its own codings gives back the same bytes where the coding
+//     admits a single encoding (raw_u32, bitmap, dense, delta_varint; rice when the encoder
+//     picks the same parameter).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include <gradcomp/wire/decode.hpp>
+#include <gradcomp/wire/encode.hpp>
+
+#include "fuzz_common.hpp"
+
+namespace {
+
+using gradcomp::errc;
+using gradcomp::span;
+using gradcomp::wire::index_coding;
+using gradcomp::wire::message_header;
+using gradcomp::wire::section_header;
+using gradcomp::wire::value_coding;
+namespace wire = gradcomp::wire;
+using namespace gradcomp_fuzz;
+
+// The harness allocates at most this many elements for any one purpose.
+constexpr std::uint64_t max_elements = std::uint64_t(1) << 22;
+constexpr std::uint32_t index_pattern = 0xa5a5a5a5u;
+
+// ---------------------------------------------------------------------------------------------
+// Independent reference of the payload rules (written from the format description, not from the
+// library's decoder): bit by bit, no word tricks.
+// ---------------------------------------------------------------------------------------------
+
+struct reference_section {
+  bool indices_ok = false;
+  std::vector<std::uint32_t> indices;  // decoded positions (also for dense: 0..numel-1)
+  std::vector<double> values;          // exact values of the payload, finite or not
+};
+
+std::uint64_t le(const std::byte* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+bool reference_index_payload(const std::byte* p, const section_header& s,
+                             std::vector<std::uint32_t>& out) {
+  const std::uint64_t n = s.numel, k = s.kept, bytes = s.index_bytes;
+  out.clear();
+  switch (s.indices) {
+    case index_coding::dense:
+      for (std::uint64_t i = 0; i < n; ++i) out.push_back(static_cast<std::uint32_t>(i));
+      return bytes == 0 && k == n;
+    case index_coding::raw_u32: {
+      if (bytes != 4 * k) return false;
+      for (std::uint64_t j = 0; j < k; ++j) {
+        const std::uint64_t i = le(p + 4 * j, 4);
+        if (i >= n || (j > 0 && i <= out.back())) return false;
+        out.push_back(static_cast<std::uint32_t>(i));
+      }
+      return true;
+    }
+    case index_coding::delta_varint: {
+      std::uint64_t pos = 0, next = 0;
+      for (std::uint64_t j = 0; j < k; ++j) {
+        std::uint64_t gap = 0;
+        for (int b = 0;; ++b) {
+          if (b == 5 || pos >= bytes) return false;  // at most 5 bytes for a 32-bit gap
+          const std::uint64_t byte = static_cast<std::uint64_t>(p[pos++]);
+          gap |= (byte & 0x7f) << (7 * b);
+          if ((byte & 0x80) == 0) {
+            if (byte == 0 && b > 0) return false;  // not the shortest form
+            break;
+          }
+        }
+        if (gap > 0xffffffffull) return false;
+        const std::uint64_t i = next + gap;
+        if (i >= n) return false;
+        out.push_back(static_cast<std::uint32_t>(i));
+        next = i + 1;
+      }
+      return pos == bytes;
+    }
+    case index_coding::rice: {
+      const unsigned r = s.index_parameter;
+      if (r > 31) return false;
+      const std::uint64_t total_bits = 8 * bytes;
+      std::uint64_t bit = 0, next = 0;
+      auto get = [&](std::uint64_t b) {
+        return (static_cast<unsigned>(p[b / 8]) >> (b % 8)) & 1u;
+      };
+      for (std::uint64_t j = 0; j < k; ++j) {
+        std::uint64_t q = 0;
+        for (;;) {
+          if (bit >= total_bits) return false;
+          if (get(bit++) == 0) break;
+          ++q;
+          if ((q << r) >= n) return false;  // the gap alone already reaches numel
+        }
+        std::uint64_t low = 0;
+        for (unsigned t = 0; t < r; ++t) {
+          if (bit >= total_bits) return false;
+          low |= static_cast<std::uint64_t>(get(bit++)) << t;
+        }
+        const std::uint64_t i = next + ((q << r) | low);
+        if (i >= n) return false;
+        out.push_back(static_cast<std::uint32_t>(i));
+        next = i + 1;
+      }
+      if (total_bits - bit >= 8) return false;  // a whole unused byte
+      for (std::uint64_t b = bit; b < total_bits; ++b)
+        if (get(b) != 0) return false;  // padding must be zero
+      return true;
+    }
+    case index_coding::bitmap: {
+      if (bytes != (n + 7) / 8) return false;
+      for (std::uint64_t i = 0; i < 8 * bytes; ++i) {
+        if (((static_cast<unsigned>(p[i / 8]) >> (i % 8)) & 1u) == 0) continue;
+        if (i >= n) return false;  // padding bit set
+        out.push_back(static_cast<std::uint32_t>(i));
+        if (out.size() > k) return false;
+      }
+      return out.size() == k;
+    }
+    default:
+      return false;
+  }
+}
+
+// Exact value of element j of a payload, as a double (every coding's values are doubles).
+double reference_value(const std::byte* p, value_coding c, std::uint64_t j) {
+  switch (c) {
+    case value_coding::fp32:
+      return static_cast<double>(float_from_bits(static_cast<std::uint32_t>(le(p + 4 * j, 4))));
+    case value_coding::fp64: return double_from_bits(le(p + 8 * j, 8));
+    case value_coding::fp16: {
+      const auto h = static_cast<std::uint32_t>(le(p + 2 * j, 2));
+      const bool neg = (h & 0x8000u) != 0;
+      const int e = static_cast<int>((h >> 10) & 0x1fu);
+      const double m = static_cast<double>(h & 0x3ffu);
+      double v;
+      if (e == 0x1f) v = m == 0 ? std::numeric_limits<double>::infinity()
+                                : std::numeric_limits<double>::quiet_NaN();
+      else if (e == 0) v = std::ldexp(m, -24);
+      else v = std::ldexp(m + 1024.0, e - 25);
+      return neg ? -v : v;
+    }
+    case value_coding::bf16:
+      return static_cast<double>(
+          float_from_bits(static_cast<std::uint32_t>(le(p + 2 * j, 2)) << 16));
+  }
+  FUZZ_CHECK_MSG(false, "section header with an unknown value coding was accepted");
+  return 0;
+}
+
+reference_section reference_decode(span<const std::byte> msg, const section_header& s) {
+  reference_section r;
+  const std::byte* idx = msg.data() + s.offset + wire::section_header_bytes;
+  r.indices_ok = reference_index_payload(idx, s, r.indices);
+  const std::byte* val = idx + s.index_bytes;
+  r.values.resize(s.kept);
+  for (std::uint64_t j = 0; j < s.kept; ++j) r.values[j] = reference_value(val, s.values, j);
+  return r;
+}
+
+// The error decode_section<T> must report for the values, once the indices are sound.
+template <class T>
+errc reference_value_error(const reference_section& r) {
+  for (const double v : r.values) {
+    if (!std::isfinite(v)) return errc::non_finite_input;
+    if (!std::isfinite(static_cast<T>(v))) return errc::value_out_of_range;
+  }
+  return errc::ok;
+}
+
+// True when the checksum flag is set and the trailer differs from the CRC-32C of the bytes
+// before it (the buffer holds at least the header and the trailer).
+bool crc_mismatch(const std::vector<std::byte>& buf) {
+  if (buf.size() < wire::message_header_bytes + wire::checksum_bytes) return false;
+  if ((static_cast<unsigned>(buf[6]) & 1u) == 0) return false;
+  const std::size_t body = buf.size() - wire::checksum_bytes;
+  return le(buf.data() + body, 4) != reference_crc32c(buf.data(), body);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks of the header layer.
+// ---------------------------------------------------------------------------------------------
+
+void check_message_header(const message_header& h, std::size_t size) {
+  FUZZ_CHECK(h.version == wire::format_version);
+  FUZZ_CHECK((h.flags & ~wire::flag_checksum) == 0);
+  FUZZ_CHECK(h.kind == wire::message_kind::gradients || h.kind == wire::message_kind::snapshot);
+  FUZZ_CHECK(h.total_bytes == size);
+  const std::uint64_t fixed =
+      wire::message_header_bytes + (h.has_checksum() ? wire::checksum_bytes : 0);
+  FUZZ_CHECK(h.total_bytes >= fixed);
+  FUZZ_CHECK(static_cast<std::uint64_t>(h.section_count) * wire::section_header_bytes <=
+             h.total_bytes - fixed);
+}
+
+bool same_header(const message_header& a, const message_header& b) {
+  return a.version == b.version && a.flags == b.flags && a.kind == b.kind &&
+         a.section_count == b.section_count && a.total_bytes == b.total_bytes;
+}
+
+void check_section_header(const section_header& s) {
+  const std::uint64_t vsize = wire::value_bytes_per_element(s.values);
+  FUZZ_CHECK(vsize != 0);
+  FUZZ_CHECK(std::strcmp(wire::to_string(s.role), "unknown") != 0);
+  FUZZ_CHECK(s.kept <= s.numel);
+  FUZZ_CHECK(s.bytes == wire::section_header_bytes + s.index_bytes + s.value_bytes);
+  FUZZ_CHECK(s.value_bytes == vsize * s.kept);
+  const std::uint64_t k = s.kept, n = s.numel;
+  switch (s.indices) {
+    case index_coding::dense: FUZZ_CHECK(k == n && s.index_bytes == 0); break;
+    case index_coding::raw_u32: FUZZ_CHECK(s.index_bytes == 4 * k); break;
+    case index_coding::bitmap: FUZZ_CHECK(s.index_bytes == (n + 7) / 8); break;
+    case index_coding::delta_varint: FUZZ_CHECK(s.index_bytes >= k && s.index_bytes <= 5 * k); break;
+    case index_coding::rice:
+      FUZZ_CHECK(s.index_parameter <= 31);
+      FUZZ_CHECK(8 * s.index_bytes >= k * (1 + std::uint64_t(s.index_parameter)));
+      break;
+    default: FUZZ_CHECK_MSG(false, "unknown index coding accepted");
+  }
+  if (s.indices != index_coding::rice) FUZZ_CHECK(s.index_parameter == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// decode_section against the reference.
+// ---------------------------------------------------------------------------------------------
+
+template <class T>
+struct decoded {
+  errc error = errc::ok;
+  std::vector<std::uint32_t> indices;
+  std::vector<T> values;
+};
+
+template <class T>
+T value_pattern(std::size_t i) {
+  return static_cast<T>(static_cast<int>((i * 7) % 17) - 8) * static_cast<T>(0.25);
+}
+
+template <class T>
+decoded<T> decode_and_check(span<const std::byte> msg, const section_header& s,
+                            const reference_section& ref) {
+  decoded<T> d;
+  const bool dense = s.indices == index_coding::dense;
+  std::vector<std::uint32_t> idx(s.kept, index_pattern);
+  std::vector<T> val(s.kept);
+  for (std::size_t j = 0; j < val.size(); ++j) val[j] = value_pattern<T>(j);
+  const std::vector<std::uint32_t> idx0 = idx;
+  const std::vector<T> val0 = val;
+
+  // Outputs one element too short must be refused before anything is written.
+  if (s.kept > 0) {
+    const auto r1 = wire::decode_section<T>(msg, s, span<std::uint32_t>(idx.data(), idx.size()),
+                                            span<T>(val.data(), val.size() - 1));
+    FUZZ_CHECK(!r1);
+    FUZZ_CHECK_ERRC(r1.error(), errc::output_too_small);
+    if (!dense) {
+      const auto r2 = wire::decode_section<T>(
+          msg, s, span<std::uint32_t>(idx.data(), idx.size() - 1), span<T>(val.data(), val.size()));
+      FUZZ_CHECK(!r2);
+      FUZZ_CHECK_ERRC(r2.error(), errc::output_too_small);
+    }
+    FUZZ_CHECK(idx == idx0);
+    FUZZ_CHECK(same_bytes(val.data(), val0.data(), val.size() * sizeof(T)));
+  }
+
+  // A dense section does not touch `indices`, so an empty span must do.
+  const auto r = dense ? wire::decode_section<T>(msg, s, span<std::uint32_t>(),
+                                                 span<T>(val.data(), val.size()))
+                       : wire::decode_section<T>(msg, s,
+                                                 span<std::uint32_t>(idx.data(), idx.size()),
+                                                 span<T>(val.data(), val.size()));
+  const errc expected = !ref.indices_ok ? errc::malformed_payload  // some payload error
+                                        : reference_value_error<T>(ref);
+  if (expected == errc::ok) {
+    if (!r.has_value()) {
+      char what[120];
+      std::snprintf(what, sizeof what, "decode_section refused a payload the reference accepts: %s",
+                    gradcomp::to_string(r.error()));
+      FUZZ_CHECK_MSG(r.has_value(), what);
+    }
+    FUZZ_CHECK(*r == s.kept);
+    if (dense) {
+      FUZZ_CHECK(idx == idx0);
+    } else {
+      FUZZ_CHECK(idx == ref.indices);
+      for (std::size_t j = 0; j < idx.size(); ++j) {
+        FUZZ_CHECK(idx[j] < s.numel);
+        FUZZ_CHECK(j == 0 || idx[j] > idx[j - 1]);
+      }
+    }
+    for (std::size_t j = 0; j < val.size(); ++j) {
+      FUZZ_CHECK(std::isfinite(val[j]));
+      FUZZ_CHECK(same_bits(val[j], static_cast<T>(ref.values[j])));
+    }
+    d.indices = dense ? ref.indices : idx;
+    d.values = val;
+  } else {
+    FUZZ_CHECK_MSG(!r.has_value(), "decode_section accepted a payload the reference refuses");
+    if (ref.indices_ok) {
+      FUZZ_CHECK_ERRC(r.error(), expected);
+    } else {
+      FUZZ_CHECK_MSG(r.error() == errc::malformed_payload || r.error() == errc::index_out_of_range ||
+                         r.error() == errc::indices_not_increasing,
+                     gradcomp::to_string(r.error()));
+    }
+    FUZZ_CHECK(idx == idx0);
+    FUZZ_CHECK(same_bytes(val.data(), val0.data(), val.size() * sizeof(T)));
+    d.error = r.error();
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// decode_accumulate against a model of its documented behaviour.
+// ---------------------------------------------------------------------------------------------
+
+struct message_view {
+  span<const std::byte> msg;
+  bool peeked = false;
+  errc header_error = errc::ok;  // what validate reports before reading any section
+  message_header header;
+  errc walk_error = errc::ok;  // for_each_section's error (ok when it succeeded)
+  std::vector<section_header> sections;  // sections whose headers were read
+  std::vector<decoded<float>> as_float;
+  std::vector<decoded<double>> as_double;
+};
+
+// What validate_as<T> (validate for double, the first step of decode_accumulate<T>) must report:
+// the first payload error among the sections whose headers were read, else the walk's error.
+template <class T>
+errc expected_validation_error(const message_view& m) {
+  const auto& dec = [&]() -> const auto& {
+    if constexpr (std::is_same_v<T, float>) return m.as_float;
+    else return m.as_double;
+  }();
+  for (const auto& d : dec)
+    if (d.error != errc::ok) return d.error;
+  return m.walk_error;
+}
+
+errc layout_error(const section_header& s, const std::vector<std::size_t>& sizes) {
+  if (s.role != wire::section_role::gradient) return errc::layout_mismatch;
+  if (s.tensor >= sizes.size()) return errc::unknown_tensor;
+  if (sizes[s.tensor] < s.numel) return errc::output_too_small;
+  if (sizes[s.tensor] > s.numel) return errc::size_mismatch;
+  return errc::ok;
+}
+
+// The errors decode_accumulate<T> may report. For a sound message exactly one: the kind, then
+// each section's layout, in order. For a damaged message the documentation fixes no order
+// between the damage and the layout checks, so any of: the validation error, or a layout error
+// of the kind or of a section up to the damaged one; a damaged message header always comes first.
+template <class T>
+std::vector<errc> expected_accumulate_errors(const message_view& m,
+                                             const std::vector<std::size_t>& sizes) {
+  const errc v = expected_validation_error<T>(m);
+  if (v == errc::ok) {
+    if (m.header.kind != wire::message_kind::gradients) return {errc::layout_mismatch};
+    for (const auto& s : m.sections)
+      if (const errc e = layout_error(s, sizes); e != errc::ok) return {e};
+    return {errc::ok};
+  }
+  if (m.header_error != errc::ok) return {v};
+  std::vector<errc> allowed = {v};
+  if (m.header.kind != wire::message_kind::gradients) allowed.push_back(errc::layout_mismatch);
+  const auto& dec = [&]() -> const auto& {
+    if constexpr (std::is_same_v<T, float>) return m.as_float;
+    else return m.as_double;
+  }();
+  for (std::size_t i = 0; i < m.sections.size(); ++i) {
+    if (const errc e = layout_error(m.sections[i], sizes); e != errc::ok) allowed.push_back(e);
+    if (dec[i].error != errc::ok) break;  // the damaged section
+  }
+  return allowed;
+}
+
+// decode_accumulate<T> into accumulators of the given sizes, with `scratch` elements of index
+// scratch memory (none when 0).
+template <class T>
+void check_accumulate(const message_view& m, const std::vector<std::size_t>& sizes,
+                      std::size_t scratch = 0) {
+  std::uint64_t total = 0;
+  for (const std::size_t n : sizes) total += n;
+  if (total > max_elements || sizes.size() > 4096) return;
+
+  std::vector<std::vector<T>> acc(sizes.size());
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    acc[t].resize(sizes[t]);
+    for (std::size_t i = 0; i < sizes[t]; ++i) acc[t][i] = value_pattern<T>(i + 3 * t);
+  }
+  const std::vector<std::vector<T>> before = acc;
+  std::vector<span<T>> dest;
+  for (auto& a : acc) dest.emplace_back(a.data(), a.size());
+
+  std::vector<std::uint32_t> scratch_memory(scratch, index_pattern);
+  const auto r =
+      scratch == 0
+          ? wire::decode_accumulate<T>(m.msg, span<const span<T>>(dest.data(), dest.size()))
+          : wire::decode_accumulate<T>(m.msg, span<const span<T>>(dest.data(), dest.size()),
+                                       span<std::uint32_t>(scratch_memory.data(), scratch));
+  const std::vector<errc> allowed = expected_accumulate_errors<T>(m, sizes);
+  const errc expected = allowed.front();
+  if (allowed.size() == 1) {
+    FUZZ_CHECK_ERRC(r.error(), expected);
+  } else {
+    FUZZ_CHECK_MSG(std::find(allowed.begin(), allowed.end(), r.error()) != allowed.end(),
+                   gradcomp::to_string(r.error()));
+  }
+
+  std::vector<std::vector<T>> want = before;
+  if (expected == errc::ok) {
+    FUZZ_CHECK(same_header(*r, m.header));
+    const auto& dec = [&]() -> const auto& {
+      if constexpr (std::is_same_v<T, float>) return m.as_float;
+      else return m.as_double;
+    }();
+    for (std::size_t si = 0; si < m.sections.size(); ++si) {
+      auto& a = want[m.sections[si].tensor];
+      for (std::size_t j = 0; j < dec[si].values.size(); ++j)
+        a[dec[si].indices[j]] += dec[si].values[j];
+    }
+  }
+  for (std::size_t t = 0; t < acc.size(); ++t)
+    FUZZ_CHECK_MSG(same_bytes(acc[t].data(), want[t].data(), acc[t].size() * sizeof(T)),
+                   expected == errc::ok ? "accumulators differ from the decoded sums"
+                                        : "a failed decode_accumulate modified an accumulator");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Re-encoding a valid section with its own codings.
+// ---------------------------------------------------------------------------------------------
+
+void check_reencode(span<const std::byte> msg, const section_header& s,
+                    const decoded<double>& d) {
+  if (s.role != wire::section_role::gradient) return;
+  gradcomp::tensor_message<double> tm;
+  tm.tensor = s.tensor;
+  tm.numel = s.numel;
+  tm.dense = s.indices == index_coding::dense;
+  if (!tm.dense) tm.indices = span<const std::uint32_t>(d.indices.data(), d.indices.size());
+  tm.values = span<const double>(d.values.data(), d.values.size());
+  wire::encode_options opt;
+  opt.indices = tm.dense ? index_coding::automatic : s.indices;
+  opt.values = s.values;
+  opt.dense_values = s.values;
+  const span<const gradcomp::tensor_message<double>> one(&tm, 1);
+  const std::uint64_t bound = wire::max_encoded_bytes(one, opt);
+  const auto size = wire::encoded_bytes(one, opt);
+  FUZZ_CHECK_MSG(size.has_value(), gradcomp::to_string(size.error()));
+  FUZZ_CHECK(*size <= bound);
+  std::vector<std::byte> out(*size);
+  const auto n = wire::encode(one, opt, span<std::byte>(out.data(), out.size()));
+  FUZZ_CHECK_MSG(n.has_value(), gradcomp::to_string(n.error()));
+  FUZZ_CHECK(*n == out.size());
+  const std::byte* const again = out.data() + wire::message_header_bytes;
+  const std::byte* const orig = msg.data() + s.offset;
+  bool must_match = false;
+  switch (s.indices) {
+    case index_coding::dense:
+    case index_coding::raw_u32:
+    case index_coding::bitmap: must_match = true; break;
+    // Gaps are in their shortest form (the decoder refuses others), which is unique.
+    case index_coding::delta_varint: must_match = true; break;
+    // The encoder chooses r itself; with the same r the bits are determined.
+    case index_coding::rice: must_match = static_cast<std::uint8_t>(again[22]) == s.index_parameter; break;
+    default: break;
+  }
+  if (must_match) {
+    FUZZ_CHECK(out.size() == wire::message_header_bytes + s.bytes);
+    FUZZ_CHECK_MSG(same_bytes(again, orig, static_cast<std::size_t>(s.bytes)),
+                   "re-encoding a valid section gave different bytes");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  // An exact-size heap copy, so that AddressSanitizer sees any read past the message.
+  std::vector<std::byte> buf(size);
+  if (size > 0) std::memcpy(buf.data(), data, size);
+  message_view m;
+  m.msg = span<const std::byte>(buf.data(), buf.size());
+
+  // ---- peek, validate, for_each_section agree ----
+  const auto peeked = wire::peek(m.msg);
+  const auto validated = wire::validate(m.msg);
+  m.peeked = peeked.has_value();
+
+  // The error validate and for_each_section report before any section: peek's, except that a
+  // wrong CRC-32C is found as soon as the frame (magic, version, flags, total_bytes) is sound,
+  // before the kind and the section count are looked at.
+  const bool frame_sound = peeked.has_value() || peeked.error() == errc::unknown_coding ||
+                           peeked.error() == errc::size_overflow;
+  const errc header_error =
+      frame_sound && crc_mismatch(buf) ? errc::checksum_mismatch : peeked.error();
+  m.header_error = header_error;
+  if (peeked) {
+    check_message_header(*peeked, size);
+    m.header = *peeked;
+    if (validated) FUZZ_CHECK(same_header(*validated, *peeked));
+  } else {
+    FUZZ_CHECK_MSG(!validated, "validate accepted a message peek refused");
+  }
+  if (header_error != errc::ok) FUZZ_CHECK_ERRC(validated.error(), header_error);
+
+  const auto walked = wire::for_each_section(m.msg, [&](const section_header& s) {
+    FUZZ_CHECK(m.sections.size() < (size / wire::section_header_bytes) + 1);
+    m.sections.push_back(s);
+  });
+  m.walk_error = walked.error();
+  if (header_error != errc::ok) {
+    FUZZ_CHECK_ERRC(walked.error(), header_error);
+    FUZZ_CHECK(m.sections.empty());
+  }
+  if (validated) FUZZ_CHECK_MSG(walked.has_value(), gradcomp::to_string(walked.error()));
+  if (walked) {
+    FUZZ_CHECK(same_header(*walked, *peeked));
+    FUZZ_CHECK(m.sections.size() == walked->section_count);
+  }
+
+  // Section headers tile the message: contiguous from the header to the checksum.
+  std::uint64_t offset = wire::message_header_bytes;
+  for (const auto& s : m.sections) {
+    check_section_header(s);
+    FUZZ_CHECK(s.offset == offset);
+    offset += s.bytes;
+    FUZZ_CHECK(offset <= size);
+  }
+  if (walked)
+    FUZZ_CHECK(offset + (walked->has_checksum() ? wire::checksum_bytes : 0) == size);
+
+  // ---- every section: decode_section<float> and <double> against the reference ----
+  for (const auto& s : m.sections) {
+    FUZZ_CHECK(s.kept <= size);  // header lengths are bounded by the message, so allocating is safe
+    const reference_section ref = reference_decode(m.msg, s);
+    m.as_double.push_back(decode_and_check<double>(m.msg, s, ref));
+    m.as_float.push_back(decode_and_check<float>(m.msg, s, ref));
+    const errc ed = m.as_double.back().error, ef = m.as_float.back().error;
+    // float refuses whatever double refuses, and in addition only fp64 values beyond its range
+    // (which may come before the value double refuses).
+    if (ed != errc::ok) {
+      if (ef != ed) {
+        FUZZ_CHECK_ERRC(ef, errc::value_out_of_range);
+        FUZZ_CHECK(s.values == value_coding::fp64);
+      }
+    } else if (ef != errc::ok) {
+      FUZZ_CHECK_ERRC(ef, errc::value_out_of_range);
+      FUZZ_CHECK(s.values == value_coding::fp64);
+    }
+    if (ed == errc::ok && ef == errc::ok && s.values != value_coding::fp64) {
+      for (std::size_t j = 0; j < s.kept; ++j)
+        FUZZ_CHECK(static_cast<double>(m.as_float.back().values[j]) == m.as_double.back().values[j]);
+    }
+  }
+
+  // ---- validate reports the first error in message order, and succeeds when all is sound ----
+  FUZZ_CHECK_ERRC(validated.error(), expected_validation_error<double>(m));
+  if (validated)
+    for (const auto& d : m.as_double) FUZZ_CHECK(d.error == errc::ok);
+
+  // ---- decode_accumulate: matching layout, then two mismatched ones ----
+  std::vector<std::size_t> sizes;
+  bool layout_known = walked.has_value() && !m.sections.empty();
+  if (layout_known) {
+    std::uint32_t max_tensor = 0;
+    for (const auto& s : m.sections) max_tensor = std::max(max_tensor, s.tensor);
+    if (max_tensor >= 4096) {
+      layout_known = false;
+    } else {
+      sizes.assign(std::size_t(max_tensor) + 1, 0);
+      std::vector<bool> seen(sizes.size(), false);
+      for (const auto& s : m.sections) {
+        if (seen[s.tensor]) continue;
+        seen[s.tensor] = true;
+        sizes[s.tensor] = s.numel;
+      }
+    }
+  }
+  if (!layout_known) sizes.assign(1, 8);
+  // Index scratch: none, enough for every section, and about half of that.
+  std::size_t total_kept = 0;
+  for (const auto& s : m.sections) total_kept += s.kept;
+  check_accumulate<float>(m, sizes);
+  check_accumulate<double>(m, sizes);
+  if (total_kept > 0) {
+    check_accumulate<float>(m, sizes, total_kept);
+    check_accumulate<double>(m, sizes, total_kept / 2 + 1);
+  }
+  if (layout_known) {
+    std::vector<std::size_t> longer = sizes;
+    longer[m.sections.front().tensor] += 1;
+    check_accumulate<float>(m, longer);
+    if (sizes[m.sections.front().tensor] > 0) {
+      std::vector<std::size_t> shorter = sizes;
+      shorter[m.sections.front().tensor] -= 1;
+      check_accumulate<float>(m, shorter);
+    }
+    std::vector<std::size_t> fewer = sizes;
+    fewer.pop_back();
+    check_accumulate<double>(m, fewer);
+  }
+
+  // ---- the throwing convenience decoder ----
+  try {
+    const auto all = wire::decode<double>(m.msg);
+    FUZZ_CHECK_MSG(validated.has_value(), "decode<double> accepted what validate refused");
+    FUZZ_CHECK(all.size() == m.sections.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      FUZZ_CHECK(all[i].header.offset == m.sections[i].offset);
+      FUZZ_CHECK(all[i].values.size() == m.as_double[i].values.size());
+      FUZZ_CHECK(same_bytes(all[i].values.data(), m.as_double[i].values.data(),
+                             all[i].values.size() * sizeof(double)));
+      if (m.sections[i].indices != index_coding::dense)
+        FUZZ_CHECK(all[i].indices == m.as_double[i].indices);
+      else
+        FUZZ_CHECK(all[i].indices.empty());
+    }
+  } catch (const gradcomp::error& e) {
+    FUZZ_CHECK_MSG(!validated.has_value(), "decode<double> threw on a valid message");
+    FUZZ_CHECK_ERRC(e.code(), validated.error());
+  }
+
+  // ---- re-encoding valid sections ----
+  if (validated)
+    for (std::size_t i = 0; i < m.sections.size(); ++i)
+      check_reencode(m.msg, m.sections[i], m.as_double[i]);
+  return 0;
+}
