@@ -273,7 +273,9 @@ void BM_wire_validate(benchmark::State& state, wire_case c) {
   set_counters(state, s, false);
 }
 
-void BM_wire_decode_accumulate(benchmark::State& state, wire_case c) {
+// Decode-and-accumulate into a dense float buffer; with `use_scratch`, through the overload that
+// decodes positions once into caller scratch memory instead of twice.
+void run_decode_accumulate(benchmark::State& state, const wire_case& c, bool use_scratch) {
   const dataset& d = get_dataset(c.numel, c.density);
   std::vector<std::byte> msg;
   sizes s;
@@ -284,10 +286,12 @@ void BM_wire_decode_accumulate(benchmark::State& state, wire_case c) {
   }
   const gradcomp::span<const std::byte> view(msg.data(), msg.size());
   std::vector<float> acc(d.numel, 0.0f);
+  std::vector<std::uint32_t> scratch(use_scratch ? d.indices.size() : 0);
   const gradcomp::span<float> dest[1] = {gradcomp::span<float>(acc)};
   const gradcomp::span<const gradcomp::span<float>> dests(dest, 1);
+  const gradcomp::span<std::uint32_t> scratch_view(scratch);
   {  // one application, checked against the input
-    const auto h = wire::decode_accumulate<float>(view, dests);
+    const auto h = wire::decode_accumulate<float>(view, dests, scratch_view);
     bool ok = static_cast<bool>(h);
     for (std::size_t j = 0; ok && j < d.indices.size(); ++j)
       ok = std::fabs(acc[d.indices[j]] - d.values[j]) <= std::fabs(d.values[j]) / 128.0f + 1e-6f;
@@ -298,7 +302,7 @@ void BM_wire_decode_accumulate(benchmark::State& state, wire_case c) {
   }
   bool failed = false;
   for (auto _ : state) {
-    const auto h = wire::decode_accumulate<float>(view, dests);
+    const auto h = wire::decode_accumulate<float>(view, dests, scratch_view);
     failed |= !h;
     benchmark::DoNotOptimize(acc.data());
     benchmark::ClobberMemory();
@@ -307,47 +311,12 @@ void BM_wire_decode_accumulate(benchmark::State& state, wire_case c) {
   set_counters(state, s, true);
 }
 
-template <class T>
-void run_decode_accumulate_scratch(benchmark::State& state, wire_case c) {
-  {
-    const dataset& d = get_dataset(c.numel, c.density);
-    std::vector<std::byte> msg;
-    sizes s;
-    std::string why;
-    if (!encode_case(c, d, msg, s, why)) {
-      state.SkipWithError(why.c_str());
-      return;
-    }
-    const gradcomp::span<const std::byte> view(msg.data(), msg.size());
-    std::vector<T> acc(d.numel, T(0));
-    std::vector<std::uint32_t> scratch(d.indices.size());
-    const gradcomp::span<T> dest[1] = {gradcomp::span<T>(acc)};
-    const gradcomp::span<const gradcomp::span<T>> dests(dest, 1);
-    const gradcomp::span<std::uint32_t> scratch_view(scratch);
-    {  // one application, checked against the input
-      const auto h = wire::decode_accumulate<T>(view, dests, scratch_view);
-      bool ok = static_cast<bool>(h);
-      for (std::size_t j = 0; ok && j < d.indices.size(); ++j)
-        ok = std::fabs(acc[d.indices[j]] - d.values[j]) <= std::fabs(d.values[j]) / 128.0f + 1e-6f;
-      if (!ok) {
-        state.SkipWithError("decode_accumulate with scratch gave wrong sums");
-        return;
-      }
-    }
-    bool failed = false;
-    for (auto _ : state) {
-      const auto h = wire::decode_accumulate<T>(view, dests, scratch_view);
-      failed |= !h;
-      benchmark::DoNotOptimize(acc.data());
-      benchmark::ClobberMemory();
-    }
-    if (failed) state.SkipWithError("decode_accumulate failed in the timed loop");
-    set_counters(state, s, true);
-  }
+void BM_wire_decode_accumulate(benchmark::State& state, wire_case c) {
+  run_decode_accumulate(state, c, false);
 }
 
 void BM_wire_decode_accumulate_scratch(benchmark::State& state, wire_case c) {
-  run_decode_accumulate_scratch<float>(state, c);
+  run_decode_accumulate(state, c, true);
 }
 
 // ---------------------------------------------------------------------------------------------
