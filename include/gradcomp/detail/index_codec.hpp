@@ -24,12 +24,13 @@ inline int count_trailing_zeros64(std::uint64_t x) noexcept {
 #endif
 }
 
-// x != 0.
-inline int count_trailing_zeros64_nonzero(std::uint64_t x) noexcept {
+// Length of the run of one-bits at the bottom of `bits`, capped at 63: branch-free (no zero
+// test), which is all the Rice decoder needs since it never buffers more than 63 bits.
+inline int count_trailing_ones63(std::uint64_t bits) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
-  return __builtin_ctzll(x);
+  return __builtin_ctzll(~bits | (std::uint64_t(1) << 63));
 #else
-  return count_trailing_zeros64(x);
+  return count_trailing_zeros64(~bits | (std::uint64_t(1) << 63));
 #endif
 }
 
@@ -260,9 +261,9 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
   std::uint64_t next = 0;
   for (std::uint32_t j = 0; j < k; ++j) {
     if (in.avail() < 32) in.refill();
-    // Bits above avail() (<= 63) are zero, so ~bits() has a one there: the count is at most
-    // avail(), and ~bits() is never zero.
-    unsigned ones = static_cast<unsigned>(count_trailing_zeros64_nonzero(~in.bits()));
+    // Bits above avail() (<= 63) are the stream's next bits or zero, so a count >= avail() means
+    // the run continues past the buffer.
+    unsigned ones = static_cast<unsigned>(count_trailing_ones63(in.bits()));
     std::uint64_t q;
     if (ones + 1 + rr <= in.avail()) {  // the whole code is buffered: quotient < 64, no overflow
       q = ones;
@@ -275,7 +276,7 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
         in.consume_all();
         if (q > max_quotient) return errc::index_out_of_range;
         in.refill();
-        ones = static_cast<unsigned>(count_trailing_zeros64_nonzero(~in.bits()));
+        ones = static_cast<unsigned>(count_trailing_ones63(in.bits()));
       }
       q += ones;
       in.consume(ones + 1);
