@@ -4,9 +4,9 @@
 //                      without), multi-section, empty and snapshot messages, and damaged variants
 //                      (truncated, bad magic, wrong version, bit flips, bad padding, ...);
 //   corpus/roundtrip/  step descriptions for fuzz_roundtrip (layout: fuzz_roundtrip.cpp);
-//   known_failures/    inputs that expose a library bug not fixed yet. They are not part of the
-//                      corpus (which must pass); once the bug is fixed, move each into corpus/ so
-//                      that the fuzz.*.corpus tests keep it fixed.
+//   known_failures/    (none at present) inputs that expose a library bug not fixed yet. They are
+//                      not part of the corpus, which must pass; once the bug is fixed, they move
+//                      into corpus/ so that the fuzz.*.corpus tests keep it fixed.
 //
 // The corpus is committed; this program only documents and reproduces how the seeds were made.
 // To regenerate them, from the repository root:
@@ -215,7 +215,8 @@ void decode_seeds() {
   }
 
   // A Rice payload starting with 64 one-bits (r = 0, one gap of 70 in 1000): a buffered reader
-  // sees a word of all ones. Valid; position 70.
+  // sees a word of all ones. Valid; position 70. (The buffered Rice reader once passed 0 to
+  // count-trailing-zeros here.)
   {
     const std::uint8_t idx[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f};
     bytes b(wire::message_header_bytes + wire::section_header_bytes + sizeof idx + 4);
@@ -232,7 +233,7 @@ void decode_seeds() {
     put_le(b, s + 24, sizeof idx, 8);
     for (std::size_t i = 0; i < sizeof idx; ++i) b[s + 32 + i] = static_cast<std::byte>(idx[i]);
     put_le(b, s + 32 + sizeof idx, 0x3fc00000u, 4);  // 1.5f
-    write("known_failures", "decode-rice-ones-word.bin", b);
+    write("decode", "valid-rice-ones-word.bin", b);
   }
 
   // Damaged messages.
@@ -481,11 +482,12 @@ void roundtrip_seeds() {
     write("roundtrip", "rice-long-run.bin", r.get());
   }
   // The last 198 of 14335 elements with forced rice: the first gap's quotient is a run of far
-  // more than 64 one-bits, so a full 64-bit buffer of ones comes up (count_trailing_zeros of 0).
+  // more than 64 one-bits, so a full 64-bit buffer of ones comes up (it once made the buffered
+  // Rice reader pass 0 to count-trailing-zeros and decode wrong positions).
   {
     rt r(rice, fp32, sections(1));
     r.u8(numel_u16 | idx_pattern | val_smooth).u8(0).u16(14335).u8(198).u64(0);
-    write("known_failures", "roundtrip-rice-ones-word.bin", r.get());
+    write("roundtrip", "rice-ones-word.bin", r.get());
   }
   // Invalid options: `dense` as the index coding of a sparse section, an unknown value coding.
   {
