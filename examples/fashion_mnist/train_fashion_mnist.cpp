@@ -1,0 +1,300 @@
+// Data-parallel training on Fashion-MNIST with and without Deep Gradient Compression.
+//
+// N simulated workers (default 4) train a 784-512-256-10 MLP on the real Fashion-MNIST files;
+// every worker's gradient goes through gradcomp (compress -> wire bytes -> decode-and-accumulate)
+// and one averaged update is applied. The modes (dense, dgc, topk_ef, dgc_no_warmup) run with the
+// same seed, data order and epochs, and a table compares accuracy and bytes on the wire.
+//
+//   train_fashion_mnist                       quick comparison of the four modes, 4 workers
+//   train_fashion_mnist --full                longer comparison, 8 workers
+//   train_fashion_mnist --modes dense,dgc --workers 2 --epochs 3 --summary-json out.json
+//
+// Run with --help for every option.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataset.hpp"
+#include "trainer.hpp"
+
+namespace {
+
+struct cli {
+  fmnist::train_options train;
+  std::vector<std::string> modes = fmnist::mode_names();
+  std::string data_dir = fmnist::default_data_dir();
+  std::string csv = "train_fashion_mnist.csv";
+  std::string summary_json;
+  std::size_t jobs = 0;
+  bool full = false;
+};
+
+const char* usage_text =
+    "usage: train_fashion_mnist [options]\n"
+    "  --modes LIST         comma-separated, from dense,dgc,topk_ef,dgc_no_warmup (default: all)\n"
+    "  --workers N          simulated workers (default 4; 8 with --full)\n"
+    "  --epochs E           epochs (default 5; 12 with --full)\n"
+    "  --full               the longer comparison: 8 workers, 12 epochs\n"
+    "  --batch B            images per worker per step (default 32)\n"
+    "  --lr X               peak learning rate, cosine decay to 0 (default 0.1)\n"
+    "  --density D          final density of DGC modes (default 0.001 = 99.9% sparsity)\n"
+    "  --warmup-epochs W    length of the warm-up to that density (default 1)\n"
+    "  --clip X             DGC's gradient clipping threshold (default 5)\n"
+    "  --dense-biases       send bias vectors dense instead of sparsifying them\n"
+    "  --train-limit N      train on the first N images only (default: all 60000)\n"
+    "  --test-limit N       evaluate on the first N test images only (default: all 10000)\n"
+    "  --max-steps S        stop every mode after S steps\n"
+    "  --seed S             seed of initial weights, data order and sampling (default 1)\n"
+    "  --jobs J             modes trained at the same time (default: number of cores)\n"
+    "  --data DIR           directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n"
+    "  --csv FILE           per-epoch CSV (default train_fashion_mnist.csv; '' to skip)\n"
+    "  --summary-json FILE  one JSON object per mode\n";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr, "train_fashion_mnist: %s\n%s", what.c_str(), usage_text);
+  std::exit(2);
+}
+
+double to_number(const std::string& flag, const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !std::isfinite(v)) usage_error(flag + " needs a number, got '" + s + "'");
+  return v;
+}
+
+std::size_t to_count(const std::string& flag, const std::string& s) {
+  const double v = to_number(flag, s);
+  if (v < 0 || v != std::floor(v) || v > 1e12) usage_error(flag + " needs a whole number >= 0, got '" + s + "'");
+  return static_cast<std::size_t>(v);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+cli parse(int argc, char** argv) {
+  cli c;
+  bool workers_set = false, epochs_set = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    } else if (a == "--full") {
+      c.full = true;
+    } else if (a == "--modes") {
+      c.modes = split(value());
+    } else if (a == "--workers") {
+      c.train.workers = to_count(a, value());
+      workers_set = true;
+    } else if (a == "--epochs") {
+      c.train.epochs = to_count(a, value());
+      epochs_set = true;
+    } else if (a == "--batch") {
+      c.train.batch = to_count(a, value());
+    } else if (a == "--lr") {
+      c.train.lr = to_number(a, value());
+    } else if (a == "--density") {
+      c.train.final_density = to_number(a, value());
+    } else if (a == "--warmup-epochs") {
+      c.train.warmup_epochs = to_number(a, value());
+    } else if (a == "--clip") {
+      c.train.clip_norm = to_number(a, value());
+    } else if (a == "--dense-biases") {
+      c.train.compress_vectors = false;
+    } else if (a == "--train-limit") {
+      c.train.train_limit = to_count(a, value());
+    } else if (a == "--test-limit") {
+      c.train.test_limit = to_count(a, value());
+    } else if (a == "--max-steps") {
+      c.train.max_steps = to_count(a, value());
+    } else if (a == "--seed") {
+      c.train.seed = to_count(a, value());
+    } else if (a == "--jobs") {
+      c.jobs = to_count(a, value());
+    } else if (a == "--data") {
+      c.data_dir = value();
+    } else if (a == "--csv") {
+      c.csv = value();
+    } else if (a == "--summary-json") {
+      c.summary_json = value();
+    } else {
+      usage_error("unknown option '" + a + "'");
+    }
+  }
+  if (c.full) {
+    if (!workers_set) c.train.workers = 8;
+    if (!epochs_set) c.train.epochs = 12;
+  }
+  if (c.modes.empty()) usage_error("--modes is empty");
+  for (const auto& m : c.modes)
+    if (std::find(fmnist::mode_names().begin(), fmnist::mode_names().end(), m) == fmnist::mode_names().end())
+      usage_error("unknown mode '" + m + "'");
+  if (c.train.workers == 0 || c.train.epochs == 0 || c.train.batch == 0)
+    usage_error("--workers, --epochs and --batch must be > 0");
+  if (!(c.train.final_density > 0.0 && c.train.final_density <= 1.0))
+    usage_error("--density must be in (0, 1]");
+  if (!(c.train.lr > 0.0)) usage_error("--lr must be > 0");
+  if (!(c.train.warmup_epochs >= 0.0)) usage_error("--warmup-epochs must be >= 0");
+  if (!(c.train.clip_norm >= 0.0)) usage_error("--clip must be >= 0");
+  if (c.jobs == 0) c.jobs = std::max(1u, std::thread::hardware_concurrency());
+  return c;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+void write_csv(const std::string& path, const std::vector<fmnist::run_result>& runs) {
+  std::ofstream out(path);
+  out << "mode,workers,epoch,steps,train_loss,test_loss,test_accuracy,density,"
+         "wire_bytes_per_step,compression_ratio,seconds\n";
+  for (const auto& r : runs)
+    for (const auto& e : r.epochs)
+      out << r.mode << ',' << r.workers << ',' << e.epoch << ',' << e.steps << ','
+          << fmt("%.6f", e.train_loss) << ',' << fmt("%.6f", e.test_loss) << ','
+          << fmt("%.6f", e.test_accuracy) << ',' << fmt("%.6g", e.density) << ','
+          << fmt("%.1f", e.bytes_per_step) << ',' << fmt("%.2f", e.ratio) << ','
+          << fmt("%.3f", e.seconds) << '\n';
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void write_json(const std::string& path, const std::vector<fmnist::run_result>& runs,
+                const fmnist::train_options& o) {
+  std::ofstream out(path);
+  out << "[\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    out << "  {\"mode\": \"" << r.mode << "\", \"workers\": " << r.workers
+        << ", \"epochs\": " << r.epochs.size() << ", \"steps\": " << r.steps
+        << ", \"batch_per_worker\": " << o.batch << ", \"parameters\": " << r.parameters
+        << ", \"final_sparsity\": " << fmt("%.6g", 1.0 - r.final_density)
+        << ", \"sent_fraction\": " << fmt("%.6g", r.sent_fraction)
+        << ", \"test_accuracy\": " << fmt("%.6f", r.final_accuracy)
+        << ", \"best_test_accuracy\": " << fmt("%.6f", r.best_accuracy)
+        << ", \"wire_bytes_per_step\": " << fmt("%.1f", r.bytes_per_step_final)
+        << ", \"wire_bytes_per_step_run\": " << fmt("%.1f", r.bytes_per_step_run)
+        << ", \"dense_bytes_per_step\": " << fmt("%.0f", r.dense_bytes)
+        << ", \"compression_ratio\": " << fmt("%.2f", r.ratio_final)
+        << ", \"compression_ratio_run\": " << fmt("%.2f", r.ratio_run)
+        << ", \"compress_seconds\": " << fmt("%.3f", r.compress_seconds)
+        << ", \"step_seconds\": " << fmt("%.3f", r.step_seconds) << "}"
+        << (i + 1 < runs.size() ? ",\n" : "\n");
+  }
+  out << "]\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void print_table(const std::vector<fmnist::run_result>& runs) {
+  const fmnist::run_result* dense = nullptr;
+  for (const auto& r : runs)
+    if (r.mode == "dense") dense = &r;
+  std::printf("\n%-14s %9s %9s %8s %10s %14s %10s %10s %9s\n", "mode", "final acc", "best acc",
+              "vs dense", "sparsity", "bytes/step", "ratio", "ratio run", "comp/step");
+  for (const auto& r : runs) {
+    const std::string delta =
+        dense ? fmt("%+.2f pp", 100.0 * (r.final_accuracy - dense->final_accuracy)) : "-";
+    std::printf("%-14s %8.2f%% %8.2f%% %8s %9.2f%% %14.0f %9.1fx %9.1fx %8.1f%%\n", r.mode.c_str(),
+                100.0 * r.final_accuracy, 100.0 * r.best_accuracy, delta.c_str(),
+                100.0 * (1.0 - r.final_density), r.bytes_per_step_final, r.ratio_final, r.ratio_run,
+                100.0 * r.compress_seconds / r.step_seconds);
+  }
+  std::printf(
+      "\nbytes/step: mean wire message bytes per worker per step at the final density (whole\n"
+      "messages: headers, every tensor, checksum); ratio: dense fp32 gradient bytes over that;\n"
+      "ratio run: the same over the whole run, warm-up included; comp/step: share of the step\n"
+      "time spent compressing, encoding, decoding and aggregating.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const cli c = parse(argc, argv);
+  try {
+    fmnist::dataset train = fmnist::load_split(c.data_dir, "train");
+    fmnist::dataset test = fmnist::load_split(c.data_dir, "t10k");
+    double mean = 0.0, stddev = 1.0;
+    train = fmnist::head(train, c.train.train_limit);
+    fmnist::pixel_stats(train, mean, stddev);
+    fmnist::normalise(train, mean, stddev);
+    fmnist::normalise(test, mean, stddev);
+    const fmnist::train_options& o = c.train;
+    const std::size_t steps_per_epoch = train.count / o.workers / o.batch;
+    std::printf("Fashion-MNIST: %zu training images, %zu test images; MLP", train.count,
+                o.test_limit ? std::min(o.test_limit, test.count) : test.count);
+    for (std::size_t i = 0; i < o.layers.size(); ++i) std::printf("%s%zu", i ? "-" : " ", o.layers[i]);
+    std::printf("\n%zu workers x batch %zu, %zu epochs of %zu steps, lr %g (cosine), momentum %g\n",
+                o.workers, o.batch, o.epochs, steps_per_epoch, o.lr, o.momentum);
+    std::printf("DGC: final density %g, warm-up %g epoch(s), clip %g, biases %s; modes:", o.final_density,
+                o.warmup_epochs, o.clip_norm, o.compress_vectors ? "sparsified" : "dense");
+    for (const auto& m : c.modes) std::printf(" %s", m.c_str());
+    std::printf("\n\n");
+    std::fflush(stdout);
+
+    std::vector<fmnist::run_result> runs(c.modes.size());
+    std::vector<std::string> errors(c.modes.size());
+    std::mutex print_mutex;
+    auto run_one = [&](std::size_t i) {
+      try {
+        const auto spec = fmnist::make_mode(c.modes[i], o, steps_per_epoch);
+        runs[i] = fmnist::train(spec, train, test, o, [&](const fmnist::run_result& r, const fmnist::epoch_record& e) {
+          std::lock_guard<std::mutex> lock(print_mutex);
+          std::printf("[%-13s] epoch %2zu/%zu  train loss %.4f  test acc %6.2f%%  density %-9.4g "
+                      "bytes/step %9.0f  ratio %7.1fx  %5.1f s\n",
+                      r.mode.c_str(), e.epoch, o.epochs, e.train_loss, 100.0 * e.test_accuracy,
+                      e.density, e.bytes_per_step, e.ratio, e.seconds);
+          std::fflush(stdout);
+        });
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    };
+    // Modes are independent: `jobs` threads take them in order.
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (std::size_t j = 0; j < std::min(c.jobs, c.modes.size()); ++j)
+      pool.emplace_back([&] {
+        for (std::size_t i = next++; i < c.modes.size(); i = next++) run_one(i);
+      });
+    for (auto& t : pool) t.join();
+    for (std::size_t i = 0; i < errors.size(); ++i)
+      if (!errors[i].empty()) throw std::runtime_error("mode " + c.modes[i] + ": " + errors[i]);
+
+    print_table(runs);
+    if (!c.csv.empty()) {
+      write_csv(c.csv, runs);
+      std::printf("per-epoch figures: %s\n", c.csv.c_str());
+    }
+    if (!c.summary_json.empty()) {
+      write_json(c.summary_json, runs, o);
+      std::printf("summary: %s\n", c.summary_json.c_str());
+    }
+  } catch (const fmnist::load_error& e) {
+    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,295 @@
+// Simulated data-parallel training for the Fashion-MNIST demo: N workers in one process, each with
+// its own data shard, compressor state and sampling stream; every worker's gradient goes through
+// gradcomp's wire format (encode -> bytes -> decode-and-accumulate) and one averaged update is
+// applied to the model all replicas share (every replica would apply the same bytes, so one copy
+// stands for all of them). Part of the example, not of the library.
+#pragma once
+
+#include <gradcomp/gradcomp.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dataset.hpp"
+#include "mlp.hpp"
+
+namespace fmnist {
+
+/// The modes the demo compares; their names are those of the command line.
+inline const std::vector<std::string>& mode_names() {
+  static const std::vector<std::string> names = {"dense", "dgc", "topk_ef", "dgc_no_warmup"};
+  return names;
+}
+
+/// Everything one training run needs besides the mode.
+struct train_options {
+  std::size_t workers = 4;
+  std::size_t epochs = 5;
+  std::size_t batch = 32;             ///< images per worker per step
+  std::size_t train_limit = 0;        ///< use the first n training images (0: all)
+  std::size_t test_limit = 0;         ///< evaluate on the first n test images (0: all)
+  std::size_t max_steps = 0;          ///< stop after this many steps (0: run all epochs)
+  std::vector<std::size_t> layers = {784, 512, 256, 10};
+  double lr = 0.1;                    ///< peak learning rate (cosine decay to 0 over the run)
+  double momentum = 0.9;
+  double final_density = 0.001;       ///< 99.9% sparsity
+  double warmup_epochs = 1.0;         ///< length of DGC's warm-up (4 stages)
+  double clip_norm = 5.0;             ///< DGC's global clipping threshold (local: / sqrt(N))
+  bool compress_vectors = true;       ///< sparsify biases too (see README: small tensors)
+  std::uint64_t seed = 1;
+  gradcomp::wire::encode_options wire{};
+};
+
+/// A mode turned into gradcomp settings.
+struct mode_spec {
+  std::string name;
+  gradcomp::dgc_config config;
+  bool dense = false;  ///< every tensor sent whole (the baseline)
+};
+
+/**
+ * Settings of the named mode:
+ * - dense: momentum SGD, every gradient sent whole (fp32 through the wire format);
+ * - dgc: momentum correction, momentum factor masking, local gradient clipping, warm-up to the
+ *   final density over `warmup_epochs` (4 exponential stages, the paper's 0.25 coefficient);
+ * - topk_ef: exact top-k with error feedback on the gradient, same warm-up, no momentum
+ *   correction (the receiver applies momentum to the sparse average), no masking, no clipping;
+ * - dgc_no_warmup: dgc at the final density from the first step.
+ */
+inline mode_spec make_mode(const std::string& name, const train_options& o,
+                           std::size_t steps_per_epoch) {
+  mode_spec m;
+  m.name = name;
+  gradcomp::dgc_config& c = m.config;
+  c.momentum = o.momentum;
+  c.num_workers = o.workers;
+  c.seed = o.seed;
+  c.policy.compress_vectors = o.compress_vectors;
+  const std::size_t warmup_steps = std::max<std::size_t>(
+      4, static_cast<std::size_t>(std::llround(o.warmup_epochs * double(steps_per_epoch))));
+  const auto warmup = gradcomp::warmup_schedule::paper(o.final_density, 4,
+                                                       gradcomp::schedule_unit::step,
+                                                       (warmup_steps + 3) / 4);
+  if (name == "dense") {
+    m.dense = true;
+    c.schedule = gradcomp::warmup_schedule::constant(1.0);
+  } else if (name == "dgc") {
+    c.clip_norm = o.clip_norm;
+    c.schedule = warmup;
+  } else if (name == "dgc_no_warmup") {
+    c.clip_norm = o.clip_norm;
+    c.schedule = gradcomp::warmup_schedule::constant(o.final_density);
+  } else if (name == "topk_ef") {
+    c.momentum_correction = false;
+    c.momentum_masking = false;
+    c.selection = gradcomp::selection_method::exact_topk;
+    c.schedule = warmup;
+  } else {
+    throw std::invalid_argument("unknown mode '" + name + "' (known: dense, dgc, topk_ef, dgc_no_warmup)");
+  }
+  return m;
+}
+
+/// What one epoch did.
+struct epoch_record {
+  std::size_t epoch = 0;
+  std::size_t steps = 0;
+  double train_loss = 0.0;       ///< mean over the epoch's worker batches
+  double test_loss = 0.0;
+  double test_accuracy = 0.0;
+  double density = 0.0;          ///< target density of compressed tensors at the epoch's end
+  double bytes_per_step = 0.0;   ///< mean message bytes per worker per step
+  double ratio = 0.0;            ///< dense fp32 bytes / bytes_per_step
+  double seconds = 0.0;
+};
+
+/// What a whole run did.
+struct run_result {
+  std::string mode;
+  std::size_t workers = 0;
+  std::size_t steps = 0;
+  std::size_t parameters = 0;
+  std::size_t tensors = 0;
+  std::size_t compressed_tensors = 0;
+  double dense_bytes = 0.0;            ///< fp32 bytes of all gradients of one worker
+  double final_density = 1.0;          ///< target density of compressed tensors at the end
+  double sent_fraction = 1.0;          ///< elements sent / elements, mean over the last epoch
+  double final_accuracy = 0.0;
+  double best_accuracy = 0.0;
+  double first_loss = 0.0;             ///< mean training loss of the first step
+  double bytes_per_step_final = 0.0;   ///< mean bytes per worker per step at the final density
+  double bytes_per_step_run = 0.0;     ///< the same over the whole run
+  double ratio_final = 0.0;
+  double ratio_run = 0.0;
+  double compress_seconds = 0.0;       ///< compress + encode + decode-and-accumulate + finish
+  double step_seconds = 0.0;           ///< whole steps (gradients included)
+  double clipped_fraction = 0.0;       ///< worker steps whose gradient was clipped
+  std::vector<epoch_record> epochs;
+};
+
+/// Called after each epoch (for progress output); may be empty.
+using epoch_callback = std::function<void(const run_result&, const epoch_record&)>;
+
+/**
+ * Trains the MLP of `o.layers` with mode `spec` on `train`, evaluating on `test` after every
+ * epoch. Same seed, same initial weights and the same data order for every mode. When
+ * `final_parameters` is given, the trained parameters are copied there.
+ * Throws std::runtime_error if gradcomp reports an error (a non-finite gradient, say).
+ */
+inline run_result train(const mode_spec& spec, const dataset& train, const dataset& test,
+                        const train_options& o, const epoch_callback& on_epoch = {},
+                        std::vector<parameter>* final_parameters = nullptr) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  auto check = [](const auto& r, const char* what) {
+    if (!r) throw std::runtime_error(std::string(what) + ": " + gradcomp::to_string(r.error()));
+  };
+
+  if (o.workers == 0 || o.batch == 0) throw std::invalid_argument("workers and batch must be > 0");
+  const std::size_t shard = train.count / o.workers;
+  const std::size_t steps_per_epoch = shard / o.batch;
+  if (steps_per_epoch == 0)
+    throw std::invalid_argument("too few training images for " + std::to_string(o.workers) +
+                                " workers of batch " + std::to_string(o.batch));
+  const std::size_t total_steps =
+      o.max_steps ? std::min(o.max_steps, o.epochs * steps_per_epoch) : o.epochs * steps_per_epoch;
+
+  mlp model(o.layers, o.seed);
+  std::vector<gradcomp::dgc_compressor<float>> workers(o.workers, gradcomp::dgc_compressor<float>(spec.config));
+  for (auto& w : workers)
+    for (const auto& p : model.parameters())
+      w.add_tensor(p.name, p.shape,
+                   spec.dense ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
+  gradcomp::dgc_aggregator<float> aggregator(workers[0]);
+  std::vector<std::byte> wire(workers[0].max_message_bytes(o.wire));
+
+  run_result res;
+  res.mode = spec.name;
+  res.workers = o.workers;
+  res.tensors = model.parameters().size();
+  for (std::size_t t = 0; t < res.tensors; ++t) {
+    res.parameters += workers[0].info(t).numel;
+    res.compressed_tensors += workers[0].info(t).compressed;
+  }
+  res.dense_bytes = 4.0 * static_cast<double>(res.parameters);
+  res.final_density = spec.config.schedule.final_density();
+
+  // Shards: one global shuffle, then contiguous slices; each worker reshuffles its own slice
+  // every epoch with its own generator.
+  std::vector<std::size_t> order(train.count);
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(o.seed ^ 0x5eed5eedULL));
+  std::vector<std::vector<std::size_t>> shards(o.workers);
+  std::vector<std::mt19937_64> worker_rng;
+  for (std::size_t r = 0; r < o.workers; ++r) {
+    shards[r].assign(order.begin() + static_cast<std::ptrdiff_t>(r * shard),
+                     order.begin() + static_cast<std::ptrdiff_t>((r + 1) * shard));
+    worker_rng.emplace_back(o.seed * 1000003ULL + r);
+  }
+
+  const std::size_t features = train.features();
+  std::vector<float> x(o.batch * features);
+  std::vector<std::uint8_t> y(o.batch);
+  auto grads = model.make_gradients();
+  std::vector<gradcomp::span<const float>> views;
+  for (const auto& g : grads) views.emplace_back(g.data(), g.size());
+
+  double bytes_final = 0.0, bytes_run = 0.0, clipped = 0.0;
+  std::size_t steps_final = 0, step = 0;
+  const std::size_t test_count = o.test_limit ? std::min(o.test_limit, test.count) : test.count;
+  for (std::size_t epoch = 0; epoch < o.epochs && step < total_steps; ++epoch) {
+    const auto epoch_start = clock::now();
+    epoch_record rec;
+    rec.epoch = epoch + 1;
+    for (std::size_t r = 0; r < o.workers; ++r) {
+      std::shuffle(shards[r].begin(), shards[r].end(), worker_rng[r]);
+      workers[r].set_epoch(epoch);
+    }
+    double loss_sum = 0.0, bytes_epoch = 0.0, sent_elements = 0.0;
+    for (std::size_t s = 0; s < steps_per_epoch && step < total_steps; ++s, ++step) {
+      const auto step_start = clock::now();
+      const double lr = 0.5 * o.lr * (1.0 + std::cos(3.14159265358979323846 * double(step) / double(total_steps)));
+      rec.density = workers[0].density();
+      double compress_time = 0.0, step_bytes = 0.0;
+      aggregator.begin();
+      for (std::size_t r = 0; r < o.workers; ++r) {
+        for (std::size_t i = 0; i < o.batch; ++i) {
+          const std::size_t item = shards[r][s * o.batch + i];
+          std::copy(train.image(item), train.image(item) + features,
+                    x.begin() + static_cast<std::ptrdiff_t>(i * features));
+          y[i] = train.labels[item];
+        }
+        const eval_result br = model.gradient(x.data(), y.data(), o.batch, grads);
+        loss_sum += br.loss;
+        if (step == 0) res.first_loss += br.loss / double(o.workers);
+
+        const auto t0 = clock::now();
+        const auto stats = workers[r].compress(views);
+        check(stats, "compress");
+        const auto bytes = workers[r].encode_message(o.wire, gradcomp::span<std::byte>(wire.data(), wire.size()));
+        check(bytes, "encode");
+        check(aggregator.add(gradcomp::span<const std::byte>(wire.data(), *bytes)), "decode");
+        compress_time += seconds(t0, clock::now());
+        step_bytes += static_cast<double>(*bytes);
+        sent_elements += static_cast<double>(stats->kept_elements + stats->dense_elements);
+        clipped += stats->clip_coefficient < 1.0 ? 1.0 : 0.0;
+      }
+      const auto t1 = clock::now();
+      check(aggregator.finish(o.workers), "finish");
+      compress_time += seconds(t1, clock::now());
+      auto& params = model.parameters();
+      const float step_lr = static_cast<float>(lr);
+      for (std::size_t t = 0; t < params.size(); ++t) {
+        const auto u = aggregator.update(t);
+        float* w = params[t].values.data();
+        for (std::size_t i = 0; i < u.size(); ++i) w[i] -= step_lr * u[i];
+      }
+      bytes_epoch += step_bytes;
+      bytes_run += step_bytes;
+      if (rec.density == res.final_density) {
+        bytes_final += step_bytes;
+        ++steps_final;
+      }
+      ++rec.steps;
+      res.compress_seconds += compress_time;
+      res.step_seconds += seconds(step_start, clock::now());
+    }
+    const double worker_steps = double(rec.steps * o.workers);
+    rec.train_loss = loss_sum / worker_steps;
+    const eval_result te = model.evaluate(test.pixels.data(), test.labels.data(), test_count);
+    rec.test_loss = te.loss;
+    rec.test_accuracy = te.accuracy();
+    rec.bytes_per_step = bytes_epoch / worker_steps;
+    rec.ratio = res.dense_bytes / rec.bytes_per_step;
+    rec.seconds = seconds(epoch_start, clock::now());
+    res.sent_fraction = sent_elements / worker_steps / double(res.parameters);
+    res.best_accuracy = std::max(res.best_accuracy, rec.test_accuracy);
+    res.final_accuracy = rec.test_accuracy;
+    res.epochs.push_back(rec);
+    if (on_epoch) on_epoch(res, rec);
+  }
+  res.steps = step;
+  const double all_worker_steps = double(step * o.workers);
+  res.clipped_fraction = clipped / all_worker_steps;
+  res.bytes_per_step_run = bytes_run / all_worker_steps;
+  res.ratio_run = res.dense_bytes / res.bytes_per_step_run;
+  if (steps_final > 0) {
+    res.bytes_per_step_final = bytes_final / double(steps_final * o.workers);
+    res.ratio_final = res.dense_bytes / res.bytes_per_step_final;
+  }
+  if (final_parameters) *final_parameters = model.parameters();
+  return res;
+}
+
+}  // namespace fmnist
