@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages needed to build, test and document
-# gradcomp. Idempotent: packages already installed are left alone, and
-# apt-get runs (after an index update) only when something is missing.
+# gradcomp and to run its Fashion-MNIST demo. Idempotent: packages already
+# installed are left alone, and apt-get runs (after an index update) only
+# when something is missing.
 #
 # Environment:
 #   GRADCOMP_SKIP_DEPS=1   do nothing (dependencies are managed elsewhere)
@@ -24,6 +25,11 @@ packages=(
   doxygen
   libbenchmark-dev
   zlib1g-dev
+  # The Fashion-MNIST demo (README's main command): Eigen for its model, the real data set, and
+  # matplotlib for its plots. The library itself needs none of them.
+  libeigen3-dev
+  dataset-fashion-mnist
+  python3-matplotlib
   ca-certificates
   git
 )
