@@ -197,6 +197,7 @@ void write_json(const std::string& path, const std::vector<fmnist::run_result>& 
         << ", \"dense_bytes_per_step\": " << fmt("%.0f", r.dense_bytes)
         << ", \"compression_ratio\": " << fmt("%.2f", r.ratio_final)
         << ", \"compression_ratio_run\": " << fmt("%.2f", r.ratio_run)
+        << ", \"clipped_fraction\": " << fmt("%.4f", r.clipped_fraction)
         << ", \"compress_seconds\": " << fmt("%.3f", r.compress_seconds)
         << ", \"step_seconds\": " << fmt("%.3f", r.step_seconds) << "}"
         << (i + 1 < runs.size() ? ",\n" : "\n");

@@ -166,11 +166,16 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       o.max_steps ? std::min(o.max_steps, o.epochs * steps_per_epoch) : o.epochs * steps_per_epoch;
 
   mlp model(o.layers, o.seed);
-  std::vector<gradcomp::dgc_compressor<float>> workers(o.workers, gradcomp::dgc_compressor<float>(spec.config));
-  for (auto& w : workers)
+  // One compressor per worker, each with its own sampling stream.
+  std::vector<gradcomp::dgc_compressor<float>> workers;
+  for (std::size_t r = 0; r < o.workers; ++r) {
+    gradcomp::dgc_config config = spec.config;
+    config.seed = spec.config.seed * 0x9e3779b97f4a7c15ULL + r;
+    workers.emplace_back(config);
     for (const auto& p : model.parameters())
-      w.add_tensor(p.name, p.shape,
-                   spec.dense ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
+      workers.back().add_tensor(p.name, p.shape, spec.dense ? gradcomp::tensor_mode::dense
+                                                            : gradcomp::tensor_mode::automatic);
+  }
   gradcomp::dgc_aggregator<float> aggregator(workers[0]);
   std::vector<std::byte> wire(workers[0].max_message_bytes(o.wire));
 
