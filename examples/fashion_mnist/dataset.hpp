@@ -9,10 +9,12 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -50,6 +52,12 @@ inline std::string hint() {
          std::string(default_data_dir()) + "), or pass --data DIR.";
 }
 
+// A damaged file: says what is wrong and how to get an intact copy.
+[[noreturn]] inline void corrupt(const std::string& what) {
+  throw load_error(what + ". The file is damaged; reinstall the package dataset-fashion-mnist "
+                          "(apt-get install --reinstall dataset-fashion-mnist).");
+}
+
 // Reads a whole file; gzip streams are inflated (zlib reads other files as they are).
 inline std::vector<std::uint8_t> read_file(const std::string& path) {
   errno = 0;
@@ -67,8 +75,7 @@ inline std::vector<std::uint8_t> read_file(const std::string& path) {
       int code = 0;
       const std::string what = gzerror(f, &code);
       gzclose(f);
-      throw load_error(path + ": corrupt or truncated gzip data (" + what +
-                       "). Reinstall the package dataset-fashion-mnist.");
+      corrupt(path + ": corrupt or truncated gzip data (" + what + ")");
     }
     if (n == 0) break;
     out.insert(out.end(), chunk, chunk + n);
@@ -76,8 +83,7 @@ inline std::vector<std::uint8_t> read_file(const std::string& path) {
   // A stream cut short is reported by gzclose (Z_BUF_ERROR) on some zlib versions, not gzread.
   const int rc = gzclose(f);
   if (rc != Z_OK)
-    throw load_error(path + ": corrupt or truncated gzip data (zlib error " + std::to_string(rc) +
-                     "). Reinstall the package dataset-fashion-mnist.");
+    corrupt(path + ": corrupt or truncated gzip data (zlib error " + std::to_string(rc) + ")");
   return out;
 }
 
@@ -91,11 +97,11 @@ inline std::vector<std::size_t> parse_idx(const std::vector<std::uint8_t>& bytes
                                           const std::string& path) {
   const std::size_t header = 4 + 4 * std::size_t(dims);
   if (bytes.size() < header)
-    throw load_error(path + ": too short for an IDX header (" + std::to_string(bytes.size()) +
+    corrupt(path + ": too short for an IDX header (" + std::to_string(bytes.size()) +
                      " bytes)");
   const std::uint32_t magic = be32(bytes.data());
   if (magic != (0x0800u | dims))
-    throw load_error(path + ": not an IDX file of " + std::to_string(dims) +
+    corrupt(path + ": not an IDX file of " + std::to_string(dims) +
                      "-dimensional unsigned bytes (magic 0x" +
                      [&] {
                        char buf[16];
@@ -108,12 +114,12 @@ inline std::vector<std::size_t> parse_idx(const std::vector<std::uint8_t>& bytes
   for (unsigned d = 0; d < dims; ++d) {
     const std::size_t n = be32(bytes.data() + 4 + 4 * d);
     if (n != 0 && total > (std::numeric_limits<std::size_t>::max() >> 1) / n)
-      throw load_error(path + ": IDX dimensions overflow");
+      corrupt(path + ": IDX dimensions overflow");
     total *= n;
     shape.push_back(n);
   }
   if (bytes.size() - header != total)
-    throw load_error(path + ": IDX header announces " + std::to_string(total) +
+    corrupt(path + ": IDX header announces " + std::to_string(total) +
                      " bytes of data, the file holds " + std::to_string(bytes.size() - header) +
                      (bytes.size() - header < total ? " (truncated)" : " (trailing bytes)"));
   return shape;
@@ -148,10 +154,10 @@ inline dataset load_split(const std::string& dir, const std::string& prefix) {
   const auto ishape = detail::parse_idx(images, 3, image_path);
   const auto lshape = detail::parse_idx(labels, 1, label_path);
   if (ishape[0] != lshape[0])
-    throw load_error(image_path + " holds " + std::to_string(ishape[0]) + " images but " +
+    detail::corrupt(image_path + " holds " + std::to_string(ishape[0]) + " images but " +
                      label_path + " holds " + std::to_string(lshape[0]) + " labels");
   if (ishape[0] == 0 || ishape[1] == 0 || ishape[2] == 0)
-    throw load_error(image_path + ": no images");
+    detail::corrupt(image_path + ": no images");
 
   dataset d;
   d.count = ishape[0];
@@ -160,7 +166,7 @@ inline dataset load_split(const std::string& dir, const std::string& prefix) {
   d.labels.assign(labels.begin() + 8, labels.end());
   for (std::size_t i = 0; i < d.count; ++i)
     if (d.labels[i] > 9)
-      throw load_error(label_path + ": label " + std::to_string(d.labels[i]) + " of item " +
+      detail::corrupt(label_path + ": label " + std::to_string(d.labels[i]) + " of item " +
                        std::to_string(i) + " is not a class 0..9");
   d.pixels.resize(d.count * d.features());
   const std::uint8_t* px = images.data() + 16;
