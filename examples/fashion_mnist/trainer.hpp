@@ -46,7 +46,12 @@ struct train_options {
   double clip_norm = 5.0;             ///< DGC's global clipping threshold (local: / sqrt(N))
   bool compress_vectors = true;       ///< sparsify biases too (see README: small tensors)
   std::uint64_t seed = 1;
-  gradcomp::wire::encode_options wire{};
+  /// How messages are encoded: smallest index coding per tensor, fp32 values, CRC-32C.
+  gradcomp::wire::encode_options wire = [] {
+    gradcomp::wire::encode_options w;
+    w.checksum = true;
+    return w;
+  }();
 };
 
 /// A mode turned into gradcomp settings.

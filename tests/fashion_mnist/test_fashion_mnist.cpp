@@ -383,7 +383,6 @@ TEST_SUITE("real_data") {
     o.workers = 2;
     o.epochs = 2;  // 64 steps per epoch
     o.warmup_epochs = 0.5;
-    o.wire.checksum = true;
     for (const std::string mode : {"dense", "dgc"}) {
       INFO("mode ", mode);
       const auto spec = fmnist::make_mode(mode, o, 64);
