@@ -1,5 +1,7 @@
 // Top-k selection on the CPU: gradcomp's exact top-k and sampled-threshold selection against what
 // a C++ user would otherwise write, side by side in one binary:
+//   BM_stream_read   one pass that reads every value (a vectorised count of |v| >= 1): the
+//                    memory-bandwidth floor of any selection that must look at every element
 //   BM_nth_element   copy |v|, std::nth_element for the k-th magnitude, then one pass collecting
 //                    the indices at or above it (the fastest way to get top-k indices with the
 //                    standard library)
@@ -16,6 +18,7 @@
 // bytes_per_second counts the 4n input bytes. Counters, from the same run (each benchmark of an
 // input runs after the references registered before it):
 //   speedup_vs_nth_element  time of BM_nth_element on the same input / own time
+//   ratio_to_stream         time of BM_stream_read on the same input / own time (1 = one pass)
 //   speedup_vs_exact_topk   (sampled) time of BM_exact_topk on the same input / own time
 //   kept_over_k             (sampled) mean selected count / k
 //
@@ -98,6 +101,15 @@ void timed(benchmark::State& state, const params& p, const char* record,
   }
 }
 
+void bm_stream_read(benchmark::State& state, params p) {
+  const auto& v = input(p.n, p.dist);
+  timed(state, p, "stream", {}, [&] {
+    std::uint32_t count = 0;
+    for (std::size_t i = 0; i < p.n; ++i) count += std::fabs(v[i]) >= 1.0f;
+    benchmark::DoNotOptimize(count);
+  });
+}
+
 void bm_nth_element(benchmark::State& state, params p) {
   const auto& v = input(p.n, p.dist);
   const std::size_t k = p.k();
@@ -145,7 +157,8 @@ void bm_exact_topk(benchmark::State& state, params p) {
   std::vector<std::uint32_t> out(k);
   std::vector<std::byte> ws(gradcomp::exact_topk_workspace_bytes<float>(cpu, p.n, k));
   bool ok = true;
-  timed(state, p, "exact_topk", {{"nth_element", "speedup_vs_nth_element"}}, [&] {
+  timed(state, p, "exact_topk",
+        {{"nth_element", "speedup_vs_nth_element"}, {"stream", "ratio_to_stream"}}, [&] {
     auto r = gradcomp::exact_topk(cpu, gradcomp::span<const float>(v.data(), v.size()), k,
                                   gradcomp::span<std::uint32_t>(out.data(), out.size()),
                                   gradcomp::span<std::byte>(ws.data(), ws.size()));
@@ -166,7 +179,10 @@ void bm_sampled(benchmark::State& state, params p) {
   std::uint64_t seed = 1;
   bool ok = true;
   timed(state, p, nullptr,
-        {{"nth_element", "speedup_vs_nth_element"}, {"exact_topk", "speedup_vs_exact_topk"}}, [&] {
+        {{"nth_element", "speedup_vs_nth_element"},
+         {"exact_topk", "speedup_vs_exact_topk"},
+         {"stream", "ratio_to_stream"}},
+        [&] {
           auto r = gradcomp::sampled_threshold_select(
               cpu, gradcomp::span<const float>(v.data(), v.size()), k, cfg, seed++,
               gradcomp::span<std::uint32_t>(out.data(), out.size()),
@@ -192,6 +208,7 @@ const bool registered = [] {
           std::string s = std::string("BM_") + component + tail;
           return s.replace(s.find("%s"), 2, backend);
         };
+        benchmark::RegisterBenchmark(name("stream_read", "reference").c_str(), bm_stream_read, p)->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(name("nth_element", "std").c_str(), bm_nth_element, p)->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(name("partial_sort", "std").c_str(), bm_partial_sort, p)->Unit(benchmark::kMillisecond);
         if (n <= (std::size_t(1) << 24))

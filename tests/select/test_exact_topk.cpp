@@ -112,3 +112,48 @@ TEST_CASE("exact_topk convenience overload throws gradcomp::error") {
     CHECK(e.code() == errc::k_exceeds_n);
   }
 }
+
+// Large inputs take the sample-guided path (a cut from a strided sample, one filter pass, radix
+// select over the candidates); these inputs make the sample mislead it in every way, and the
+// result must still be the exact top-k of the brute force.
+TEST_CASE_TEMPLATE("exact_topk on large inputs whose sample misleads the cut", T, float, double) {
+  const std::size_t n = std::size_t(1) << 17;
+  const std::size_t stride = n / 8192;  // the sampling stride of the kernel (16 here)
+  std::vector<std::uint32_t> out;
+  auto check = [&](const std::vector<T>& v, std::size_t k) {
+    CAPTURE(k);
+    const auto r = run(v, k, out);
+    REQUIRE(r);
+    REQUIRE(*r == k);
+    CHECK(out == brute_force_topk(v, k));
+  };
+  SUBCASE("all equal: everything passes the cut") {
+    check(std::vector<T>(n, T(0.5)), 100);
+  }
+  SUBCASE("mostly zeros: the cut is zero") {
+    std::vector<T> v(n, T(0));
+    for (std::size_t i = 3; i < n; i += 997) v[i] = T(1) + T(i % 7);
+    check(v, 50);   // fewer non-zeros than k: zeros fill up by index
+    check(v, 500);
+  }
+  SUBCASE("the sampled positions hold the largest values: fewer than k pass") {
+    auto v = random_vector<T>(n, dist::gaussian, 77);
+    for (std::size_t i = stride / 2, j = 0; i < n; i += stride, ++j) v[i] = T(1000) + T(j);
+    check(v, n / 16);
+    check(v, 3000);
+  }
+  SUBCASE("the largest values lie between the sampled positions") {
+    auto v = random_vector<T>(n, dist::student_t, 78);
+    for (std::size_t i = stride / 2 + 1; i < n; i += 3 * stride) v[i] = T(50) + T(i % 11);
+    check(v, 100);
+    check(v, 4000);
+  }
+  SUBCASE("a NaN off the sampled positions is still found") {
+    auto v = random_vector<T>(n, dist::gaussian, 79);
+    v[stride / 2 + 5] = std::numeric_limits<T>::quiet_NaN();
+    out.assign(100, 0);
+    const auto r = run(v, 100, out);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == errc::nan_input);
+  }
+}

@@ -22,13 +22,14 @@ struct ops<cpu_backend> {
     cpu::fill_zero(x);
   }
   template <class T>
-  static std::size_t exact_topk_workspace_bytes(const cpu_backend&, std::size_t, std::size_t) {
-    return 0;
+  static std::size_t exact_topk_workspace_bytes(const cpu_backend&, std::size_t n, std::size_t k) {
+    return cpu::exact_topk_workspace_bytes<T>(n, k);
   }
   template <class T>
   static result<std::size_t> exact_topk(const cpu_backend&, span<const T> values, std::size_t k,
-                                        span<std::uint32_t> out, span<std::byte>, T* threshold) {
-    return cpu::exact_topk<T>(values, k, out, threshold);
+                                        span<std::uint32_t> out, span<std::byte> workspace,
+                                        T* threshold) {
+    return cpu::exact_topk<T>(values, k, out, workspace, threshold);
   }
   template <class T>
   static result<std::size_t> threshold_select(const cpu_backend&, span<const T> values,

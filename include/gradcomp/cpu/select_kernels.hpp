@@ -130,13 +130,121 @@ result<std::size_t> exact_topk_over(std::size_t count, std::size_t k, KeyAt key_
   return emit_selected<T>(count, kth, key_at, index_at, out);
 }
 
+// Exact top-k by radix select over the whole input (3 histogram passes for float, then one
+// output pass); needs no workspace.
 template <class T>
-result<std::size_t> exact_topk(span<const T> values, std::size_t k, span<std::uint32_t> out,
-                               T* threshold) {
+result<std::size_t> exact_topk_radix(span<const T> values, std::size_t k, span<std::uint32_t> out,
+                                     T* threshold) {
   const T* v = values.data();
   return exact_topk_over<T>(
       values.size(), k, [v](std::size_t i) { return magnitude_key(v[i]); },
       [](std::size_t i) { return static_cast<std::uint32_t>(i); }, out.data(), threshold);
+}
+
+// Geometry of the sample-guided exact top-k for (n, k), shared by the workspace query and the
+// kernel so that the two can never disagree.
+struct topk_plan {
+  bool radix_only = true;         // small input or large k: plain radix select
+  std::size_t stride = 0;         // one sample every `stride` elements
+  std::size_t samples = 0;
+  std::size_t rank = 0;           // the cut is the rank-th largest sampled key (1-based)
+  std::size_t candidate_cap = 0;  // candidates kept by the filter pass
+};
+
+inline constexpr std::size_t topk_min_sampled_n = std::size_t(1) << 15;
+inline constexpr std::size_t topk_target_samples = 8192;
+
+inline topk_plan plan_topk(std::size_t n, std::size_t k) {
+  topk_plan p;
+  if (k == 0 || n < topk_min_sampled_n || k > n / 16) return p;
+  p.stride = n / topk_target_samples;
+  p.samples = (n + p.stride - 1) / p.stride;
+  // About k * samples / n sampled keys lie above the k-th largest key. Cutting at a rank three
+  // standard deviations (plus a few) higher makes "fewer than k pass" rare; about
+  // rank * n / samples elements then pass, and twice that is kept.
+  const double expected = static_cast<double>(k) * static_cast<double>(p.samples) / static_cast<double>(n);
+  p.rank = std::min(p.samples, static_cast<std::size_t>(std::ceil(expected + 3.0 * std::sqrt(expected) + 4.0)));
+  const double passing = static_cast<double>(p.rank) * static_cast<double>(n) / static_cast<double>(p.samples);
+  p.candidate_cap = std::min(n, static_cast<std::size_t>(2.0 * passing) + 1024);
+  p.radix_only = false;
+  return p;
+}
+
+template <class T>
+std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k) {
+  const topk_plan p = plan_topk(n, k);
+  if (p.radix_only) return 0;
+  return workspace_slot_bytes<key_t<T>>(std::max(p.samples, p.candidate_cap)) +
+         workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
+}
+
+// Appends to (idx, keys) every element of v[first, last) whose key is >= cut, counting past
+// `cap` without storing. Blocks without any such key (the common case) are skipped by a
+// comparison loop the compiler vectorises.
+template <class T>
+std::size_t filter_at_least(const T* v, std::size_t first, std::size_t last, key_t<T> cut,
+                            std::uint32_t* idx, key_t<T>* keys, std::size_t count, std::size_t cap) {
+  constexpr std::size_t block = 16;
+  std::size_t i = first;
+  for (; i + block <= last; i += block) {
+    bool any = false;
+    for (std::size_t j = 0; j < block; ++j) any |= magnitude_key(v[i + j]) >= cut;
+    if (!any) continue;
+    for (std::size_t j = 0; j < block; ++j) {
+      const key_t<T> key = magnitude_key(v[i + j]);
+      if (key >= cut) {
+        if (count < cap) {
+          idx[count] = static_cast<std::uint32_t>(i + j);
+          keys[count] = key;
+        }
+        ++count;
+      }
+    }
+    if (count > cap) return count;
+  }
+  for (; i < last; ++i) {
+    const key_t<T> key = magnitude_key(v[i]);
+    if (key >= cut) {
+      if (count < cap) {
+        idx[count] = static_cast<std::uint32_t>(i);
+        keys[count] = key;
+      }
+      ++count;
+    }
+  }
+  return count;
+}
+
+// Exact top-k, sample-guided: the keys of a strided sample give a cut that a little more than k
+// elements pass; one filter pass keeps those elements (ascending, with their keys), and a radix
+// select over them finds the k-th largest key. Every element at or above that key is a
+// candidate, so the result is the exact top-k with ties to the lower index, as with the plain
+// radix select, which runs instead when the input is small, k is large, or the cut lets fewer
+// than k or more than the workspace holds pass (adversarial inputs: the result is the same).
+template <class T>
+result<std::size_t> exact_topk(span<const T> values, std::size_t k, span<std::uint32_t> out,
+                               span<std::byte> workspace, T* threshold) {
+  using key_type = key_t<T>;
+  const std::size_t n = values.size();
+  const topk_plan plan = plan_topk(n, k);
+  if (plan.radix_only) return exact_topk_radix<T>(values, k, out, threshold);
+  workspace_carver carver(workspace);
+  key_type* keys = carver.take<key_type>(std::max(plan.samples, plan.candidate_cap));
+  std::uint32_t* idx = carver.take<std::uint32_t>(plan.candidate_cap);
+  if (keys == nullptr || idx == nullptr) return fail(errc::workspace_too_small);
+
+  const T* v = values.data();
+  std::size_t s = 0;
+  for (std::size_t i = plan.stride / 2; i < n; i += plan.stride) keys[s++] = magnitude_key(v[i]);
+  std::nth_element(keys, keys + (plan.rank - 1), keys + s, std::greater<key_type>());
+  const key_type cut = keys[plan.rank - 1];
+  if (cut == 0) return exact_topk_radix<T>(values, k, out, threshold);  // mostly zeros
+
+  const std::size_t count = filter_at_least(v, 0, n, cut, idx, keys, 0, plan.candidate_cap);
+  if (count < k || count > plan.candidate_cap) return exact_topk_radix<T>(values, k, out, threshold);
+  return exact_topk_over<T>(
+      count, k, [keys](std::size_t j) { return keys[j]; }, [idx](std::size_t j) { return idx[j]; },
+      out.data(), threshold);
 }
 
 // Counts |v| >= threshold (as keys) and stores the first `capacity` passing indices.
@@ -164,7 +272,8 @@ struct sample_plan {
   bool exact = false;            // n too small for sampling: run the exact top-k
   std::size_t stride = 0;        // strided mode
   std::size_t max_samples = 0;   // upper bound of the samples drawn
-  std::size_t candidate_cap = 0; // candidates kept while counting (floor(upper_bound * k))
+  std::size_t upper = 0;         // floor(upper_bound * k): more is "far too many"
+  std::size_t candidate_cap = 0; // candidates kept while counting (4 * upper + 1024 at most n)
 };
 
 inline sample_plan plan_sampling(const sampled_threshold_config& cfg, std::size_t n,
@@ -193,8 +302,10 @@ inline sample_plan plan_sampling(const sampled_threshold_config& cfg, std::size_
   } else {
     p.max_samples = need;
   }
-  p.candidate_cap = std::min(
-      n, static_cast<std::size_t>(std::floor(cfg.upper_bound * static_cast<double>(k))));
+  p.upper = std::min(n, static_cast<std::size_t>(std::floor(cfg.upper_bound * static_cast<double>(k))));
+  // Room for an overshoot well past `upper`: the exact top-k of the candidates then costs little,
+  // where the exact top-k of the whole input would cost a second pass over it.
+  p.candidate_cap = std::min(n, 4 * p.upper + 1024);
   return p;
 }
 
@@ -203,7 +314,7 @@ std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cf
                                               std::size_t k) {
   const sample_plan p = plan_sampling(cfg, n, k);
   if (p.exact) return 0;
-  return workspace_slot_bytes<key_t<T>>(p.max_samples) +
+  return workspace_slot_bytes<key_t<T>>(std::max(p.max_samples, p.candidate_cap)) +
          workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
 }
 
@@ -219,16 +330,18 @@ result<selection_result<T>> sampled_threshold_select(span<const T> values, std::
   res.target = k;
   const sample_plan plan = plan_sampling(cfg, n, k);
   if (plan.exact) {
-    auto r = exact_topk<T>(values, k, out, &res.threshold);
+    auto r = exact_topk_radix<T>(values, k, out, &res.threshold);
     if (!r) return fail(r.error());
     res.count = *r;
     res.exact = true;
     return res;
   }
   workspace_carver carver(workspace);
-  key_type* samples = carver.take<key_type>(plan.max_samples);
+  // The sample's keys, then (once the threshold is known) the candidates' keys.
+  key_type* samples = carver.take<key_type>(std::max(plan.max_samples, plan.candidate_cap));
   std::uint32_t* candidates = carver.take<std::uint32_t>(plan.candidate_cap);
   if (samples == nullptr || candidates == nullptr) return fail(errc::workspace_too_small);
+  key_type* candidate_keys = samples;
 
   // 1. Sample magnitudes with a generator that depends on the seed only, so every worker draws
   //    the same positions.
@@ -253,31 +366,36 @@ result<selection_result<T>> sampled_threshold_select(span<const T> values, std::
   // 3. Adaptation loop.
   const double kd = static_cast<double>(k);
   for (int round = 1;; ++round) {
-    bool nan = false;
-    const std::size_t count = threshold_scan(values, threshold_key, candidates, plan.candidate_cap, &nan);
-    if (nan) return fail(errc::nan_input);
+    const std::size_t count =
+        filter_at_least(v, 0, n, threshold_key, candidates, candidate_keys, 0, plan.candidate_cap);
     res.rounds = round;
     res.threshold = value_of_key<T>(threshold_key);
     if (count > plan.candidate_cap) {
-      // Far too many to keep: the exact top-k of the input is the exact top-k of the candidates.
-      auto r = exact_topk<T>(values, k, out, &res.threshold);
+      // Far more than the workspace holds: the exact top-k of the whole input (which also finds
+      // any NaN).
+      auto r = exact_topk_radix<T>(values, k, out, &res.threshold);
       if (!r) return fail(r.error());
       res.count = *r;
       res.exact = true;
       return res;
     }
+    // NaN keys sort above every threshold, so a NaN is always a candidate.
+    for (std::size_t j = 0; j < count; ++j)
+      if (is_nan_key<T>(candidate_keys[j])) return fail(errc::nan_input);
     if (count > k) {
-      if (cfg.truncation == truncation_mode::index_order) {
+      if (count <= plan.upper && cfg.truncation == truncation_mode::index_order) {
         std::copy(candidates, candidates + k, out.data());
         res.count = k;
         return res;
       }
+      // Too many (or truncation to the largest): every element above the cut is a candidate,
+      // so the top-k of the candidates is the exact top-k.
       auto r = exact_topk_over<T>(
-          count, k, [v, candidates](std::size_t j) { return magnitude_key(v[candidates[j]]); },
+          count, k, [candidate_keys](std::size_t j) { return candidate_keys[j]; },
           [candidates](std::size_t j) { return candidates[j]; }, out.data(), &res.threshold);
       if (!r) return fail(r.error());
       res.count = *r;
-      res.exact = true;  // every element above the cut is a candidate, so this is the top-k
+      res.exact = true;
       return res;
     }
     if (static_cast<double>(count) >= cfg.lower_bound * kd || round >= cfg.max_rounds) {

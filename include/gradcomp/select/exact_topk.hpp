@@ -14,7 +14,8 @@
 
 namespace gradcomp {
 
-/// Workspace bytes `exact_topk` needs for `n` elements and `k` results on `backend` (0 on the CPU).
+/// Workspace bytes `exact_topk` needs for `n` elements and `k` results on `backend` (on the CPU,
+/// room for a sample and the candidates of large inputs; 0 for small ones).
 template <class T, class Backend>
 std::size_t exact_topk_workspace_bytes(const Backend& backend, std::size_t n, std::size_t k) {
   return detail::ops<Backend>::template exact_topk_workspace_bytes<T>(backend, n, k);
