@@ -6,6 +6,7 @@
 
 #include "../backend.hpp"
 #include "dgc_kernels.hpp"
+#include "fused_kernels.hpp"
 #include "select_kernels.hpp"
 
 namespace gradcomp {
@@ -52,6 +53,14 @@ struct ops<cpu_backend> {
       const cpu_backend&, span<const T> values, std::size_t k, const sampled_threshold_config& cfg,
       std::uint64_t seed, span<std::uint32_t> out, span<std::byte> workspace) {
     return cpu::sampled_threshold_select<T>(values, k, cfg, seed, out, workspace);
+  }
+  // momentum_accumulate, then sampled_threshold_select on v (same result), in one pass.
+  template <class T>
+  static result<selection_result<T>> accumulate_and_select(
+      const cpu_backend&, momentum_kind kind, T m, T c, span<const T> g, span<T> u, span<T> v,
+      std::size_t k, const sampled_threshold_config& cfg, std::uint64_t seed,
+      span<std::uint32_t> out, span<std::byte> workspace) {
+    return cpu::accumulate_and_select<T>(kind, m, c, g, u, v, k, cfg, seed, out, workspace);
   }
   template <class T>
   static cpu::norm_result l2_norm(const cpu_backend&, span<const T> g) {

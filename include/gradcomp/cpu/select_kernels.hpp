@@ -318,59 +318,70 @@ std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cf
          workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
 }
 
+// The sampled-threshold selection in parts, so that the fused DGC step (dgc_kernels.hpp) can
+// sample and count the accumulator while it updates it.
 template <class T>
-result<selection_result<T>> sampled_threshold_select(span<const T> values, std::size_t k,
-                                                     const sampled_threshold_config& cfg,
-                                                     std::uint64_t seed,
-                                                     span<std::uint32_t> out,
-                                                     span<std::byte> workspace) {
-  using key_type = key_t<T>;
-  const std::size_t n = values.size();
-  selection_result<T> res;
-  res.target = k;
-  const sample_plan plan = plan_sampling(cfg, n, k);
-  if (plan.exact) {
-    auto r = exact_topk_radix<T>(values, k, out, &res.threshold);
-    if (!r) return fail(r.error());
-    res.count = *r;
-    res.exact = true;
-    return res;
-  }
-  workspace_carver carver(workspace);
-  // The sample's keys, then (once the threshold is known) the candidates' keys.
-  key_type* samples = carver.take<key_type>(std::max(plan.max_samples, plan.candidate_cap));
-  std::uint32_t* candidates = carver.take<std::uint32_t>(plan.candidate_cap);
-  if (samples == nullptr || candidates == nullptr) return fail(errc::workspace_too_small);
-  key_type* candidate_keys = samples;
+struct sampled_state {
+  sample_plan plan;
+  key_t<T>* samples = nullptr;  // the sample's keys, then the candidates' keys
+  std::uint32_t* candidates = nullptr;
+  key_t<T> threshold_key = 0;
+  std::size_t sample_count = 0;
+};
 
-  // 1. Sample magnitudes with a generator that depends on the seed only, so every worker draws
-  //    the same positions.
+// Carves the workspace and computes the threshold from the sampled keys key_at(i) (1.-2.).
+template <class T, class KeyAt>
+result<void> sampled_threshold_prepare(std::size_t n, std::size_t k, const sampled_threshold_config& cfg,
+                                       std::uint64_t seed, span<std::byte> workspace, KeyAt key_at,
+                                       sampled_state<T>& st) {
+  using key_type = key_t<T>;
+  workspace_carver carver(workspace);
+  st.samples = carver.take<key_type>(std::max(st.plan.max_samples, st.plan.candidate_cap));
+  st.candidates = carver.take<std::uint32_t>(st.plan.candidate_cap);
+  if (st.samples == nullptr || st.candidates == nullptr) return fail(errc::workspace_too_small);
+
+  // 1. Sample magnitudes with a generator that depends on the seed only, so every worker given
+  //    the same seed draws the same positions.
   splitmix64 rng(seed);
-  const T* v = values.data();
   std::size_t s = 0;
   if (cfg.sampling == sampling_mode::strided) {
-    for (std::size_t i = rng.below(plan.stride); i < n; i += plan.stride)
-      samples[s++] = magnitude_key(v[i]);
+    for (std::size_t i = rng.below(st.plan.stride); i < n; i += st.plan.stride) st.samples[s++] = key_at(i);
   } else {
-    for (; s < plan.max_samples; ++s) samples[s] = magnitude_key(v[rng.below(n)]);
+    for (; s < st.plan.max_samples; ++s) st.samples[s] = key_at(rng.below(n));
   }
-  res.sample_count = s;
+  st.sample_count = s;
 
   // 2. The threshold is the ceil(s * density)-th largest sampled magnitude.
   std::size_t top = static_cast<std::size_t>(
       std::ceil(static_cast<double>(s) * static_cast<double>(k) / static_cast<double>(n)));
   top = std::min(std::max<std::size_t>(top, 1), s);
-  std::nth_element(samples, samples + (top - 1), samples + s, std::greater<key_type>());
-  key_type threshold_key = samples[top - 1];
+  std::nth_element(st.samples, st.samples + (top - 1), st.samples + s, std::greater<key_type>());
+  st.threshold_key = st.samples[top - 1];
+  return {};
+}
 
-  // 3. Adaptation loop.
+// 3. The adaptation loop, given the first round's count (candidates and their keys already in
+// `st`, counted past the capacity).
+template <class T>
+result<selection_result<T>> sampled_threshold_finish(span<const T> values, std::size_t k,
+                                                     const sampled_threshold_config& cfg,
+                                                     sampled_state<T>& st, std::size_t count,
+                                                     span<std::uint32_t> out) {
+  const std::size_t n = values.size();
+  const T* v = values.data();
+  key_t<T>* candidate_keys = st.samples;
+  std::uint32_t* candidates = st.candidates;
+  selection_result<T> res;
+  res.target = k;
+  res.sample_count = st.sample_count;
+  key_t<T> threshold_key = st.threshold_key;
   const double kd = static_cast<double>(k);
   for (int round = 1;; ++round) {
-    const std::size_t count =
-        filter_at_least(v, 0, n, threshold_key, candidates, candidate_keys, 0, plan.candidate_cap);
+    if (round > 1)
+      count = filter_at_least(v, 0, n, threshold_key, candidates, candidate_keys, 0, st.plan.candidate_cap);
     res.rounds = round;
     res.threshold = value_of_key<T>(threshold_key);
-    if (count > plan.candidate_cap) {
+    if (count > st.plan.candidate_cap) {
       // Far more than the workspace holds: the exact top-k of the whole input (which also finds
       // any NaN).
       auto r = exact_topk_radix<T>(values, k, out, &res.threshold);
@@ -383,7 +394,7 @@ result<selection_result<T>> sampled_threshold_select(span<const T> values, std::
     for (std::size_t j = 0; j < count; ++j)
       if (is_nan_key<T>(candidate_keys[j])) return fail(errc::nan_input);
     if (count > k) {
-      if (count <= plan.upper && cfg.truncation == truncation_mode::index_order) {
+      if (count <= st.plan.upper && cfg.truncation == truncation_mode::index_order) {
         std::copy(candidates, candidates + k, out.data());
         res.count = k;
         return res;
@@ -405,6 +416,33 @@ result<selection_result<T>> sampled_threshold_select(span<const T> values, std::
     }
     threshold_key = magnitude_key(static_cast<T>(value_of_key<T>(threshold_key) * cfg.threshold_decay));
   }
+}
+
+template <class T>
+result<selection_result<T>> sampled_threshold_select(span<const T> values, std::size_t k,
+                                                     const sampled_threshold_config& cfg,
+                                                     std::uint64_t seed,
+                                                     span<std::uint32_t> out,
+                                                     span<std::byte> workspace) {
+  sampled_state<T> st;
+  st.plan = plan_sampling(cfg, values.size(), k);
+  if (st.plan.exact) {
+    selection_result<T> res;
+    res.target = k;
+    auto r = exact_topk_radix<T>(values, k, out, &res.threshold);
+    if (!r) return fail(r.error());
+    res.count = *r;
+    res.exact = true;
+    return res;
+  }
+  const T* v = values.data();
+  if (auto r = sampled_threshold_prepare<T>(values.size(), k, cfg, seed, workspace,
+                                            [v](std::size_t i) { return magnitude_key(v[i]); }, st);
+      !r)
+    return fail(r.error());
+  const std::size_t count = filter_at_least(v, 0, values.size(), st.threshold_key, st.candidates,
+                                            st.samples, 0, st.plan.candidate_cap);
+  return sampled_threshold_finish<T>(values, k, cfg, st, count, out);
 }
 
 }  // namespace cpu

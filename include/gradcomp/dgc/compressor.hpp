@@ -282,19 +282,20 @@ class dgc_compressor {
         stats.dense_elements += n;
         continue;
       }
-      // 1. Momentum correction into the residual accumulator.
+      // 1. Momentum correction into the residual accumulator, and 2. selection on the
+      // accumulator: for the sampled threshold, one fused pass does both (the same result as
+      // one after the other).
       const span<T> u(st.u.data(), st.u.size());
       const span<T> v(st.v.data(), n);
-      ops::momentum_accumulate(backend_, kind, m, c, grads[t], u, v);
-      // 2. Selection on the accumulator.
       const std::size_t k = kept_count(n, stats.density);
       const span<std::uint32_t> idx(st.indices.data(), k);
       if (cfg_.selection == selection_method::sampled_threshold) {
-        auto r = ops::sampled_threshold_select(backend_, span<const T>(v), k, cfg_.sampling,
-                                               detail::derive_seed(cfg_.seed, t, step_), idx, ws);
+        auto r = ops::accumulate_and_select(backend_, kind, m, c, grads[t], u, v, k, cfg_.sampling,
+                                            detail::derive_seed(cfg_.seed, t, step_), idx, ws);
         if (!r) return fail(r.error());
         st.selection = *r;
       } else {
+        ops::momentum_accumulate(backend_, kind, m, c, grads[t], u, v);
         selection_result<T> sel;
         auto r = ops::exact_topk(backend_, span<const T>(v), k, idx, ws, &sel.threshold);
         if (!r) return fail(r.error());

@@ -1,0 +1,226 @@
+// The whole compression step of one tensor, and of a whole model, against streaming loops that
+// read and write exactly the bytes the step must touch, in one binary:
+//   BM_stream_dgc     u = m*u + g; v += u            reads g, u, v; writes u, v: 20 bytes/element
+//   BM_dgc_step       dgc_compressor::compress on one tensor: momentum correction, accumulation,
+//                     sampled-threshold selection, extraction of the kept entries, momentum
+//                     masking (DGC's defaults, no clipping)
+//   BM_stream_ef      v += g                         reads g, v; writes v: 12 bytes/element
+//   BM_ef_step        the same with error feedback only (momentum_correction = false)
+//   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
+//                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
+//                     compared with BM_stream_dgc over as many elements
+// Names: BM_<component>/float/<backend>/<n>/density:<d> (the model's n is its parameter count).
+// bytes_per_second counts the bytes the step must move (20 or 12 per element), the same for the
+// step and its reference, so the two rates compare directly. Counters:
+//   ratio_to_stream  time of the streaming reference on the same size / own time (1 = as fast as
+//                    touching the bytes once)
+//   kept_over_k      selected entries / target
+//   message_bytes, compression_ratio  (model) wire size of one step and dense fp32 bytes over it
+//
+// Quick pass: bench_dgc --benchmark_min_time=0.01 --benchmark_filter='/65536/'
+#include <benchmark/benchmark.h>
+
+#include <gradcomp/dgc/compressor.hpp>
+#include <gradcomp/wire/encode.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifndef GRADCOMP_BENCH_DATA_DIR
+#define GRADCOMP_BENCH_DATA_DIR "bench/data"
+#endif
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::vector<float> gradient(std::size_t n, std::uint64_t seed) {
+  std::vector<float> g(n);
+  std::mt19937_64 rng(seed);
+  std::student_t_distribution<float> dist(3.0f);
+  for (auto& x : g) x = 1e-3f * dist(rng);
+  return g;
+}
+
+// Mean seconds per iteration of the references, by "<which>/<n>".
+std::map<std::string, double>& reference_seconds() {
+  static std::map<std::string, double> refs;
+  return refs;
+}
+
+template <class Body>
+void timed(benchmark::State& state, std::size_t n, std::size_t bytes_per_element,
+           const std::string& record, const std::string& against, Body body) {
+  const auto start = clock_type::now();
+  for (auto _ : state) body();
+  const double seconds =
+      std::chrono::duration<double>(clock_type::now() - start).count() / double(state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n * bytes_per_element));
+  if (!record.empty()) reference_seconds()[record + "/" + std::to_string(n)] = seconds;
+  if (!against.empty()) {
+    const auto it = reference_seconds().find(against + "/" + std::to_string(n));
+    if (it != reference_seconds().end()) state.counters["ratio_to_stream"] = it->second / seconds;
+  }
+}
+
+void bm_stream_dgc(benchmark::State& state, std::size_t n) {
+  const auto g = gradient(n, 1);
+  std::vector<float> u(n, 0.0f), v(n, 0.0f);
+  const float m = 0.9f;
+  timed(state, n, 20, "stream_dgc", "", [&] {
+    float* up = u.data();
+    float* vp = v.data();
+    const float* gp = g.data();
+    for (std::size_t i = 0; i < n; ++i) {
+      up[i] = m * up[i] + gp[i];
+      vp[i] += up[i];
+    }
+    benchmark::ClobberMemory();
+  });
+}
+
+void bm_stream_ef(benchmark::State& state, std::size_t n) {
+  const auto g = gradient(n, 1);
+  std::vector<float> v(n, 0.0f);
+  timed(state, n, 12, "stream_ef", "", [&] {
+    float* vp = v.data();
+    const float* gp = g.data();
+    for (std::size_t i = 0; i < n; ++i) vp[i] += gp[i];
+    benchmark::ClobberMemory();
+  });
+}
+
+void bm_step(benchmark::State& state, std::size_t n, double density, bool correction) {
+  gradcomp::dgc_config cfg;
+  cfg.momentum_correction = correction;
+  cfg.schedule = gradcomp::warmup_schedule::constant(density);
+  gradcomp::dgc_compressor<float> c(cfg);
+  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+  const auto g = gradient(n, 2);
+  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.data(), n)};
+  double kept = 0.0, target = 0.0;
+  bool ok = true;
+  timed(state, n, correction ? 20 : 12, "", correction ? "stream_dgc" : "stream_ef", [&] {
+    const auto r = c.compress(grads);
+    ok &= static_cast<bool>(r);
+    if (r) {
+      kept += static_cast<double>(r->kept_elements);
+      target += static_cast<double>(r->target_elements);
+    }
+  });
+  if (!ok) state.SkipWithError("compress failed");
+  state.counters["kept_over_k"] = target > 0 ? kept / target : 0.0;
+}
+
+struct tensor_spec {
+  std::string name;
+  std::vector<std::size_t> shape;
+  std::size_t numel = 1;
+};
+
+std::vector<tensor_spec> load_model(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<tensor_spec> model;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    tensor_spec t;
+    fields >> t.name;
+    for (std::size_t d; fields >> d;) {
+      t.shape.push_back(d);
+      t.numel *= d;
+    }
+    model.push_back(t);
+  }
+  return model;
+}
+
+const std::vector<tensor_spec>& resnet50() {
+  static const std::vector<tensor_spec> model = load_model(GRADCOMP_BENCH_DATA_DIR "/resnet50.txt");
+  return model;
+}
+
+std::size_t model_numel(const std::vector<tensor_spec>& model) {
+  std::size_t n = 0;
+  for (const auto& t : model) n += t.numel;
+  return n;
+}
+
+void bm_model(benchmark::State& state, double density) {
+  const auto& model = resnet50();
+  gradcomp::dgc_config cfg;
+  cfg.schedule = gradcomp::warmup_schedule::constant(density);
+  cfg.clip_norm = 5.0;
+  cfg.num_workers = 8;
+  gradcomp::dgc_compressor<float> c(cfg);
+  std::vector<std::vector<float>> grads;
+  std::vector<gradcomp::span<const float>> views;
+  for (std::size_t t = 0; t < model.size(); ++t) {
+    c.add_tensor(model[t].name, model[t].shape);
+    grads.push_back(gradient(model[t].numel, 100 + t));
+    views.emplace_back(grads.back().data(), grads.back().size());
+  }
+  const std::size_t n = model_numel(model);
+  bool ok = true;
+  timed(state, n, 20, "", "stream_dgc", [&] { ok &= static_cast<bool>(c.compress(views)); });
+  if (!ok) {
+    state.SkipWithError("compress failed");
+    return;
+  }
+  gradcomp::wire::encode_options opt;
+  opt.checksum = true;
+  std::vector<std::byte> buf(c.max_message_bytes(opt));
+  const auto bytes = c.encode_message(opt, gradcomp::span<std::byte>(buf.data(), buf.size()));
+  if (!bytes) {
+    state.SkipWithError("encode failed");
+    return;
+  }
+  state.counters["message_bytes"] = static_cast<double>(*bytes);
+  state.counters["compression_ratio"] = 4.0 * static_cast<double>(n) / static_cast<double>(*bytes);
+}
+
+const bool registered = [] {
+  auto density_name = [](double d) { return d == 0.001 ? std::string("0.001") : std::string("0.01"); };
+  for (std::size_t n : {std::size_t(1) << 16, std::size_t(1) << 20, std::size_t(1) << 24, std::size_t(1) << 26}) {
+    const std::string size = std::to_string(n);
+    benchmark::RegisterBenchmark(("BM_stream_dgc/float/reference/" + size).c_str(), bm_stream_dgc, n)
+        ->Unit(benchmark::kMillisecond);
+    for (double d : {0.001, 0.01})
+      benchmark::RegisterBenchmark(("BM_dgc_step/float/cpu/" + size + "/density:" + density_name(d)).c_str(),
+                                   bm_step, n, d, true)
+          ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_stream_ef/float/reference/" + size).c_str(), bm_stream_ef, n)
+        ->Unit(benchmark::kMillisecond);
+    for (double d : {0.001, 0.01})
+      benchmark::RegisterBenchmark(("BM_ef_step/float/cpu/" + size + "/density:" + density_name(d)).c_str(),
+                                   bm_step, n, d, false)
+          ->Unit(benchmark::kMillisecond);
+  }
+  try {
+    (void)resnet50();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_dgc: %s; BM_dgc_model not registered\n", e.what());
+    return true;
+  }
+  const std::string model_size = std::to_string(model_numel(resnet50()));
+  benchmark::RegisterBenchmark(("BM_stream_dgc/float/reference/" + model_size).c_str(), bm_stream_dgc,
+                               model_numel(resnet50()))
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark(("BM_dgc_model/float/cpu/" + model_size + "/density:0.001/resnet50").c_str(),
+                               bm_model, 0.001)
+      ->Unit(benchmark::kMillisecond);
+  return true;
+}();
+
+}  // namespace
