@@ -1,5 +1,6 @@
 // Properties of the composed DGC step (ALGORITHMS.md sections 1 and 6).
 #include <gradcomp/dgc/compressor.hpp>
+#include <gradcomp/dgc/momentum.hpp>
 
 #include <doctest/doctest.h>
 
@@ -508,4 +509,57 @@ TEST_CASE("workers exchange encoded messages: the aggregate equals the in-memory
   buffer[*n / 2] ^= std::byte{1};
   CHECK(wired.add(span<const std::byte>(buffer.data(), *n)).error() == errc::checksum_mismatch);
   CHECK(wired.finish(1).error() == errc::invalid_argument);
+}
+
+// The compressor updates the accumulator and counts the first selection round in one fused pass,
+// with the threshold taken from a sample of the updated values. That must select exactly what
+// the separate building blocks select: update (momentum_correction), then
+// sampled_threshold_select on the accumulator with the same seed.
+TEST_CASE_TEMPLATE("the fused step selects exactly what update-then-select selects", T, float, double) {
+  const std::size_t n = 200003;  // large enough for the sampled path
+  for (const bool nesterov : {false, true})
+    for (const bool correction : {true, false})
+      for (const double density : {0.001, 0.01}) {
+        CAPTURE(nesterov);
+        CAPTURE(correction);
+        CAPTURE(density);
+        dgc_config cfg;
+        cfg.nesterov = nesterov;
+        cfg.momentum_correction = correction;
+        cfg.schedule = warmup_schedule::constant(density);
+        cfg.clip_norm = 10.0;  // active: the scale is not 1
+        cfg.seed = 99;
+        dgc_compressor<T> c(cfg);
+        c.add_tensor("w", {n}, tensor_mode::compressed);
+        std::vector<T> u(n, T(0)), v(n, T(0));
+        const auto kind = cfg.sender_momentum();
+        const T m = static_cast<T>(cfg.momentum);
+        for (std::size_t step = 0; step < 4; ++step) {
+          const auto g = random_vector<T>(n, dist::student_t, 1000 + step);
+          const std::vector<span<const T>> grads = {span<const T>(g.data(), n)};
+          const auto stats = c.compress(grads);
+          REQUIRE(stats);
+          const T coef = static_cast<T>(stats->clip_coefficient);
+          CHECK(coef < T(1));
+          REQUIRE(gradcomp::momentum_correction(gradcomp::cpu_backend{}, kind, m, coef,
+                                                span<const T>(g.data(), n), span<T>(u.data(), u.size()),
+                                                span<T>(v.data(), n)));
+          const std::size_t k = gradcomp::kept_count(n, density);
+          std::vector<std::uint32_t> idx(k);
+          const auto sel = gradcomp::sampled_threshold_select(
+              gradcomp::cpu_backend{}, span<const T>(v.data(), n), k, cfg.sampling,
+              gradcomp::detail::derive_seed(cfg.seed, 0, step), span<std::uint32_t>(idx.data(), k));
+          REQUIRE(sel);
+          idx.resize(sel->count);
+          const auto msg = c.message(0);
+          REQUIRE(msg.indices.size() == idx.size());
+          CHECK(std::memcmp(msg.indices.data(), idx.data(), idx.size() * sizeof(std::uint32_t)) == 0);
+          for (std::size_t j = 0; j < idx.size(); ++j) {
+            REQUIRE(msg.values[j] == v[idx[j]]);
+            v[idx[j]] = T(0);
+            if (correction) u[idx[j]] = T(0);
+          }
+          CHECK(bitwise_equal(c.residual(0), v));
+        }
+      }
 }
