@@ -9,6 +9,11 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <type_traits>
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#endif
 
 #include "../detail/magnitude.hpp"
 #include "../detail/rng.hpp"
@@ -178,18 +183,54 @@ std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k) {
          workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
 }
 
+inline constexpr std::size_t filter_block = 16;
+
+// True when some element of v[0, filter_block) has a magnitude key >= cut. Keys and the cut are
+// below 2^(bits-1), so key >= cut exactly when (cut - 1 - key) is negative; OR-ing those
+// differences tests a block without branches. On x86-64 with SSE2 (every x86-64 CPU) the block
+// is tested with vector instructions; elsewhere the compiler vectorises what it can.
+template <class T>
+inline bool block_has_key_at_least(const T* v, key_t<T> cut) noexcept {
+  using signed_key = std::make_signed_t<key_t<T>>;
+  const signed_key cut_minus_one = static_cast<signed_key>(cut) - 1;
+#if defined(__SSE2__) || defined(_M_X64)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m128i magnitude = _mm_set1_epi32(0x7fffffff);
+    const __m128i c = _mm_set1_epi32(static_cast<int>(cut_minus_one));
+    __m128i acc = _mm_setzero_si128();
+    for (std::size_t j = 0; j < filter_block; j += 4) {
+      const __m128i bits = _mm_castps_si128(_mm_loadu_ps(v + j));
+      acc = _mm_or_si128(acc, _mm_sub_epi32(c, _mm_and_si128(bits, magnitude)));
+    }
+    return _mm_movemask_ps(_mm_castsi128_ps(acc)) != 0;
+  } else {
+    const __m128i magnitude = _mm_set1_epi64x(0x7fffffffffffffffLL);
+    const __m128i c = _mm_set1_epi64x(static_cast<long long>(cut_minus_one));
+    __m128i acc = _mm_setzero_si128();
+    for (std::size_t j = 0; j < filter_block; j += 2) {
+      const __m128i bits = _mm_castpd_si128(_mm_loadu_pd(v + j));
+      acc = _mm_or_si128(acc, _mm_sub_epi64(c, _mm_and_si128(bits, magnitude)));
+    }
+    return _mm_movemask_pd(_mm_castsi128_pd(acc)) != 0;
+  }
+#else
+  signed_key any = 0;
+  for (std::size_t j = 0; j < filter_block; ++j)
+    any |= cut_minus_one - static_cast<signed_key>(magnitude_key(v[j]));
+  return any < 0;
+#endif
+}
+
 // Appends to (idx, keys) every element of v[first, last) whose key is >= cut, counting past
-// `cap` without storing. Blocks without any such key (the common case) are skipped by a
-// comparison loop the compiler vectorises.
+// `cap` without storing. Blocks without any such key (the common case) are skipped after one
+// vector test.
 template <class T>
 std::size_t filter_at_least(const T* v, std::size_t first, std::size_t last, key_t<T> cut,
                             std::uint32_t* idx, key_t<T>* keys, std::size_t count, std::size_t cap) {
-  constexpr std::size_t block = 16;
+  constexpr std::size_t block = filter_block;
   std::size_t i = first;
   for (; i + block <= last; i += block) {
-    bool any = false;
-    for (std::size_t j = 0; j < block; ++j) any |= magnitude_key(v[i + j]) >= cut;
-    if (!any) continue;
+    if (!block_has_key_at_least(v + i, cut)) continue;
     for (std::size_t j = 0; j < block; ++j) {
       const key_t<T> key = magnitude_key(v[i + j]);
       if (key >= cut) {
