@@ -12,8 +12,9 @@
 // Names: BM_<component>/float/<backend>/<n>/density:<d> (the model's n is its parameter count).
 // bytes_per_second counts the bytes the step must move (20 or 12 per element), the same for the
 // step and its reference, so the two rates compare directly. Counters:
-//   ratio_to_stream  time of the streaming reference on the same size / own time (1 = as fast as
-//                    touching the bytes once)
+//   ratio_to_stream  time of the streaming reference / own time, the reference running on arrays
+//                    of the same size before every iteration (1 = as fast as touching the bytes
+//                    once)
 //   kept_over_k      selected entries / target
 //   message_bytes, compression_ratio  (model) wire size of one step and dense fp32 bytes over it
 //
@@ -51,53 +52,68 @@ std::vector<float> gradient(std::size_t n, std::uint64_t seed) {
   return g;
 }
 
-// Mean seconds per iteration of the references, by "<which>/<n>".
-std::map<std::string, double>& reference_seconds() {
-  static std::map<std::string, double> refs;
-  return refs;
-}
-
-template <class Body>
-void timed(benchmark::State& state, std::size_t n, std::size_t bytes_per_element,
-           const std::string& record, const std::string& against, Body body) {
-  const auto start = clock_type::now();
-  for (auto _ : state) body();
-  const double seconds =
-      std::chrono::duration<double>(clock_type::now() - start).count() / double(state.iterations());
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(n * bytes_per_element));
-  if (!record.empty()) reference_seconds()[record + "/" + std::to_string(n)] = seconds;
-  if (!against.empty()) {
-    const auto it = reference_seconds().find(against + "/" + std::to_string(n));
-    if (it != reference_seconds().end()) state.counters["ratio_to_stream"] = it->second / seconds;
-  }
-}
-
-void bm_stream_dgc(benchmark::State& state, std::size_t n) {
-  const auto g = gradient(n, 1);
-  std::vector<float> u(n, 0.0f), v(n, 0.0f);
-  const float m = 0.9f;
-  timed(state, n, 20, "stream_dgc", "", [&] {
+// Streaming loops that read and write exactly the bytes of a DGC step (20 per element) and of
+// an error-feedback step (12 per element).
+struct stream_dgc {
+  explicit stream_dgc(std::size_t n) : g(gradient(n, 1)), u(n, 0.0f), v(n, 0.0f) {}
+  void operator()() {
+    const float m = 0.9f;
     float* up = u.data();
     float* vp = v.data();
     const float* gp = g.data();
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0, n = g.size(); i < n; ++i) {
       up[i] = m * up[i] + gp[i];
       vp[i] += up[i];
     }
     benchmark::ClobberMemory();
-  });
+  }
+  std::vector<float> g, u, v;
+};
+
+struct stream_ef {
+  explicit stream_ef(std::size_t n) : g(gradient(n, 1)), v(n, 0.0f) {}
+  void operator()() {
+    float* vp = v.data();
+    const float* gp = g.data();
+    for (std::size_t i = 0, n = g.size(); i < n; ++i) vp[i] += gp[i];
+    benchmark::ClobberMemory();
+  }
+  std::vector<float> g, v;
+};
+
+// Runs `body` every iteration and reports the bytes it must move. With a reference, the
+// reference runs before each iteration outside the timed region, and ratio_to_stream is the
+// reference's total time over the body's: interleaving the two keeps the ratio steady on a
+// machine whose speed drifts.
+template <class Body, class Reference>
+void timed(benchmark::State& state, std::size_t n, std::size_t bytes_per_element, Body&& body,
+           Reference* reference) {
+  double body_seconds = 0.0, reference_seconds = 0.0;
+  for (auto _ : state) {
+    if (reference) {
+      state.PauseTiming();
+      const auto r0 = clock_type::now();
+      (*reference)();
+      reference_seconds += std::chrono::duration<double>(clock_type::now() - r0).count();
+      state.ResumeTiming();
+    }
+    const auto t0 = clock_type::now();
+    body();
+    body_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n * bytes_per_element));
+  if (reference) state.counters["ratio_to_stream"] = reference_seconds / body_seconds;
+}
+
+void bm_stream_dgc(benchmark::State& state, std::size_t n) {
+  stream_dgc s(n);
+  timed(state, n, 20, s, static_cast<stream_dgc*>(nullptr));
 }
 
 void bm_stream_ef(benchmark::State& state, std::size_t n) {
-  const auto g = gradient(n, 1);
-  std::vector<float> v(n, 0.0f);
-  timed(state, n, 12, "stream_ef", "", [&] {
-    float* vp = v.data();
-    const float* gp = g.data();
-    for (std::size_t i = 0; i < n; ++i) vp[i] += gp[i];
-    benchmark::ClobberMemory();
-  });
+  stream_ef s(n);
+  timed(state, n, 12, s, static_cast<stream_ef*>(nullptr));
 }
 
 void bm_step(benchmark::State& state, std::size_t n, double density, bool correction) {
@@ -110,14 +126,21 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
   const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.data(), n)};
   double kept = 0.0, target = 0.0;
   bool ok = true;
-  timed(state, n, correction ? 20 : 12, "", correction ? "stream_dgc" : "stream_ef", [&] {
+  auto body = [&] {
     const auto r = c.compress(grads);
     ok &= static_cast<bool>(r);
     if (r) {
       kept += static_cast<double>(r->kept_elements);
       target += static_cast<double>(r->target_elements);
     }
-  });
+  };
+  if (correction) {
+    stream_dgc reference(n);
+    timed(state, n, 20, body, &reference);
+  } else {
+    stream_ef reference(n);
+    timed(state, n, 12, body, &reference);
+  }
   if (!ok) state.SkipWithError("compress failed");
   state.counters["kept_over_k"] = target > 0 ? kept / target : 0.0;
 }
@@ -173,7 +196,8 @@ void bm_model(benchmark::State& state, double density) {
   }
   const std::size_t n = model_numel(model);
   bool ok = true;
-  timed(state, n, 20, "", "stream_dgc", [&] { ok &= static_cast<bool>(c.compress(views)); });
+  stream_dgc reference(n);
+  timed(state, n, 20, [&] { ok &= static_cast<bool>(c.compress(views)); }, &reference);
   if (!ok) {
     state.SkipWithError("compress failed");
     return;
