@@ -90,7 +90,7 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
   const std::size_t count =
       accumulate_filter<K>(m, c, gp, up, vp, n, st.threshold_key, st.candidates, st.samples,
                            st.plan.candidate_cap);
-  return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out);
+  return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace);
 }
 
 // momentum_accumulate followed by sampled_threshold_select on v, in one pass over the data for

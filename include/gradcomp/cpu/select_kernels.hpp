@@ -355,8 +355,10 @@ std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cf
                                               std::size_t k) {
   const sample_plan p = plan_sampling(cfg, n, k);
   if (p.exact) return 0;
-  return workspace_slot_bytes<key_t<T>>(std::max(p.max_samples, p.candidate_cap)) +
-         workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
+  // The sample and the candidates, or (when far too many pass) the exact top-k's own workspace.
+  return std::max(workspace_slot_bytes<key_t<T>>(std::max(p.max_samples, p.candidate_cap)) +
+                      workspace_slot_bytes<std::uint32_t>(p.candidate_cap),
+                  exact_topk_workspace_bytes<T>(n, k));
 }
 
 // The sampled-threshold selection in parts, so that the fused DGC step (dgc_kernels.hpp) can
@@ -407,7 +409,8 @@ template <class T>
 result<selection_result<T>> sampled_threshold_finish(span<const T> values, std::size_t k,
                                                      const sampled_threshold_config& cfg,
                                                      sampled_state<T>& st, std::size_t count,
-                                                     span<std::uint32_t> out) {
+                                                     span<std::uint32_t> out,
+                                                     span<std::byte> workspace) {
   const std::size_t n = values.size();
   const T* v = values.data();
   key_t<T>* candidate_keys = st.samples;
@@ -423,9 +426,9 @@ result<selection_result<T>> sampled_threshold_finish(span<const T> values, std::
     res.rounds = round;
     res.threshold = value_of_key<T>(threshold_key);
     if (count > st.plan.candidate_cap) {
-      // Far more than the workspace holds: the exact top-k of the whole input (which also finds
-      // any NaN).
-      auto r = exact_topk_radix<T>(values, k, out, &res.threshold);
+      // Far more than the workspace holds (typically after lowering the threshold): the exact
+      // top-k of the whole input, which also finds any NaN, reusing the workspace.
+      auto r = exact_topk<T>(values, k, out, workspace, &res.threshold);
       if (!r) return fail(r.error());
       res.count = *r;
       res.exact = true;
@@ -483,7 +486,7 @@ result<selection_result<T>> sampled_threshold_select(span<const T> values, std::
     return fail(r.error());
   const std::size_t count = filter_at_least(v, 0, values.size(), st.threshold_key, st.candidates,
                                             st.samples, 0, st.plan.candidate_cap);
-  return sampled_threshold_finish<T>(values, k, cfg, st, count, out);
+  return sampled_threshold_finish<T>(values, k, cfg, st, count, out, workspace);
 }
 
 }  // namespace cpu
