@@ -1,8 +1,11 @@
 // The fused DGC step on the CPU: momentum correction, accumulation and the first counting round
-// of the sampled-threshold selection in one pass over the data. The threshold comes from a sample
-// of the accumulator as it will be after this step's update (computed from the old state at the
-// sampled positions only), so the selection is the same as updating first and selecting after,
-// with one pass fewer over the accumulator.
+// of the sampled-threshold selection in one pass over the data, with the same result as updating
+// first and selecting after. Two ways to get the threshold without an extra pass:
+// - unguided (first step): from a sample of the accumulator as it will be after the update,
+//   computed from the old state at the sampled positions only;
+// - guided (later steps): the pass keeps every element above a cut derived from the previous
+//   step's threshold, and the sample's keys above the cut, which are among them, give the
+//   threshold; only sampled positions are never read on their own.
 #pragma once
 
 #include <algorithm>
@@ -66,27 +69,101 @@ std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t n, k
   return count;
 }
 
+// The candidate cut of a guided step, as a fraction of the previous step's sample threshold.
+// The accumulator's distribution moves little from one step to the next, so the new threshold
+// is rarely below 0.9 of the old one; a cut that low costs a few more candidates.
+inline constexpr double guided_cut_factor = 0.9;
+
+// Workspace of accumulate_and_select: the sampled selection's, plus the candidate pool of a
+// guided step.
+template <class T>
+std::size_t accumulate_and_select_workspace_bytes(const sampled_threshold_config& cfg,
+                                                  std::size_t n, std::size_t k) {
+  const sample_plan p = plan_sampling(cfg, n, k);
+  if (p.exact) return 0;
+  return sampled_threshold_workspace_bytes<T>(cfg, n, k) +
+         workspace_slot_bytes<key_t<T>>(p.candidate_cap) +
+         workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
+}
+
 template <momentum_kind K, class T>
 result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, span<T> u,
                                                      span<T> v, std::size_t k,
                                                      const sampled_threshold_config& cfg,
                                                      std::uint64_t seed, span<std::uint32_t> out,
-                                                     span<std::byte> workspace) {
+                                                     span<std::byte> workspace, T* guide) {
+  using key_type = key_t<T>;
   const std::size_t n = v.size();
   sampled_state<T> st;
   st.plan = plan_sampling(cfg, n, k);
-  if (st.plan.exact) {
-    momentum_accumulate(K, m, c, g, u, v);
-    return sampled_threshold_select<T>(span<const T>(v.data(), n), k, cfg, seed, out, workspace);
-  }
   const T* gp = g.data();
   T* up = u.data();
   T* vp = v.data();
+  const key_type guide_key = magnitude_key(*guide);
+  *guide = T(0);
+  if (st.plan.exact) {
+    momentum_accumulate(K, m, c, g, u, v);
+    return sampled_threshold_select<T>(span<const T>(vp, n), k, cfg, seed, out, workspace);
+  }
+
+  if (guide_key != 0 && is_finite_key<T>(guide_key) && cfg.sampling == sampling_mode::strided) {
+    // Guided step: the update pass keeps every element above a cut a little below the previous
+    // step's threshold. The strided sample's keys above the cut are among them, so when at least
+    // `top` of them are there, the top-th largest sampled key (the threshold) is theirs, and
+    // every element the selection can take is in the pool: the same result as update-then-select
+    // without reading the data again.
+    workspace_carver carver(workspace);
+    st.samples = carver.take<key_type>(std::max(st.plan.max_samples, st.plan.candidate_cap));
+    st.candidates = carver.take<std::uint32_t>(st.plan.candidate_cap);
+    key_type* pool_keys = carver.take<key_type>(st.plan.candidate_cap);
+    std::uint32_t* pool_idx = carver.take<std::uint32_t>(st.plan.candidate_cap);
+    if (st.samples == nullptr || st.candidates == nullptr || pool_keys == nullptr || pool_idx == nullptr)
+      return fail(errc::workspace_too_small);
+    candidate_pool<T> pool;
+    pool.idx = pool_idx;
+    pool.keys = pool_keys;
+    pool.cut = std::max<key_type>(
+        1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * static_cast<T>(guided_cut_factor))));
+    pool.count = accumulate_filter<K>(m, c, gp, up, vp, n, pool.cut, pool_idx, pool_keys,
+                                      st.plan.candidate_cap);
+    const std::size_t stride = st.plan.stride;
+    const std::size_t offset = strided_sample_offset(seed, stride);
+    const std::size_t s = offset < n ? (n - 1 - offset) / stride + 1 : 0;
+    const std::size_t top = sample_rank(s, k, n);
+    std::size_t hits = 0;
+    if (pool.count <= st.plan.candidate_cap)
+      for (std::size_t j = 0; j < pool.count; ++j)
+        if (pool_idx[j] >= offset && (pool_idx[j] - offset) % stride == 0) st.samples[hits++] = pool_keys[j];
+    if (pool.count <= st.plan.candidate_cap && hits >= top) {
+      std::nth_element(st.samples, st.samples + (top - 1), st.samples + hits, std::greater<key_type>());
+      st.threshold_key = st.samples[top - 1];
+      st.sample_count = s;
+      *guide = value_of_key<T>(st.threshold_key);
+      const std::size_t count = pool.filter(st.threshold_key, st.candidates, st.samples);
+      return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace, pool);
+    }
+    // The cut was above this step's threshold, or let more through than the pool holds: sample
+    // the updated accumulator and filter it, as the unfused selection does.
+    const T* cv = vp;
+    if (auto r = sampled_threshold_prepare<T>(n, k, cfg, seed, workspace,
+                                              [cv](std::size_t i) { return magnitude_key(cv[i]); }, st);
+        !r)
+      return fail(r.error());
+    *guide = value_of_key<T>(st.threshold_key);
+    const std::size_t count =
+        filter_at_least(cv, 0, n, st.threshold_key, st.candidates, st.samples, 0, st.plan.candidate_cap);
+    return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace);
+  }
+
+  // Unguided step: the threshold comes from a sample of the accumulator as it will be after the
+  // update (computed from the old state at the sampled positions only), then one pass updates
+  // and filters.
   if (auto r = sampled_threshold_prepare<T>(
           n, k, cfg, seed, workspace,
           [=](std::size_t i) { return magnitude_key(accumulated_at<K>(m, c, gp, up, vp, i)); }, st);
       !r)
     return fail(r.error());
+  *guide = value_of_key<T>(st.threshold_key);
   const std::size_t count =
       accumulate_filter<K>(m, c, gp, up, vp, n, st.threshold_key, st.candidates, st.samples,
                            st.plan.candidate_cap);
@@ -94,23 +171,25 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
 }
 
 // momentum_accumulate followed by sampled_threshold_select on v, in one pass over the data for
-// the common case. Fails with workspace_too_small before modifying anything; nan_input means the
-// accumulator holds a NaN (its state is then updated).
+// the common case. `*guide` is the previous step's sample threshold of this tensor (0: none) and
+// receives this step's; it decides only how much data is read, never the result. Fails with
+// workspace_too_small before modifying anything; nan_input means the accumulator holds a NaN
+// (its state is then updated).
 template <class T>
 result<selection_result<T>> accumulate_and_select(momentum_kind kind, T m, T c, span<const T> g,
                                                   span<T> u, span<T> v, std::size_t k,
                                                   const sampled_threshold_config& cfg,
                                                   std::uint64_t seed, span<std::uint32_t> out,
-                                                  span<std::byte> workspace) {
+                                                  span<std::byte> workspace, T* guide) {
   switch (kind) {
     case momentum_kind::none:
-      return accumulate_and_select_as<momentum_kind::none>(m, c, g, u, v, k, cfg, seed, out, workspace);
+      return accumulate_and_select_as<momentum_kind::none>(m, c, g, u, v, k, cfg, seed, out, workspace, guide);
     case momentum_kind::vanilla:
-      return accumulate_and_select_as<momentum_kind::vanilla>(m, c, g, u, v, k, cfg, seed, out, workspace);
+      return accumulate_and_select_as<momentum_kind::vanilla>(m, c, g, u, v, k, cfg, seed, out, workspace, guide);
     case momentum_kind::nesterov:
       break;
   }
-  return accumulate_and_select_as<momentum_kind::nesterov>(m, c, g, u, v, k, cfg, seed, out, workspace);
+  return accumulate_and_select_as<momentum_kind::nesterov>(m, c, g, u, v, k, cfg, seed, out, workspace, guide);
 }
 
 }  // namespace cpu

@@ -372,6 +372,19 @@ struct sampled_state {
   std::size_t sample_count = 0;
 };
 
+// First position of the strided sample drawn with `seed`.
+inline std::size_t strided_sample_offset(std::uint64_t seed, std::size_t stride) {
+  splitmix64 rng(seed);
+  return rng.below(stride);
+}
+
+// Rank (1-based) of the sampled key that becomes the threshold: ceil(s * k / n), in [1, s].
+inline std::size_t sample_rank(std::size_t s, std::size_t k, std::size_t n) {
+  const std::size_t top = static_cast<std::size_t>(
+      std::ceil(static_cast<double>(s) * static_cast<double>(k) / static_cast<double>(n)));
+  return std::min(std::max<std::size_t>(top, 1), s);
+}
+
 // Carves the workspace and computes the threshold from the sampled keys key_at(i) (1.-2.).
 template <class T, class KeyAt>
 result<void> sampled_threshold_prepare(std::size_t n, std::size_t k, const sampled_threshold_config& cfg,
@@ -385,32 +398,60 @@ result<void> sampled_threshold_prepare(std::size_t n, std::size_t k, const sampl
 
   // 1. Sample magnitudes with a generator that depends on the seed only, so every worker given
   //    the same seed draws the same positions.
-  splitmix64 rng(seed);
   std::size_t s = 0;
   if (cfg.sampling == sampling_mode::strided) {
-    for (std::size_t i = rng.below(st.plan.stride); i < n; i += st.plan.stride) st.samples[s++] = key_at(i);
+    for (std::size_t i = strided_sample_offset(seed, st.plan.stride); i < n; i += st.plan.stride)
+      st.samples[s++] = key_at(i);
   } else {
+    splitmix64 rng(seed);
     for (; s < st.plan.max_samples; ++s) st.samples[s] = key_at(rng.below(n));
   }
   st.sample_count = s;
 
   // 2. The threshold is the ceil(s * density)-th largest sampled magnitude.
-  std::size_t top = static_cast<std::size_t>(
-      std::ceil(static_cast<double>(s) * static_cast<double>(k) / static_cast<double>(n)));
-  top = std::min(std::max<std::size_t>(top, 1), s);
+  const std::size_t top = sample_rank(s, k, n);
   std::nth_element(st.samples, st.samples + (top - 1), st.samples + s, std::greater<key_type>());
   st.threshold_key = st.samples[top - 1];
   return {};
 }
 
+// The elements of a larger set whose keys are >= `cut`, ascending by index: what a filter pass
+// over the whole input with that cut collects. A later round whose threshold is >= cut filters
+// these instead of the input (the same result, no pass over the data).
+template <class T>
+struct candidate_pool {
+  const std::uint32_t* idx = nullptr;  // nullptr: no pool
+  const key_t<T>* keys = nullptr;
+  std::size_t count = 0;
+  key_t<T> cut = 0;
+
+  bool covers(key_t<T> threshold_key) const noexcept { return idx != nullptr && threshold_key >= cut; }
+
+  // Writes the pool's elements with key >= threshold_key to (out_idx, out_keys); returns their
+  // number (never more than count, so never more than the pool's capacity).
+  std::size_t filter(key_t<T> threshold_key, std::uint32_t* out_idx, key_t<T>* out_keys) const noexcept {
+    std::size_t c = 0;
+    for (std::size_t j = 0; j < count; ++j) {
+      if (keys[j] >= threshold_key) {
+        out_idx[c] = idx[j];
+        out_keys[c] = keys[j];
+        ++c;
+      }
+    }
+    return c;
+  }
+};
+
 // 3. The adaptation loop, given the first round's count (candidates and their keys already in
-// `st`, counted past the capacity).
+// `st`, counted past the capacity). Later rounds filter `pool` instead of the input while their
+// threshold stays at or above the pool's cut.
 template <class T>
 result<selection_result<T>> sampled_threshold_finish(span<const T> values, std::size_t k,
                                                      const sampled_threshold_config& cfg,
                                                      sampled_state<T>& st, std::size_t count,
                                                      span<std::uint32_t> out,
-                                                     span<std::byte> workspace) {
+                                                     span<std::byte> workspace,
+                                                     const candidate_pool<T>& pool = {}) {
   const std::size_t n = values.size();
   const T* v = values.data();
   key_t<T>* candidate_keys = st.samples;
@@ -422,7 +463,10 @@ result<selection_result<T>> sampled_threshold_finish(span<const T> values, std::
   const double kd = static_cast<double>(k);
   for (int round = 1;; ++round) {
     if (round > 1)
-      count = filter_at_least(v, 0, n, threshold_key, candidates, candidate_keys, 0, st.plan.candidate_cap);
+      count = pool.covers(threshold_key)
+                  ? pool.filter(threshold_key, candidates, candidate_keys)
+                  : filter_at_least(v, 0, n, threshold_key, candidates, candidate_keys, 0,
+                                    st.plan.candidate_cap);
     res.rounds = round;
     res.threshold = value_of_key<T>(threshold_key);
     if (count > st.plan.candidate_cap) {

@@ -198,7 +198,8 @@ class dgc_compressor {
         cap = std::max(cap, k);
         if (cfg_.selection == selection_method::sampled_threshold)
           workspace_bytes_ = std::max(
-              workspace_bytes_, sampled_threshold_workspace_bytes<T>(backend_, cfg_.sampling, n, k));
+              workspace_bytes_,
+              ops::template accumulate_and_select_workspace_bytes<T>(backend_, cfg_.sampling, n, k));
         else
           workspace_bytes_ = std::max(workspace_bytes_, ops::template exact_topk_workspace_bytes<T>(backend_, n, k));
       }
@@ -291,7 +292,8 @@ class dgc_compressor {
       const span<std::uint32_t> idx(st.indices.data(), k);
       if (cfg_.selection == selection_method::sampled_threshold) {
         auto r = ops::accumulate_and_select(backend_, kind, m, c, grads[t], u, v, k, cfg_.sampling,
-                                            detail::derive_seed(cfg_.seed, t, step_), idx, ws);
+                                            detail::derive_seed(cfg_.seed, t, step_), idx, ws,
+                                            &st.guide);
         if (!r) return fail(r.error());
         st.selection = *r;
       } else {
@@ -388,6 +390,7 @@ class dgc_compressor {
     buffer<T> values;                 // last step's sent values (or the whole dense tensor)
     std::size_t kept = 0;
     selection_result<T> selection{};
+    T guide = T(0);  // last sample threshold: guides the next step's pass, never its result
   };
 
   dgc_config cfg_;
