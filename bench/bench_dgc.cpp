@@ -8,7 +8,8 @@
 //   BM_ef_step        the same with error feedback only (momentum_correction = false)
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
 //                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
-//                     compared with BM_stream_dgc over as many elements
+//                     compared with BM_stream_dgc over as many elements; on 1 and 2 threads
+//                     (dgc_config::threads), timed by the wall clock
 // Names: BM_<component>/float/<backend>/<n>/density:<d> (the model's n is its parameter count).
 // bytes_per_second counts the bytes the step must move (20 or 12 per element), the same for the
 // step and its reference, so the two rates compare directly. Counters:
@@ -180,9 +181,10 @@ std::size_t model_numel(const std::vector<tensor_spec>& model) {
   return n;
 }
 
-void bm_model(benchmark::State& state, double density) {
+void bm_model(benchmark::State& state, double density, std::size_t threads) {
   const auto& model = resnet50();
   gradcomp::dgc_config cfg;
+  cfg.threads = threads;
   cfg.schedule = gradcomp::warmup_schedule::constant(density);
   cfg.clip_norm = 5.0;
   cfg.num_workers = 8;
@@ -241,9 +243,13 @@ const bool registered = [] {
   benchmark::RegisterBenchmark(("BM_stream_dgc/float/reference/" + model_size).c_str(), bm_stream_dgc,
                                model_numel(resnet50()))
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark(("BM_dgc_model/float/cpu/" + model_size + "/density:0.001/resnet50").c_str(),
-                               bm_model, 0.001)
-      ->Unit(benchmark::kMillisecond);
+  for (std::size_t threads : {1, 2})
+    benchmark::RegisterBenchmark(
+        ("BM_dgc_model/float/cpu/" + model_size + "/density:0.001/resnet50/threads:" + std::to_string(threads))
+            .c_str(),
+        bm_model, 0.001, threads)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   return true;
 }();
 

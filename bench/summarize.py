@@ -13,7 +13,7 @@ import re
 import sys
 
 NAME = re.compile(r"^BM_(?P<component>\w+)/(?P<type>\w+)/(?P<backend>\w+)/(?P<n>\d+)"
-                  r"(?:/density:(?P<density>[\d.]+))?(?:/(?P<dist>\w+))?$")
+                  r"(?:/density:(?P<density>[\d.]+))?(?:/(?P<dist>\w+))?(?:/threads:(?P<threads>\d+))?$")
 
 
 def load(paths):
@@ -32,7 +32,7 @@ def load(paths):
             row = dict(b)
             row.update(component=m["component"], backend=m["backend"], n=int(m["n"]),
                        density=float(m["density"]) if m["density"] else None,
-                       dist=m["dist"] or "")
+                       dist=m["dist"] or "", threads=int(m["threads"] or 1))
             scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
             row["ms"] = b["real_time"] * scale
             rows.append(row)
@@ -185,7 +185,8 @@ def main():
                            f"{v:.2f} | {'met' if v >= 0.6 else 'not met'} |")
     model = [r for r in rows if r["component"] == "dgc_model"]
     for r in model:
-        out.append(f"| ResNet-50, 161 tensors, 99.9% (one compress call) | {r['ms']:.1f} ms, "
+        out.append(f"| ResNet-50, 161 tensors, 99.9% (one compress call, {r['threads']} thread"
+                   f"{'s' if r['threads'] > 1 else ''}) | {r['ms']:.1f} ms, "
                    f"ratio_to_stream {fmt(r.get('ratio_to_stream'))}, wire {fmt(r.get('message_bytes'), '.0f')} B, "
                    f"compression {fmt(r.get('compression_ratio'), '.0f')}x | |")
     out.append("")

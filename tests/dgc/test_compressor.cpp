@@ -563,3 +563,64 @@ TEST_CASE_TEMPLATE("the fused step selects exactly what update-then-select selec
         }
       }
 }
+
+// Spreading the tensors over threads changes nothing: messages, residuals and statistics are
+// bitwise those of one thread, step after step (guided passes, clipping and the warm-up
+// included), and a bad gradient is refused the same way.
+TEST_CASE("compress gives bitwise the same result on any number of threads") {
+  const std::vector<std::vector<std::size_t>> shapes = {{300, 700}, {64}, {512, 300}, {10, 64}, {90000}, {7, 7}};
+  auto make = [&](std::size_t threads) {
+    dgc_config cfg;
+    cfg.threads = threads;
+    cfg.clip_norm = 20.0;
+    cfg.clipping = gradcomp::clip_scope::per_tensor;
+    cfg.num_workers = 4;
+    cfg.seed = 5;
+    cfg.schedule = warmup_schedule::paper(0.001, 2);
+    cfg.policy.compress_vectors = true;
+    dgc_compressor<float> c(cfg);
+    for (std::size_t t = 0; t < shapes.size(); ++t) c.add_tensor(tensor_name(t), shapes[t]);
+    return c;
+  };
+  dgc_compressor<float> one = make(1);
+  dgc_compressor<float> three = make(3);
+  CHECK_THROWS_AS(make(0), gradcomp::error);
+  for (std::size_t step = 0; step < 6; ++step) {
+    CAPTURE(step);
+    if (step == 3) {
+      one.set_epoch(1);
+      three.set_epoch(1);
+    }
+    std::vector<std::vector<float>> g;
+    for (std::size_t t = 0; t < shapes.size(); ++t) {
+      std::size_t n = 1;
+      for (auto d : shapes[t]) n *= d;
+      g.push_back(random_vector<float>(n, dist::student_t, 1000 * step + t));
+    }
+    const auto a = one.compress(views(g));
+    const auto b = three.compress(views(g));
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(a->kept_elements == b->kept_elements);
+    CHECK(a->target_elements == b->target_elements);
+    CHECK(a->clip_coefficient == b->clip_coefficient);
+    CHECK(a->clip_coefficient < 1.0);
+    for (std::size_t t = 0; t < shapes.size(); ++t) {
+      const auto ma = one.message(t), mb = three.message(t);
+      REQUIRE(ma.values.size() == mb.values.size());
+      CHECK(std::memcmp(ma.values.data(), mb.values.data(), ma.values.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(ma.indices.data(), mb.indices.data(), ma.indices.size() * sizeof(std::uint32_t)) == 0);
+      const auto ra = one.residual(t), rb = three.residual(t);
+      CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(float)) == 0);
+    }
+  }
+  std::vector<std::vector<float>> bad;
+  for (const auto& s : shapes) {
+    std::size_t n = 1;
+    for (auto d : s) n *= d;
+    bad.emplace_back(n, 0.5f);
+  }
+  bad[4][123] = std::numeric_limits<float>::infinity();
+  CHECK(three.compress(views(bad)).error() == errc::non_finite_input);
+  CHECK(three.step() == 6);
+}

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "../detail/magnitude.hpp"
 #include "../dgc/momentum_kind.hpp"
 #include "../span.hpp"
+#include "simd.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -32,15 +34,26 @@ norm_result l2_norm(span<const T> g) {
   double part[lanes] = {};
   const T* p = g.data();
   const std::size_t n = g.size();
-  std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes)
-    for (std::size_t j = 0; j < lanes; ++j) {
-      const double x = static_cast<double>(p[i + j]);
+  bool summed = false;
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_avx2()) {
+      sum_squares8_avx2(p, n, part);
+      summed = true;
+    }
+  }
+#endif
+  if (!summed) {
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+      for (std::size_t j = 0; j < lanes; ++j) {
+        const double x = static_cast<double>(p[i + j]);
+        part[j] += x * x;
+      }
+    for (std::size_t j = 0; i < n; ++i, ++j) {
+      const double x = static_cast<double>(p[i]);
       part[j] += x * x;
     }
-  for (std::size_t j = 0; i < n; ++i, ++j) {
-    const double x = static_cast<double>(p[i]);
-    part[j] += x * x;
   }
   const double sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
   if (std::isfinite(sum)) {

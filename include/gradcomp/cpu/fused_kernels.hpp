@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "../detail/magnitude.hpp"
 #include "../dgc/momentum_kind.hpp"
@@ -18,6 +19,7 @@
 #include "../select/selection_types.hpp"
 #include "../span.hpp"
 #include "dgc_kernels.hpp"
+#include "simd.hpp"
 #include "select_kernels.hpp"
 
 namespace gradcomp {
@@ -57,6 +59,28 @@ inline T accumulated_at(T m, T c, const T* g, const T* u, const T* v, std::size_
 template <momentum_kind K, class T>
 std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t n, key_t<T> cut,
                               std::uint32_t* idx, key_t<T>* keys, std::size_t cap) {
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_avx2()) {
+      // Vectors of 8 update and test in registers; the tail element by element.
+      const std::size_t n8 = n & ~std::size_t(7);
+      std::size_t count = accumulate_filter_avx2<K>(m, c, g, u, v, n8, cut, idx, keys, cap);
+      for (std::size_t i = n8; i < n; ++i) {
+        T dummy = T(0);
+        const key_t<T> key =
+            magnitude_key(accumulate_one<K>(m, c, g[i], K == momentum_kind::none ? dummy : u[i], v[i]));
+        if (count <= cap && key >= cut) {
+          if (count < cap) {
+            idx[count] = static_cast<std::uint32_t>(i);
+            keys[count] = key;
+          }
+          ++count;
+        }
+      }
+      return count;
+    }
+  }
+#endif
   constexpr std::size_t chunk = 1024;
   std::size_t count = 0;
   for (std::size_t first = 0; first < n; first += chunk) {

@@ -17,6 +17,8 @@
 /// 4. `w -= lr * aggregator.update(t)` for every tensor.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -28,6 +30,7 @@
 #include "../backend.hpp"
 #include "../cpu/ops.hpp"
 #include "../detail/rng.hpp"
+#include "../detail/task_pool.hpp"
 #include "../error.hpp"
 #include "../select/sampled_threshold.hpp"
 #include "../select/selection_types.hpp"
@@ -92,6 +95,9 @@ struct dgc_config {
   selection_method selection = selection_method::sampled_threshold;  ///< How entries are chosen.
   sampled_threshold_config sampling{};  ///< Parameters of the sampled threshold.
   std::uint64_t seed = 0;           ///< Sampling seed; the same on every worker.
+  /// Threads `compress` spreads the tensors over (CPU backend), the calling thread included;
+  /// 1, the default, uses only the calling thread. Results are bitwise the same for every value.
+  std::size_t threads = 1;
   compression_policy policy{};      ///< Which tensors are compressed.
 
   /// The momentum form the sender accumulates (`none` without momentum correction).
@@ -153,7 +159,9 @@ inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
  *
  * Determinism: the same config, seed and gradients give bitwise the same messages on every run;
  * sampling depends only on (seed, tensor id, step), so all workers sample the same positions.
- * Not thread-safe; use one compressor per worker.
+ * Not thread-safe; use one compressor per worker. With `dgc_config::threads` > 1, `compress`
+ * spreads the tensors over its own threads (created on the first call, kept until destruction;
+ * copies of the compressor create their own).
  *
  * @tparam T       float or double.
  * @tparam Backend where state lives and work runs.
@@ -173,6 +181,7 @@ class dgc_compressor {
       throw error(errc::invalid_argument, "momentum must be in [0, 1)");
     if (!(cfg_.clip_norm >= 0.0)) throw error(errc::invalid_argument, "clip_norm must be >= 0");
     if (cfg_.num_workers == 0) throw error(errc::invalid_argument, "num_workers must be >= 1");
+    if (cfg_.threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
     validate(cfg_.sampling).value();
   }
 
@@ -210,8 +219,12 @@ class dgc_compressor {
     } else {
       st.values.assign(n, T(0));
     }
-    workspace_.assign(workspace_bytes_, std::byte{0});
+    workspace_.assign(workspace_bytes_ * std::max<std::size_t>(cfg_.threads, 1), std::byte{0});
     tensors_.push_back(std::move(st));
+    order_.push_back(tensors_.size() - 1);
+    std::stable_sort(order_.begin(), order_.end(), [this](std::size_t a, std::size_t b) {
+      return tensors_[a].info.numel > tensors_[b].info.numel;
+    });
     messages_.resize(tensors_.size());
     return tensors_.size() - 1;
   }
@@ -248,12 +261,15 @@ class dgc_compressor {
     // Read every gradient once before touching state: norms for clipping, and the check that no
     // value is NaN or infinite.
     norms_.resize(tensors_.size());  // no reallocation after the first step
-    double global_sq = 0.0;
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    auto norm_of = [&](std::size_t t, std::size_t) {
       const auto r = ops::l2_norm(backend_, grads[t]);
-      if (!r.finite) return fail(errc::non_finite_input);
-      norms_[t] = r.norm;
-      global_sq += r.norm * r.norm;
+      norms_[t] = r.finite ? r.norm : std::numeric_limits<double>::quiet_NaN();
+    };
+    for_each_tensor(norm_of);
+    double global_sq = 0.0;  // summed in tensor order whatever the thread count
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      if (std::isnan(norms_[t])) return fail(errc::non_finite_input);
+      global_sq += norms_[t] * norms_[t];
     }
     const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
     const double global_coef = clip_coefficient(std::sqrt(global_sq), local_threshold);
@@ -265,42 +281,47 @@ class dgc_compressor {
     stats.clip_coefficient = cfg_.clipping == clip_scope::global_norm ? global_coef : 1.0;
     const momentum_kind kind = cfg_.sender_momentum();
     const T m = static_cast<T>(cfg_.momentum);
-    const span<std::byte> ws(workspace_.data(), workspace_.size());
+    const double density = stats.density;
 
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    // Every tensor's step depends only on its own state and gradient, so the tensors can run on
+    // any thread in any order with the same result.
+    auto step_tensor = [&](std::size_t t, std::size_t thread) {
       tensor_state& st = tensors_[t];
       const std::size_t n = st.info.numel;
-      const double coef = cfg_.clipping == clip_scope::global_norm
-                              ? global_coef
-                              : clip_coefficient(norms_[t], local_threshold);
-      if (cfg_.clipping == clip_scope::per_tensor)
-        stats.clip_coefficient = std::min(stats.clip_coefficient, coef);
-      const T c = static_cast<T>(coef);
-      stats.total_elements += n;
+      const span<std::byte> ws(workspace_.data() + thread * workspace_bytes_, workspace_bytes_);
+      st.coef = cfg_.clipping == clip_scope::global_norm ? global_coef
+                                                          : clip_coefficient(norms_[t], local_threshold);
+      const T c = static_cast<T>(st.coef);
+      st.status = errc::ok;
       if (!st.info.compressed) {
         ops::scale_copy(backend_, c, grads[t], span<T>(st.values.data(), n));
         st.kept = n;
-        stats.dense_elements += n;
-        continue;
+        return;
       }
       // 1. Momentum correction into the residual accumulator, and 2. selection on the
       // accumulator: for the sampled threshold, one fused pass does both (the same result as
       // one after the other).
       const span<T> u(st.u.data(), st.u.size());
       const span<T> v(st.v.data(), n);
-      const std::size_t k = kept_count(n, stats.density);
+      const std::size_t k = kept_count(n, density);
       const span<std::uint32_t> idx(st.indices.data(), k);
       if (cfg_.selection == selection_method::sampled_threshold) {
         auto r = ops::accumulate_and_select(backend_, kind, m, c, grads[t], u, v, k, cfg_.sampling,
                                             detail::derive_seed(cfg_.seed, t, step_), idx, ws,
                                             &st.guide);
-        if (!r) return fail(r.error());
+        if (!r) {
+          st.status = r.error();
+          return;
+        }
         st.selection = *r;
       } else {
         ops::momentum_accumulate(backend_, kind, m, c, grads[t], u, v);
         selection_result<T> sel;
         auto r = ops::exact_topk(backend_, span<const T>(v), k, idx, ws, &sel.threshold);
-        if (!r) return fail(r.error());
+        if (!r) {
+          st.status = r.error();
+          return;
+        }
         sel.count = *r;
         sel.target = k;
         sel.exact = true;
@@ -312,7 +333,21 @@ class dgc_compressor {
       ops::gather_and_zero(backend_, v, sent, span<T>(st.values.data(), st.kept));
       // 4. Momentum factor masking.
       if (cfg_.momentum_masking && kind != momentum_kind::none) ops::zero_at(backend_, u, sent);
-      stats.target_elements += k;
+    };
+    for_each_tensor(step_tensor);
+
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const tensor_state& st = tensors_[t];
+      if (st.status != errc::ok) return fail(st.status);
+      const std::size_t n = st.info.numel;
+      stats.total_elements += n;
+      if (cfg_.clipping == clip_scope::per_tensor)
+        stats.clip_coefficient = std::min(stats.clip_coefficient, st.coef);
+      if (!st.info.compressed) {
+        stats.dense_elements += n;
+        continue;
+      }
+      stats.target_elements += kept_count(n, density);
       stats.kept_elements += st.kept;
     }
     ++step_;
@@ -391,7 +426,20 @@ class dgc_compressor {
     std::size_t kept = 0;
     selection_result<T> selection{};
     T guide = T(0);  // last sample threshold: guides the next step's pass, never its result
+    double coef = 1.0;      // this step's clip coefficient
+    errc status = errc::ok;  // this step's outcome
   };
+
+  // Runs f(t, thread) for every tensor, on cfg_.threads threads, largest tensors first.
+  template <class F>
+  void for_each_tensor(F& f) {
+    if (cfg_.threads <= 1 || tensors_.size() <= 1) {
+      for (std::size_t t = 0; t < tensors_.size(); ++t) f(t, std::size_t(0));
+      return;
+    }
+    auto by_size = [&](std::size_t i, std::size_t thread) { f(order_[i], thread); };
+    pool_.get(cfg_.threads).run(order_.size(), by_size);
+  }
 
   dgc_config cfg_;
   Backend backend_;
@@ -402,6 +450,8 @@ class dgc_compressor {
   std::vector<tensor_message<T>> messages_;
   std::size_t step_ = 0;
   std::size_t epoch_ = 0;
+  std::vector<std::size_t> order_;  // tensor ids, largest first
+  detail::lazy_task_pool pool_;
 };
 
 /**

@@ -1,0 +1,205 @@
+// AVX2 versions of the CPU kernels that touch every element (the gradient's norm, the fused
+// update-and-filter pass, the threshold filter), chosen at run time. The library is compiled for
+// the baseline instruction set of its target; these functions carry their own target attribute,
+// so a binary built for any x86-64 CPU uses AVX2 where the CPU has it and the portable kernels
+// elsewhere. Both compute the same operations in the same order (multiplications and additions
+// are never fused into FMA), so their results are bitwise identical: only the speed differs.
+//
+// The level can be pinned with the environment variable GRADCOMP_CPU_SIMD=portable (read once)
+// or, for tests, with simd_override.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "../dgc/momentum_kind.hpp"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__CUDACC__) && !defined(GRADCOMP_NO_AVX2)
+#define GRADCOMP_HAVE_AVX2_KERNELS 1
+#include <immintrin.h>
+#define GRADCOMP_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define GRADCOMP_HAVE_AVX2_KERNELS 0
+#endif
+
+namespace gradcomp {
+namespace detail {
+namespace cpu {
+
+enum class simd_level : int { portable = 0, avx2 = 1 };
+
+// -1: no override; otherwise a simd_level the dispatch uses instead of the detected one.
+inline std::atomic<int>& simd_override() {
+  static std::atomic<int> level{-1};
+  return level;
+}
+
+inline simd_level detected_simd_level() {
+  static const simd_level level = [] {
+#if GRADCOMP_HAVE_AVX2_KERNELS
+    const char* env = std::getenv("GRADCOMP_CPU_SIMD");
+    if (env != nullptr && std::strcmp(env, "portable") == 0) return simd_level::portable;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? simd_level::avx2 : simd_level::portable;
+#else
+    return simd_level::portable;
+#endif
+  }();
+  return level;
+}
+
+// The level the kernels use now.
+inline simd_level active_simd_level() {
+  const int forced = simd_override().load(std::memory_order_relaxed);
+  if (forced >= 0) {
+    // Never more than the CPU has.
+    return static_cast<int>(detected_simd_level()) >= forced ? static_cast<simd_level>(forced)
+                                                              : detected_simd_level();
+  }
+  return detected_simd_level();
+}
+
+inline bool use_avx2() { return active_simd_level() == simd_level::avx2; }
+
+#if GRADCOMP_HAVE_AVX2_KERNELS
+
+// Sum of squares of n floats in double, into eight partial sums updated in the same order as
+// the portable l2_norm's (lane j holds the elements i with i % 8 == j).
+GRADCOMP_TARGET_AVX2 inline void sum_squares8_avx2(const float* p, std::size_t n, double part[8]) {
+  __m256d lo = _mm256_loadu_pd(part);
+  __m256d hi = _mm256_loadu_pd(part + 4);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(p + i);
+    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
+    hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+  }
+  _mm256_storeu_pd(part, lo);
+  _mm256_storeu_pd(part + 4, hi);
+  for (std::size_t j = 0; i < n; ++i, ++j) {
+    const double x = static_cast<double>(p[i]);
+    part[j] += x * x;
+  }
+}
+
+// The bits of lanes whose magnitude key is >= cut (keys and cut below 2^31: key >= cut exactly
+// when cut - 1 - key is negative).
+GRADCOMP_TARGET_AVX2 inline unsigned keys_at_least_mask(__m256 x, __m256i cut_minus_one) {
+  const __m256i key = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+  return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_sub_epi32(cut_minus_one, key))));
+}
+
+// Appends the lanes set in `mask` (element i + lane) to (idx, keys) while below cap; returns
+// the new count (which may pass cap: then nothing more is stored).
+inline std::size_t append_lanes(unsigned mask, const float* v, std::size_t i, std::uint32_t* idx,
+                                std::uint32_t* keys, std::size_t count, std::size_t cap) {
+  while (mask != 0) {
+    const unsigned lane = static_cast<unsigned>(__builtin_ctz(mask));
+    mask &= mask - 1;
+    if (count < cap) {
+      std::uint32_t bits;
+      std::memcpy(&bits, v + i + lane, sizeof bits);
+      idx[count] = static_cast<std::uint32_t>(i + lane);
+      keys[count] = bits & 0x7fffffffu;
+    }
+    ++count;
+  }
+  return count;
+}
+
+// filter_at_least for float: every element of v[first, last) with key >= cut, ascending.
+GRADCOMP_TARGET_AVX2 inline std::size_t filter_at_least_avx2(const float* v, std::size_t first,
+                                                             std::size_t last, std::uint32_t cut,
+                                                             std::uint32_t* idx, std::uint32_t* keys,
+                                                             std::size_t count, std::size_t cap) {
+  const __m256i c = _mm256_set1_epi32(static_cast<int>(cut) - 1);
+  std::size_t i = first;
+  for (; i + 32 <= last; i += 32) {
+    // Four vectors tested at once: blocks without a kept element (the common case) cost one
+    // branch.
+    const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + 8);
+    const __m256 d = _mm256_loadu_ps(v + i + 16), e = _mm256_loadu_ps(v + i + 24);
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+    const __m256i any = _mm256_or_si256(
+        _mm256_or_si256(_mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(a), abs)),
+                        _mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(b), abs))),
+        _mm256_or_si256(_mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(d), abs)),
+                        _mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(e), abs))));
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(any)) == 0) continue;
+    count = append_lanes(keys_at_least_mask(a, c), v, i, idx, keys, count, cap);
+    count = append_lanes(keys_at_least_mask(b, c), v, i + 8, idx, keys, count, cap);
+    count = append_lanes(keys_at_least_mask(d, c), v, i + 16, idx, keys, count, cap);
+    count = append_lanes(keys_at_least_mask(e, c), v, i + 24, idx, keys, count, cap);
+    if (count > cap) return count;
+  }
+  for (; i < last; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    const std::uint32_t key = bits & 0x7fffffffu;
+    if (key >= cut) {
+      if (count < cap) {
+        idx[count] = static_cast<std::uint32_t>(i);
+        keys[count] = key;
+      }
+      ++count;
+    }
+  }
+  return count;
+}
+
+// One vector of the momentum update (the portable kernel's arithmetic, operation by operation);
+// returns the new v.
+template <momentum_kind K>
+GRADCOMP_TARGET_AVX2 inline __m256 accumulate8(__m256 m, __m256 c, const float* g, float* u, float* v) {
+  const __m256 cg = _mm256_mul_ps(c, _mm256_loadu_ps(g));
+  __m256 vv = _mm256_loadu_ps(v);
+  if constexpr (K == momentum_kind::none) {
+    (void)m;
+    (void)u;
+    vv = _mm256_add_ps(vv, cg);
+  } else if constexpr (K == momentum_kind::vanilla) {
+    const __m256 uu = _mm256_add_ps(_mm256_mul_ps(m, _mm256_loadu_ps(u)), cg);
+    _mm256_storeu_ps(u, uu);
+    vv = _mm256_add_ps(vv, uu);
+  } else {
+    const __m256 uu = _mm256_mul_ps(m, _mm256_add_ps(_mm256_loadu_ps(u), cg));
+    _mm256_storeu_ps(u, uu);
+    vv = _mm256_add_ps(_mm256_add_ps(vv, uu), cg);
+  }
+  _mm256_storeu_ps(v, vv);
+  return vv;
+}
+
+// The fused pass for float over [0, n8), n8 a multiple of 8: updates u and v and appends every
+// updated element with key >= cut (counting past cap without storing; once past it, only
+// updates). The caller finishes the tail.
+template <momentum_kind K>
+GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const float* g, float* u,
+                                                        float* v, std::size_t n8, std::uint32_t cut,
+                                                        std::uint32_t* idx, std::uint32_t* keys,
+                                                        std::size_t cap) {
+  const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
+  const __m256i cm1 = _mm256_set1_epi32(static_cast<int>(cut) - 1);
+  float* const no_u = nullptr;
+  std::size_t count = 0;
+  std::size_t i = 0;
+  for (; i < n8 && count <= cap; i += 8) {
+    const __m256 vv = accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
+    const unsigned mask = keys_at_least_mask(vv, cm1);
+    if (mask != 0) count = append_lanes(mask, v, i, idx, keys, count, cap);
+  }
+  for (; i < n8; i += 8) (void)accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
+  return count;
+}
+
+#endif  // GRADCOMP_HAVE_AVX2_KERNELS
+
+}  // namespace cpu
+}  // namespace detail
+}  // namespace gradcomp
