@@ -1,7 +1,8 @@
 // The whole compression step of one tensor, and of a whole model, against streaming loops that
 // read and write exactly the bytes the step must touch, in one binary:
 //   BM_stream_dgc     u = m*u + g; v += u            reads g, u, v; writes u, v: 20 bytes/element
-//   BM_dgc_step       dgc_compressor::compress on one tensor: momentum correction, accumulation,
+//   BM_dgc_step       dgc_compressor::compress on one tensor (the gradient's signs drawn anew
+//                     before each step, untimed): momentum correction, accumulation,
 //                     sampled-threshold selection, extraction of the kept entries, momentum
 //                     masking (DGC's defaults, no clipping)
 //   BM_stream_ef      v += g                         reads g, v; writes v: 12 bytes/element
@@ -26,10 +27,12 @@
 #include <gradcomp/wire/encode.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -86,16 +89,20 @@ struct stream_ef {
 // reference runs before each iteration outside the timed region, and ratio_to_stream is the
 // reference's total time over the body's: interleaving the two keeps the ratio steady on a
 // machine whose speed drifts.
+// `prepare`, when given, also runs untimed before each iteration.
 template <class Body, class Reference>
 void timed(benchmark::State& state, std::size_t n, std::size_t bytes_per_element, Body&& body,
-           Reference* reference) {
+           Reference* reference, const std::function<void()>& prepare = {}) {
   double body_seconds = 0.0, reference_seconds = 0.0;
   for (auto _ : state) {
-    if (reference) {
+    if (reference || prepare) {
       state.PauseTiming();
-      const auto r0 = clock_type::now();
-      (*reference)();
-      reference_seconds += std::chrono::duration<double>(clock_type::now() - r0).count();
+      if (prepare) prepare();
+      if (reference) {
+        const auto r0 = clock_type::now();
+        (*reference)();
+        reference_seconds += std::chrono::duration<double>(clock_type::now() - r0).count();
+      }
       state.ResumeTiming();
     }
     const auto t0 = clock_type::now();
@@ -123,8 +130,20 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
   cfg.schedule = gradcomp::warmup_schedule::constant(density);
   gradcomp::dgc_compressor<float> c(cfg);
   c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
-  const auto g = gradient(n, 2);
+  // A trainer's gradients change from step to step: before each (untimed), the gradient's signs
+  // are drawn anew, so the accumulator follows a random walk as with real noisy gradients (one
+  // gradient again and again would make it grow in lockstep).
+  auto g = gradient(n, 2);
   const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.data(), n)};
+  std::uint64_t bits = 0x9e3779b97f4a7c15ull;
+  auto new_signs = [&] {
+    for (auto& x : g) {
+      bits ^= bits << 13;
+      bits ^= bits >> 7;
+      bits ^= bits << 17;
+      x = (bits & 1) ? -std::fabs(x) : std::fabs(x);
+    }
+  };
   double kept = 0.0, target = 0.0;
   bool ok = true;
   auto body = [&] {
@@ -137,10 +156,10 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
   };
   if (correction) {
     stream_dgc reference(n);
-    timed(state, n, 20, body, &reference);
+    timed(state, n, 20, body, &reference, new_signs);
   } else {
     stream_ef reference(n);
-    timed(state, n, 12, body, &reference);
+    timed(state, n, 12, body, &reference, new_signs);
   }
   if (!ok) state.SkipWithError("compress failed");
   state.counters["kept_over_k"] = target > 0 ? kept / target : 0.0;

@@ -121,16 +121,16 @@ TEST_CASE("simd: the fused update-and-filter pass is the same at every level") {
           const float m = 0.9f, c = 0.37f;
           switch (kind) {
             case momentum_kind::none:
-              f.count = cpu::accumulate_filter<momentum_kind::none>(m, c, g.data(), f.u.data(), f.v.data(), n,
-                                                                    cut, f.idx.data(), f.keys.data(), cap);
+              f.count = cpu::accumulate_filter<momentum_kind::none>(m, c, g.data(), f.u.data(), f.v.data(), 1, n,
+                                                                    cut, f.idx.data(), f.keys.data(), 1, cap);
               break;
             case momentum_kind::vanilla:
               f.count = cpu::accumulate_filter<momentum_kind::vanilla>(m, c, g.data(), f.u.data(), f.v.data(),
-                                                                       n, cut, f.idx.data(), f.keys.data(), cap);
+                                                                       1, n, cut, f.idx.data(), f.keys.data(), 1, cap);
               break;
             case momentum_kind::nesterov:
               f.count = cpu::accumulate_filter<momentum_kind::nesterov>(m, c, g.data(), f.u.data(), f.v.data(),
-                                                                        n, cut, f.idx.data(), f.keys.data(), cap);
+                                                                        1, n, cut, f.idx.data(), f.keys.data(), 1, cap);
               break;
           }
           return f;

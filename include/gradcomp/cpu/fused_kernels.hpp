@@ -4,8 +4,9 @@
 // - unguided (first step): from a sample of the accumulator as it will be after the update,
 //   computed from the old state at the sampled positions only;
 // - guided (later steps): the pass keeps every element above a cut derived from the previous
-//   step's threshold, and the sample's keys above the cut, which are among them, give the
-//   threshold; only sampled positions are never read on their own.
+//   step's threshold and records the sampled keys as it goes; the threshold they give selects
+//   from those elements, with a filter pass over the accumulator only when the cut was too high
+//   or let more through than the workspace holds.
 #pragma once
 
 #include <algorithm>
@@ -53,19 +54,20 @@ inline T accumulated_at(T m, T c, const T* g, const T* u, const T* v, std::size_
   return accumulate_one<K>(m, c, g[i], uu, vv);
 }
 
-// Updates u and v over [0, n) and collects (index, key) of every updated v whose key is >= cut,
-// counting past `cap` without storing (and without looking further once past it). Works in
-// chunks that stay in the L1 cache between the update and the filter.
+// Updates u and v over [first, last) and appends (index, key) of every updated v whose key is
+// >= cut after the `count` entries already stored, counting past `cap` without storing (and
+// without looking further once past it). Returns the new count.
 template <momentum_kind K, class T>
-std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t n, key_t<T> cut,
-                              std::uint32_t* idx, key_t<T>* keys, std::size_t cap) {
+std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t first, std::size_t last,
+                              key_t<T> cut, std::uint32_t* idx, key_t<T>* keys, std::size_t count,
+                              std::size_t cap) {
 #if GRADCOMP_HAVE_AVX2_KERNELS
   if constexpr (std::is_same_v<T, float>) {
     if (use_avx2()) {
       // Vectors of 8 update and test in registers; the tail element by element.
-      const std::size_t n8 = n & ~std::size_t(7);
-      std::size_t count = accumulate_filter_avx2<K>(m, c, g, u, v, n8, cut, idx, keys, cap);
-      for (std::size_t i = n8; i < n; ++i) {
+      const std::size_t last8 = first + ((last - first) & ~std::size_t(7));
+      count = accumulate_filter_avx2<K>(m, c, g, u, v, first, last8, cut, idx, keys, count, cap);
+      for (std::size_t i = last8; i < last; ++i) {
         T dummy = T(0);
         const key_t<T> key =
             magnitude_key(accumulate_one<K>(m, c, g[i], K == momentum_kind::none ? dummy : u[i], v[i]));
@@ -81,22 +83,42 @@ std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t n, k
     }
   }
 #endif
+  // Chunks that stay in the L1 cache between the update and the filter.
   constexpr std::size_t chunk = 1024;
-  std::size_t count = 0;
-  for (std::size_t first = 0; first < n; first += chunk) {
-    const std::size_t len = std::min(chunk, n - first);
-    momentum_accumulate(K, m, c, span<const T>(g + first, len),
-                        K == momentum_kind::none ? span<T>() : span<T>(u + first, len),
-                        span<T>(v + first, len));
-    if (count <= cap) count = filter_at_least(v, first, first + len, cut, idx, keys, count, cap);
+  for (std::size_t lo = first; lo < last; lo += chunk) {
+    const std::size_t len = std::min(chunk, last - lo);
+    momentum_accumulate(K, m, c, span<const T>(g + lo, len),
+                        K == momentum_kind::none ? span<T>() : span<T>(u + lo, len),
+                        span<T>(v + lo, len));
+    if (count <= cap) count = filter_at_least(v, lo, lo + len, cut, idx, keys, count, cap);
   }
+  return count;
+}
+
+// accumulate_filter over [0, n) that also records the updated keys at the strided sample's
+// positions offset, offset + stride, ... into `samples` (read back while still in cache);
+// *sample_count receives their number.
+template <momentum_kind K, class T>
+std::size_t accumulate_filter_sample(T m, T c, const T* g, T* u, T* v, std::size_t n, key_t<T> cut,
+                                     std::uint32_t* idx, key_t<T>* keys, std::size_t cap,
+                                     std::size_t offset, std::size_t stride, key_t<T>* samples,
+                                     std::size_t* sample_count) {
+  constexpr std::size_t chunk = 8192;
+  std::size_t count = 0, s = 0, next = offset;
+  for (std::size_t first = 0; first < n; first += chunk) {
+    const std::size_t last = std::min(n, first + chunk);
+    count = accumulate_filter<K>(m, c, g, u, v, first, last, cut, idx, keys, count, cap);
+    for (; next < last; next += stride) samples[s++] = magnitude_key(v[next]);
+  }
+  *sample_count = s;
   return count;
 }
 
 // The candidate cut of a guided step, as a fraction of the previous step's sample threshold.
 // The accumulator's distribution moves little from one step to the next, so the new threshold
-// is rarely below 0.9 of the old one; a cut that low costs a few more candidates.
-inline constexpr double guided_cut_factor = 0.9;
+// rarely falls below 0.98 of the old one (accumulators grow until sent); the band between the
+// cut and the threshold is dense, so a lower cut would cost many more candidates.
+inline constexpr double guided_cut_factor = 0.98;
 
 // Workspace of accumulate_and_select: the sampled selection's, plus the candidate pool of a
 // guided step.
@@ -132,10 +154,10 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
 
   if (guide_key != 0 && is_finite_key<T>(guide_key) && cfg.sampling == sampling_mode::strided) {
     // Guided step: the update pass keeps every element above a cut a little below the previous
-    // step's threshold. The strided sample's keys above the cut are among them, so when at least
-    // `top` of them are there, the top-th largest sampled key (the threshold) is theirs, and
-    // every element the selection can take is in the pool: the same result as update-then-select
-    // without reading the data again.
+    // step's threshold and records the strided sample's keys, so the threshold is known exactly
+    // after the pass. When it is at or above the cut and the pool did not overflow, every element
+    // the selection can take is in the pool: the same result as update-then-select without
+    // reading the data again. Otherwise one filter pass over the accumulator follows.
     workspace_carver carver(workspace);
     st.samples = carver.take<key_type>(std::max(st.plan.max_samples, st.plan.candidate_cap));
     st.candidates = carver.take<std::uint32_t>(st.plan.candidate_cap);
@@ -148,34 +170,27 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     pool.keys = pool_keys;
     pool.cut = std::max<key_type>(
         1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * static_cast<T>(guided_cut_factor))));
-    pool.count = accumulate_filter<K>(m, c, gp, up, vp, n, pool.cut, pool_idx, pool_keys,
-                                      st.plan.candidate_cap);
-    const std::size_t stride = st.plan.stride;
-    const std::size_t offset = strided_sample_offset(seed, stride);
-    const std::size_t s = offset < n ? (n - 1 - offset) / stride + 1 : 0;
+    std::size_t s = 0;
+    pool.count = accumulate_filter_sample<K>(m, c, gp, up, vp, n, pool.cut, pool_idx, pool_keys,
+                                             st.plan.candidate_cap, strided_sample_offset(seed, st.plan.stride),
+                                             st.plan.stride, st.samples, &s);
+    // The threshold: the top-th largest sampled key. When at least `top` keys are >= cut, it is
+    // among them, and only those need ordering.
     const std::size_t top = sample_rank(s, k, n);
-    std::size_t hits = 0;
-    if (pool.count <= st.plan.candidate_cap)
-      for (std::size_t j = 0; j < pool.count; ++j)
-        if (pool_idx[j] >= offset && (pool_idx[j] - offset) % stride == 0) st.samples[hits++] = pool_keys[j];
-    if (pool.count <= st.plan.candidate_cap && hits >= top) {
-      std::nth_element(st.samples, st.samples + (top - 1), st.samples + hits, std::greater<key_type>());
-      st.threshold_key = st.samples[top - 1];
-      st.sample_count = s;
-      *guide = value_of_key<T>(st.threshold_key);
+    key_type* const cut_end =
+        std::partition(st.samples, st.samples + s, [&](key_type key) { return key >= pool.cut; });
+    key_type* const end = static_cast<std::size_t>(cut_end - st.samples) >= top ? cut_end : st.samples + s;
+    std::nth_element(st.samples, st.samples + (top - 1), end, std::greater<key_type>());
+    st.threshold_key = st.samples[top - 1];
+    st.sample_count = s;
+    *guide = value_of_key<T>(st.threshold_key);
+    if (pool.count <= st.plan.candidate_cap && pool.covers(st.threshold_key)) {
       const std::size_t count = pool.filter(st.threshold_key, st.candidates, st.samples);
       return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace, pool);
     }
-    // The cut was above this step's threshold, or let more through than the pool holds: sample
-    // the updated accumulator and filter it, as the unfused selection does.
-    const T* cv = vp;
-    if (auto r = sampled_threshold_prepare<T>(n, k, cfg, seed, workspace,
-                                              [cv](std::size_t i) { return magnitude_key(cv[i]); }, st);
-        !r)
-      return fail(r.error());
-    *guide = value_of_key<T>(st.threshold_key);
     const std::size_t count =
-        filter_at_least(cv, 0, n, st.threshold_key, st.candidates, st.samples, 0, st.plan.candidate_cap);
+        filter_at_least(static_cast<const T*>(vp), 0, n, st.threshold_key, st.candidates, st.samples, 0,
+                        st.plan.candidate_cap);
     return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace);
   }
 
@@ -188,9 +203,8 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
       !r)
     return fail(r.error());
   *guide = value_of_key<T>(st.threshold_key);
-  const std::size_t count =
-      accumulate_filter<K>(m, c, gp, up, vp, n, st.threshold_key, st.candidates, st.samples,
-                           st.plan.candidate_cap);
+  const std::size_t count = accumulate_filter<K>(m, c, gp, up, vp, 0, n, st.threshold_key,
+                                                 st.candidates, st.samples, 0, st.plan.candidate_cap);
   return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace);
 }
 

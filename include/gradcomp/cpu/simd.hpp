@@ -176,25 +176,25 @@ GRADCOMP_TARGET_AVX2 inline __m256 accumulate8(__m256 m, __m256 c, const float* 
   return vv;
 }
 
-// The fused pass for float over [0, n8), n8 a multiple of 8: updates u and v and appends every
-// updated element with key >= cut (counting past cap without storing; once past it, only
-// updates). The caller finishes the tail.
+// The fused pass for float over [first, last), last - first a multiple of 8: updates u and v and
+// appends every updated element with key >= cut to (idx, keys) after the `count` already there
+// (counting past cap without storing; once past it, only updates). Returns the new count.
 template <momentum_kind K>
 GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const float* g, float* u,
-                                                        float* v, std::size_t n8, std::uint32_t cut,
-                                                        std::uint32_t* idx, std::uint32_t* keys,
+                                                        float* v, std::size_t first, std::size_t last,
+                                                        std::uint32_t cut, std::uint32_t* idx,
+                                                        std::uint32_t* keys, std::size_t count,
                                                         std::size_t cap) {
   const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
   const __m256i cm1 = _mm256_set1_epi32(static_cast<int>(cut) - 1);
   float* const no_u = nullptr;
-  std::size_t count = 0;
-  std::size_t i = 0;
-  for (; i < n8 && count <= cap; i += 8) {
+  std::size_t i = first;
+  for (; i < last && count <= cap; i += 8) {
     const __m256 vv = accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
     const unsigned mask = keys_at_least_mask(vv, cm1);
     if (mask != 0) count = append_lanes(mask, v, i, idx, keys, count, cap);
   }
-  for (; i < n8; i += 8) (void)accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
+  for (; i < last; i += 8) (void)accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
   return count;
 }
 
