@@ -228,13 +228,17 @@ inline bool block_has_key_at_least(const T* v, key_t<T> cut) noexcept {
 template <class T>
 std::size_t filter_at_least(const T* v, std::size_t first, std::size_t last, key_t<T> cut,
                             std::uint32_t* idx, key_t<T>* keys, std::size_t count, std::size_t cap) {
+  std::size_t i = first;
 #if GRADCOMP_HAVE_AVX2_KERNELS
   if constexpr (std::is_same_v<T, float>) {
-    if (use_avx2()) return filter_at_least_avx2(v, first, last, cut, idx, keys, count, cap);
+    if (use_avx2()) {
+      i = first + ((last - first) & ~std::size_t(31));
+      count = filter_at_least_avx2(v, first, i, cut, idx, keys, count, cap);
+      if (count > cap) return count;
+    }
   }
 #endif
   constexpr std::size_t block = filter_block;
-  std::size_t i = first;
   for (; i + block <= last; i += block) {
     if (!block_has_key_at_least(v + i, cut)) continue;
     for (std::size_t j = 0; j < block; ++j) {

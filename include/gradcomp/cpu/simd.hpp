@@ -113,14 +113,14 @@ inline std::size_t append_lanes(unsigned mask, const float* v, std::size_t i, st
   return count;
 }
 
-// filter_at_least for float: every element of v[first, last) with key >= cut, ascending.
+// filter_at_least for float over [first, last), last - first a multiple of 32: every element
+// with key >= cut, ascending. The caller filters the tail.
 GRADCOMP_TARGET_AVX2 inline std::size_t filter_at_least_avx2(const float* v, std::size_t first,
                                                              std::size_t last, std::uint32_t cut,
                                                              std::uint32_t* idx, std::uint32_t* keys,
                                                              std::size_t count, std::size_t cap) {
   const __m256i c = _mm256_set1_epi32(static_cast<int>(cut) - 1);
-  std::size_t i = first;
-  for (; i + 32 <= last; i += 32) {
+  for (std::size_t i = first; i < last; i += 32) {
     // Four vectors tested at once: blocks without a kept element (the common case) cost one
     // branch.
     const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + 8);
@@ -137,18 +137,6 @@ GRADCOMP_TARGET_AVX2 inline std::size_t filter_at_least_avx2(const float* v, std
     count = append_lanes(keys_at_least_mask(d, c), v, i + 16, idx, keys, count, cap);
     count = append_lanes(keys_at_least_mask(e, c), v, i + 24, idx, keys, count, cap);
     if (count > cap) return count;
-  }
-  for (; i < last; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof bits);
-    const std::uint32_t key = bits & 0x7fffffffu;
-    if (key >= cut) {
-      if (count < cap) {
-        idx[count] = static_cast<std::uint32_t>(i);
-        keys[count] = key;
-      }
-      ++count;
-    }
   }
   return count;
 }
