@@ -28,10 +28,6 @@ template <class T>
 span<const T> cs(const std::vector<T>& v) {
   return span<const T>(v.data(), v.size());
 }
-template <class T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 }  // namespace
 
 TEST_CASE_TEMPLATE("momentum_correction computes each form exactly", T, float, double) {

@@ -24,11 +24,6 @@ using namespace gradcomp_test;
 namespace {
 
 template <class T>
-bool bitwise_equal(span<const T> a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), b.size() * sizeof(T)) == 0;
-}
-
-template <class T>
 std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
   std::vector<span<const T>> out;
   for (const auto& x : g) out.emplace_back(x.data(), x.size());
@@ -380,8 +375,8 @@ TEST_CASE("the same seed gives the same messages on every worker") {
     CHECK(a.selection(0).sample_count == b.selection(0).sample_count);
     const auto ma = a.message(0), mb = b.message(0);
     REQUIRE(ma.indices.size() == mb.indices.size());
-    CHECK(std::memcmp(ma.indices.data(), mb.indices.data(), ma.indices.size_bytes()) == 0);
-    CHECK(std::memcmp(ma.values.data(), mb.values.data(), ma.values.size_bytes()) == 0);
+    CHECK(bitwise_equal(ma.indices, mb.indices));
+    CHECK(bitwise_equal(ma.values, mb.values));
   }
 }
 
@@ -553,7 +548,7 @@ TEST_CASE_TEMPLATE("the fused step selects exactly what update-then-select selec
           idx.resize(sel->count);
           const auto msg = c.message(0);
           REQUIRE(msg.indices.size() == idx.size());
-          CHECK(std::memcmp(msg.indices.data(), idx.data(), idx.size() * sizeof(std::uint32_t)) == 0);
+          CHECK(bitwise_equal(msg.indices, idx));
           for (std::size_t j = 0; j < idx.size(); ++j) {
             REQUIRE(msg.values[j] == v[idx[j]]);
             v[idx[j]] = T(0);
@@ -608,10 +603,10 @@ TEST_CASE("compress gives bitwise the same result on any number of threads") {
     for (std::size_t t = 0; t < shapes.size(); ++t) {
       const auto ma = one.message(t), mb = three.message(t);
       REQUIRE(ma.values.size() == mb.values.size());
-      CHECK(std::memcmp(ma.values.data(), mb.values.data(), ma.values.size() * sizeof(float)) == 0);
-      CHECK(std::memcmp(ma.indices.data(), mb.indices.data(), ma.indices.size() * sizeof(std::uint32_t)) == 0);
+      CHECK(bitwise_equal(ma.values, mb.values));
+      CHECK(bitwise_equal(ma.indices, mb.indices));
       const auto ra = one.residual(t), rb = three.residual(t);
-      CHECK(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(float)) == 0);
+      CHECK(bitwise_equal(ra, rb));
     }
   }
   std::vector<std::vector<float>> bad;

@@ -43,13 +43,8 @@ std::vector<std::vector<T>> gradients(std::size_t step) {
 }
 
 template <class T>
-bool same_bytes(span<const T> a, span<const T> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
-}
-
-template <class T>
 bool same_message(const tensor_message<T>& a, const tensor_message<T>& b) {
-  return a.dense == b.dense && same_bytes(a.indices, b.indices) && same_bytes(a.values, b.values);
+  return a.dense == b.dense && bitwise_equal(a.indices, b.indices) && bitwise_equal(a.values, b.values);
 }
 
 // One training step of a single worker: compress, aggregate, apply.
@@ -98,11 +93,11 @@ TEST_CASE_TEMPLATE("save, restore into fresh objects, continue: bitwise identica
       CAPTURE(s);
       CAPTURE(t);
       CHECK(same_message(a.message(t), b.message(t)));
-      CHECK(same_bytes(a.residual(t), b.residual(t)));
+      CHECK(bitwise_equal(a.residual(t), b.residual(t)));
     }
   }
   for (std::size_t t = 0; t < w_a.size(); ++t)
-    CHECK(same_bytes(span<const T>(w_a[t].data(), w_a[t].size()), span<const T>(w_b[t].data(), w_b[t].size())));
+    CHECK(bitwise_equal(span<const T>(w_a[t].data(), w_a[t].size()), span<const T>(w_b[t].data(), w_b[t].size())));
 }
 
 TEST_CASE("a snapshot is refused, and nothing changes, when it does not fit") {

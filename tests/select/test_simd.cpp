@@ -34,11 +34,6 @@ std::vector<float> awkward_values(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 struct filtered {
   std::vector<std::uint32_t> idx, keys;
   std::size_t count = 0;
@@ -94,8 +89,8 @@ TEST_CASE("simd: the threshold filter is the same at every level, capacity overf
       REQUIRE((a.count > cap) == (b.count > cap));
       if (a.count <= cap) {
         CHECK(a.count == b.count);
-        CHECK(same_bits(a.idx, b.idx));
-        CHECK(same_bits(a.keys, b.keys));
+        CHECK(bitwise_equal(a.idx, b.idx));
+        CHECK(bitwise_equal(a.keys, b.keys));
       }
     }
   }
@@ -137,14 +132,14 @@ TEST_CASE("simd: the fused update-and-filter pass is the same at every level") {
         };
         const auto a = with_level(cpu::simd_level::portable, run);
         const auto b = with_level(cpu::simd_level::avx2, run);
-        CHECK(same_bits(a.u, b.u));
-        CHECK(same_bits(a.v, b.v));
-        if (kind == momentum_kind::none) CHECK(same_bits(a.u, u0));  // momentum untouched
+        CHECK(bitwise_equal(a.u, b.u));
+        CHECK(bitwise_equal(a.v, b.v));
+        if (kind == momentum_kind::none) CHECK(bitwise_equal(a.u, u0));  // momentum untouched
         REQUIRE((a.count > cap) == (b.count > cap));
         if (a.count <= cap) {
           CHECK(a.count == b.count);
-          CHECK(same_bits(a.idx, b.idx));
-          CHECK(same_bits(a.keys, b.keys));
+          CHECK(bitwise_equal(a.idx, b.idx));
+          CHECK(bitwise_equal(a.keys, b.keys));
         }
       }
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -42,6 +43,16 @@ std::vector<T> random_vector(std::size_t n, dist d, std::uint64_t seed) {
     }
   }
   return v;
+}
+
+// True when two contiguous ranges (vector, span) hold the same elements bit for bit: NaN equals
+// the same NaN and -0 differs from +0. Empty ranges may have a null data(), which memcmp must
+// never see.
+template <class A, class B>
+bool bitwise_equal(const A& a, const B& b) {
+  static_assert(sizeof(*a.data()) == sizeof(*b.data()), "ranges of different element types");
+  return a.size() == b.size() &&
+         (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(*a.data())) == 0);
 }
 
 // Reference top-k: full stable sort by (|v| descending, index ascending), first k, ascending.
