@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -51,7 +52,7 @@ TEST_CASE("simd: the detected level is reported and can be pinned to portable") 
 }
 
 TEST_CASE("simd: l2_norm is bitwise the same at every level") {
-  for (const std::size_t n : {0u, 1u, 7u, 8u, 9u, 1000u, 65537u}) {
+  for (const std::size_t n : {0u, 1u, 7u, 8u, 9u, 31u, 32u, 33u, 63u, 1000u, 65537u}) {
     CAPTURE(n);
     const auto g = awkward_values(n, 3 + n);
     const auto norm = [&] { return cpu::l2_norm(gradcomp::span<const float>(g.data(), n)); };
@@ -99,7 +100,8 @@ TEST_CASE("simd: the threshold filter is the same at every level, capacity overf
 TEST_CASE("simd: the fused update-and-filter pass is the same at every level") {
   for (const std::size_t n : {std::size_t(5), std::size_t(64), std::size_t(20011)}) {
     for (const momentum_kind kind : {momentum_kind::none, momentum_kind::vanilla, momentum_kind::nesterov}) {
-      for (const std::size_t cap : {std::size_t(3), n}) {
+      // A few, some (the pass goes branch-free in dense blocks, then back near the capacity), all.
+      for (const std::size_t cap : {std::size_t(3), n / 8, n}) {
         CAPTURE(n);
         CAPTURE(static_cast<int>(kind));
         CAPTURE(cap);
@@ -140,6 +142,94 @@ TEST_CASE("simd: the fused update-and-filter pass is the same at every level") {
           CHECK(a.count == b.count);
           CHECK(bitwise_equal(a.idx, b.idx));
           CHECK(bitwise_equal(a.keys, b.keys));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("simd: the fused pass with its sample equals update, filter and sample one after the other") {
+  // Stretches where a few percent of the elements pass the cut alternate with stretches where almost
+  // none do, so the AVX2 pass switches between its branch-free and its branching append.
+  const std::size_t n = 50001;
+  auto g = random_vector<float>(n, dist::gaussian, 21);
+  auto u0 = random_vector<float>(n, dist::gaussian, 22);
+  auto v0 = random_vector<float>(n, dist::gaussian, 23);
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((i / 3000) % 2 == 1) {
+      g[i] *= 0.25f;
+      u0[i] *= 0.25f;
+      v0[i] *= 0.25f;
+    }
+  }
+  const float m = 0.9f, c = 0.5f;
+  const auto cut = gradcomp::detail::magnitude_key(2.5f);
+  const std::size_t offset = 5, stride = 97;
+  for (const momentum_kind kind : {momentum_kind::none, momentum_kind::vanilla, momentum_kind::nesterov}) {
+    // The reference: the portable update over everything, then the filter, then the sample.
+    std::vector<float> ru = u0, rv = v0;
+    cpu::momentum_accumulate(kind, m, c, gradcomp::span<const float>(g.data(), n),
+                             kind == momentum_kind::none ? gradcomp::span<float>() : gradcomp::span<float>(ru.data(), n),
+                             gradcomp::span<float>(rv.data(), n));
+    std::vector<std::uint32_t> ridx, rkeys, rsamples;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto key = gradcomp::detail::magnitude_key(rv[i]);
+      if (key >= cut) {
+        ridx.push_back(static_cast<std::uint32_t>(i));
+        rkeys.push_back(key);
+      }
+    }
+    for (std::size_t i = offset; i < n; i += stride) rsamples.push_back(gradcomp::detail::magnitude_key(rv[i]));
+    REQUIRE(ridx.size() > n / 100);
+    REQUIRE(ridx.size() < n / 10);
+
+    for (const std::size_t cap : {ridx.size() / 2, ridx.size(), n}) {
+      for (const auto level : {cpu::simd_level::portable, cpu::simd_level::avx2}) {
+        CAPTURE(static_cast<int>(kind));
+        CAPTURE(cap);
+        CAPTURE(static_cast<int>(level));
+        filtered f;
+        f.u = u0;
+        f.v = v0;
+        f.idx.assign(cap, 0);
+        f.keys.assign(cap, 0);
+        std::vector<std::uint32_t> samples(n / stride + 1);
+        std::size_t sample_count = 0;
+        with_level(level, [&] {
+          switch (kind) {
+            case momentum_kind::none:
+              f.count = cpu::accumulate_filter_sample<momentum_kind::none>(
+                  m, c, g.data(), f.u.data(), f.v.data(), n, cut, f.idx.data(), f.keys.data(), cap, offset,
+                  stride, samples.data(), &sample_count);
+              break;
+            case momentum_kind::vanilla:
+              f.count = cpu::accumulate_filter_sample<momentum_kind::vanilla>(
+                  m, c, g.data(), f.u.data(), f.v.data(), n, cut, f.idx.data(), f.keys.data(), cap, offset,
+                  stride, samples.data(), &sample_count);
+              break;
+            case momentum_kind::nesterov:
+              f.count = cpu::accumulate_filter_sample<momentum_kind::nesterov>(
+                  m, c, g.data(), f.u.data(), f.v.data(), n, cut, f.idx.data(), f.keys.data(), cap, offset,
+                  stride, samples.data(), &sample_count);
+              break;
+          }
+          return 0;
+        });
+        CHECK(bitwise_equal(f.u, ru));
+        CHECK(bitwise_equal(f.v, rv));
+        samples.resize(sample_count);
+        CHECK(bitwise_equal(samples, rsamples));
+        if (cap >= ridx.size()) {
+          CHECK(f.count == ridx.size());
+          f.idx.resize(f.count);
+          f.keys.resize(f.count);
+          CHECK(bitwise_equal(f.idx, ridx));
+          CHECK(bitwise_equal(f.keys, rkeys));
+        } else {
+          // Past the capacity: the count says so, and what was stored is the reference's prefix.
+          CHECK(f.count > cap);
+          CHECK(std::equal(f.idx.begin(), f.idx.end(), ridx.begin()));
+          CHECK(std::equal(f.keys.begin(), f.keys.end(), rkeys.begin()));
         }
       }
     }

@@ -27,26 +27,26 @@ struct norm_result {
 template <class T>
 norm_result l2_norm(span<const T> g) {
   norm_result r;
-  // Eight partial sums, which the compiler vectorises; the order of the additions is fixed, so
-  // the result is the same on every run. A NaN or an infinity makes the sum non-finite, so the
-  // element-wise check only runs then.
-  constexpr std::size_t lanes = 8;
-  double part[lanes] = {};
+  // norm_lanes partial sums (lane j holds the elements i with i % norm_lanes == j), which the
+  // compiler vectorises; the order of the additions is fixed, so the result is the same on every
+  // run. Enough independent sums that the additions' latency hides behind the memory reads. A NaN
+  // or an infinity makes the sum non-finite, so the element-wise check only runs then.
+  double part[norm_lanes] = {};
   const T* p = g.data();
   const std::size_t n = g.size();
   bool summed = false;
 #if GRADCOMP_HAVE_AVX2_KERNELS
   if constexpr (std::is_same_v<T, float>) {
     if (use_avx2()) {
-      sum_squares8_avx2(p, n, part);
+      sum_squares_avx2(p, n, part);
       summed = true;
     }
   }
 #endif
   if (!summed) {
     std::size_t i = 0;
-    for (; i + lanes <= n; i += lanes)
-      for (std::size_t j = 0; j < lanes; ++j) {
+    for (; i + norm_lanes <= n; i += norm_lanes)
+      for (std::size_t j = 0; j < norm_lanes; ++j) {
         const double x = static_cast<double>(p[i + j]);
         part[j] += x * x;
       }
@@ -55,7 +55,10 @@ norm_result l2_norm(span<const T> g) {
       part[j] += x * x;
     }
   }
-  const double sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  // Pairwise, in a fixed order.
+  for (std::size_t width = norm_lanes / 2; width > 0; width /= 2)
+    for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
+  const double sum = part[0];
   if (std::isfinite(sum)) {
     r.norm = std::sqrt(sum);
     return r;
@@ -127,11 +130,44 @@ void momentum_apply(momentum_kind kind, T m, span<T> u, span<T> a) {
   }
 }
 
+// Asks the CPU to fetch the cache line at p for writing; nothing where the compiler has no way
+// to say it.
 template <class T>
-void gather_and_zero(span<T> v, span<const std::uint32_t> idx, span<T> values) {
-  for (std::size_t j = 0; j < idx.size(); ++j) {
-    values[j] = v[idx[j]];
-    v[idx[j]] = T(0);
+inline void prefetch_for_write(const T* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 1, 3);
+#else
+  (void)p;
+#endif
+}
+
+// How many positions ahead gather_and_zero prefetches: scattered positions are cache misses, and
+// asking for them early lets many be in flight at once.
+inline constexpr std::size_t gather_prefetch_distance = 64;
+
+// values[j] = v[idx[j]], then v[idx[j]] = 0; with a non-empty `also_zero` (momentum factor
+// masking), also_zero[idx[j]] = 0 in the same loop.
+template <class T>
+void gather_and_zero(span<T> v, span<const std::uint32_t> idx, span<T> values, span<T> also_zero = {}) {
+  const std::uint32_t* ip = idx.data();
+  T* vp = v.data();
+  T* up = also_zero.data();
+  T* out = values.data();
+  const std::size_t count = idx.size();
+  const bool mask = !also_zero.empty();
+  const std::size_t ahead = count > gather_prefetch_distance ? count - gather_prefetch_distance : 0;
+  std::size_t j = 0;
+  for (; j < ahead; ++j) {
+    prefetch_for_write(vp + ip[j + gather_prefetch_distance]);
+    if (mask) prefetch_for_write(up + ip[j + gather_prefetch_distance]);
+    out[j] = vp[ip[j]];
+    vp[ip[j]] = T(0);
+    if (mask) up[ip[j]] = T(0);
+  }
+  for (; j < count; ++j) {
+    out[j] = vp[ip[j]];
+    vp[ip[j]] = T(0);
+    if (mask) up[ip[j]] = T(0);
   }
 }
 

@@ -56,17 +56,18 @@ inline T accumulated_at(T m, T c, const T* g, const T* u, const T* v, std::size_
 
 // Updates u and v over [first, last) and appends (index, key) of every updated v whose key is
 // >= cut after the `count` entries already stored, counting past `cap` without storing (and
-// without looking further once past it). Returns the new count.
+// without looking further once past it). Returns the new count. A sampler, when given, records
+// the updated keys at its positions.
 template <momentum_kind K, class T>
 std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t first, std::size_t last,
                               key_t<T> cut, std::uint32_t* idx, key_t<T>* keys, std::size_t count,
-                              std::size_t cap) {
+                              std::size_t cap, strided_sampler<T>* sampler = nullptr) {
 #if GRADCOMP_HAVE_AVX2_KERNELS
   if constexpr (std::is_same_v<T, float>) {
     if (use_avx2()) {
       // Vectors of 8 update and test in registers; the tail element by element.
       const std::size_t last8 = first + ((last - first) & ~std::size_t(7));
-      count = accumulate_filter_avx2<K>(m, c, g, u, v, first, last8, cut, idx, keys, count, cap);
+      count = accumulate_filter_avx2<K>(m, c, g, u, v, first, last8, cut, idx, keys, count, cap, sampler);
       for (std::size_t i = last8; i < last; ++i) {
         T dummy = T(0);
         const key_t<T> key =
@@ -79,38 +80,36 @@ std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t firs
           ++count;
         }
       }
+      if (sampler != nullptr) sampler->take(v, last);
       return count;
     }
   }
 #endif
-  // Chunks that stay in the L1 cache between the update and the filter.
-  constexpr std::size_t chunk = 1024;
-  for (std::size_t lo = first; lo < last; lo += chunk) {
-    const std::size_t len = std::min(chunk, last - lo);
+  // Blocks that stay in the L1 cache between the update and the filter.
+  for (std::size_t lo = first; lo < last; lo += fused_block) {
+    const std::size_t len = std::min(fused_block, last - lo);
     momentum_accumulate(K, m, c, span<const T>(g + lo, len),
                         K == momentum_kind::none ? span<T>() : span<T>(u + lo, len),
                         span<T>(v + lo, len));
     if (count <= cap) count = filter_at_least(v, lo, lo + len, cut, idx, keys, count, cap);
+    if (sampler != nullptr) sampler->take(v, lo + len);
   }
   return count;
 }
 
 // accumulate_filter over [0, n) that also records the updated keys at the strided sample's
-// positions offset, offset + stride, ... into `samples` (read back while still in cache);
-// *sample_count receives their number.
+// positions offset, offset + stride, ... into `samples`; *sample_count receives their number.
 template <momentum_kind K, class T>
 std::size_t accumulate_filter_sample(T m, T c, const T* g, T* u, T* v, std::size_t n, key_t<T> cut,
                                      std::uint32_t* idx, key_t<T>* keys, std::size_t cap,
                                      std::size_t offset, std::size_t stride, key_t<T>* samples,
                                      std::size_t* sample_count) {
-  constexpr std::size_t chunk = 8192;
-  std::size_t count = 0, s = 0, next = offset;
-  for (std::size_t first = 0; first < n; first += chunk) {
-    const std::size_t last = std::min(n, first + chunk);
-    count = accumulate_filter<K>(m, c, g, u, v, first, last, cut, idx, keys, count, cap);
-    for (; next < last; next += stride) samples[s++] = magnitude_key(v[next]);
-  }
-  *sample_count = s;
+  strided_sampler<T> sampler;
+  sampler.next = offset;
+  sampler.stride = stride;
+  sampler.out = samples;
+  const std::size_t count = accumulate_filter<K>(m, c, g, u, v, 0, n, cut, idx, keys, 0, cap, &sampler);
+  *sample_count = sampler.count;
   return count;
 }
 

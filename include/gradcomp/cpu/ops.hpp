@@ -84,8 +84,8 @@ struct ops<cpu_backend> {
   }
   template <class T>
   static void gather_and_zero(const cpu_backend&, span<T> v, span<const std::uint32_t> idx,
-                              span<T> values) {
-    cpu::gather_and_zero(v, idx, values);
+                              span<T> values, span<T> also_zero = {}) {
+    cpu::gather_and_zero(v, idx, values, also_zero);
   }
   template <class T>
   static void zero_at(const cpu_backend&, span<T> u, span<const std::uint32_t> idx) {

@@ -438,15 +438,14 @@ struct candidate_pool {
   bool covers(key_t<T> threshold_key) const noexcept { return idx != nullptr && threshold_key >= cut; }
 
   // Writes the pool's elements with key >= threshold_key to (out_idx, out_keys); returns their
-  // number (never more than count, so never more than the pool's capacity).
+  // number (never more than count, so never more than the pool's capacity). Branch-free: every
+  // entry is written at the next free slot (c <= j < count), which advances only when it is kept.
   std::size_t filter(key_t<T> threshold_key, std::uint32_t* out_idx, key_t<T>* out_keys) const noexcept {
     std::size_t c = 0;
     for (std::size_t j = 0; j < count; ++j) {
-      if (keys[j] >= threshold_key) {
-        out_idx[c] = idx[j];
-        out_keys[c] = keys[j];
-        ++c;
-      }
+      out_idx[c] = idx[j];
+      out_keys[c] = keys[j];
+      c += keys[j] >= threshold_key ? 1 : 0;
     }
     return c;
   }

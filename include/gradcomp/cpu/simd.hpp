@@ -9,12 +9,14 @@
 // or, for tests, with simd_override.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "../detail/magnitude.hpp"
 #include "../dgc/momentum_kind.hpp"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
@@ -31,6 +33,28 @@ namespace detail {
 namespace cpu {
 
 enum class simd_level : int { portable = 0, avx2 = 1 };
+
+// Partial sums of l2_norm.
+inline constexpr std::size_t norm_lanes = 32;
+
+// Records the magnitude keys of v at next, next + stride, ... as a pass over v moves on: each
+// take(v, last) records the positions below `last` not recorded yet. The fused pass calls it
+// after each block, while the block is still in the L1 cache.
+template <class T>
+struct strided_sampler {
+  std::size_t next = 0;
+  std::size_t stride = 1;
+  key_t<T>* out = nullptr;
+  std::size_t count = 0;
+
+  void take(const T* v, std::size_t last) noexcept {
+    for (; next < last; next += stride) out[count++] = magnitude_key(v[next]);
+  }
+};
+
+// Blocks of the fused pass: small enough to stay in the L1 cache between the update and the
+// reads that follow it (filter, samples).
+inline constexpr std::size_t fused_block = 1024;
 
 // -1: no override; otherwise a simd_level the dispatch uses instead of the detected one.
 inline std::atomic<int>& simd_override() {
@@ -67,21 +91,24 @@ inline bool use_avx2() { return active_simd_level() == simd_level::avx2; }
 
 #if GRADCOMP_HAVE_AVX2_KERNELS
 
-// Sum of squares of n floats in double, into eight partial sums updated in the same order as
-// the portable l2_norm's (lane j holds the elements i with i % 8 == j).
-GRADCOMP_TARGET_AVX2 inline void sum_squares8_avx2(const float* p, std::size_t n, double part[8]) {
-  __m256d lo = _mm256_loadu_pd(part);
-  __m256d hi = _mm256_loadu_pd(part + 4);
+// Sum of squares of n floats in double, into norm_lanes partial sums updated in the same order
+// as the portable l2_norm's (lane j holds the elements i with i % norm_lanes == j): eight
+// independent vector sums, so the additions' latency does not limit the pass.
+GRADCOMP_TARGET_AVX2 inline void sum_squares_avx2(const float* p, std::size_t n, double part[norm_lanes]) {
+  static_assert(norm_lanes == 32, "four vectors of eight floats per iteration");
+  __m256d acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_pd(part + 4 * j);
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(p + i);
-    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-    const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
-    hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+  for (; i + norm_lanes <= n; i += norm_lanes) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 x = _mm256_loadu_ps(p + i + 8 * j);
+      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+      const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+      acc[2 * j] = _mm256_add_pd(acc[2 * j], _mm256_mul_pd(lo, lo));
+      acc[2 * j + 1] = _mm256_add_pd(acc[2 * j + 1], _mm256_mul_pd(hi, hi));
+    }
   }
-  _mm256_storeu_pd(part, lo);
-  _mm256_storeu_pd(part + 4, hi);
+  for (int j = 0; j < 8; ++j) _mm256_storeu_pd(part + 4 * j, acc[j]);
   for (std::size_t j = 0; i < n; ++i, ++j) {
     const double x = static_cast<double>(p[i]);
     part[j] += x * x;
@@ -164,25 +191,81 @@ GRADCOMP_TARGET_AVX2 inline __m256 accumulate8(__m256 m, __m256 c, const float* 
   return vv;
 }
 
+// For each 8-bit lane mask, the lanes set in it in ascending order, then zeros: the permutation
+// that packs a vector's selected lanes to its front.
+struct left_pack_table {
+  std::uint32_t lanes[256][8];
+};
+
+constexpr left_pack_table make_left_pack_table() {
+  left_pack_table t{};
+  for (unsigned mask = 0; mask < 256; ++mask) {
+    unsigned c = 0;
+    for (unsigned lane = 0; lane < 8; ++lane)
+      if ((mask >> lane) & 1u) t.lanes[mask][c++] = lane;
+  }
+  return t;
+}
+
+inline constexpr left_pack_table left_pack = make_left_pack_table();
+
+// Appends the lanes set in `mask` of (element index first + lane, key) without a branch: eight
+// entries are written at idx + count and keys + count, of which popcount(mask) are kept. The
+// caller guarantees count + 8 <= the buffers' capacity.
+GRADCOMP_TARGET_AVX2 inline std::size_t append_packed(unsigned mask, __m256i key, std::size_t first,
+                                                      std::uint32_t* idx, std::uint32_t* keys,
+                                                      std::size_t count) {
+  const __m256i perm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(left_pack.lanes[mask]));
+  const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + count), _mm256_permutevar8x32_epi32(index, perm));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(keys + count), _mm256_permutevar8x32_epi32(key, perm));
+  return count + static_cast<std::size_t>(__builtin_popcount(mask));
+}
+
 // The fused pass for float over [first, last), last - first a multiple of 8: updates u and v and
 // appends every updated element with key >= cut to (idx, keys) after the `count` already there
-// (counting past cap without storing; once past it, only updates). Returns the new count.
+// (counting past cap without storing; once past it, only updates). Returns the new count. A
+// sampler, when given, records its positions block by block.
+// Where few elements pass (a few per thousand), a branch around the rare append is cheapest;
+// where more pass, that branch is mispredicted often and the branch-free append is faster. Each
+// block takes the way its predecessor's count calls for.
 template <momentum_kind K>
 GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const float* g, float* u,
                                                         float* v, std::size_t first, std::size_t last,
                                                         std::uint32_t cut, std::uint32_t* idx,
                                                         std::uint32_t* keys, std::size_t count,
-                                                        std::size_t cap) {
+                                                        std::size_t cap,
+                                                        strided_sampler<float>* sampler = nullptr) {
+  constexpr std::size_t dense_from = 4;  // appends per block (0.4%) from which to go branch-free
   const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
   const __m256i cm1 = _mm256_set1_epi32(static_cast<int>(cut) - 1);
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff);
   float* const no_u = nullptr;
-  std::size_t i = first;
-  for (; i < last && count <= cap; i += 8) {
-    const __m256 vv = accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
-    const unsigned mask = keys_at_least_mask(vv, cm1);
-    if (mask != 0) count = append_lanes(mask, v, i, idx, keys, count, cap);
+  bool dense = false;
+  for (std::size_t i = first; i < last;) {
+    const std::size_t end = std::min(last, i + fused_block);
+    const std::size_t before = count;
+    if (dense && count + (end - i) <= cap) {
+      for (; i < end; i += 8) {
+        const __m256i key = _mm256_and_si256(_mm256_castps_si256(
+            accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i)), abs);
+        const unsigned mask =
+            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_sub_epi32(cm1, key))));
+        count = append_packed(mask, key, i, idx, keys, count);
+      }
+    } else {
+      for (; i < end && count <= cap; i += 8) {
+        const unsigned mask = keys_at_least_mask(
+            accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i), cm1);
+        if (mask != 0) count = append_lanes(mask, v, i, idx, keys, count, cap);
+      }
+      for (; i < end; i += 8)
+        (void)accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
+    }
+    dense = count - before >= dense_from;
+    if (sampler != nullptr) sampler->take(v, end);
   }
-  for (; i < last; i += 8) (void)accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
   return count;
 }
 

@@ -329,10 +329,10 @@ class dgc_compressor {
       }
       st.kept = st.selection.count;
       const span<const std::uint32_t> sent(st.indices.data(), st.kept);
-      // 3. Move the selected entries out of the accumulator (exact conservation).
-      ops::gather_and_zero(backend_, v, sent, span<T>(st.values.data(), st.kept));
-      // 4. Momentum factor masking.
-      if (cfg_.momentum_masking && kind != momentum_kind::none) ops::zero_at(backend_, u, sent);
+      // 3. Move the selected entries out of the accumulator (exact conservation), and 4. momentum
+      // factor masking, in one loop over the sent positions.
+      const bool masking = cfg_.momentum_masking && kind != momentum_kind::none;
+      ops::gather_and_zero(backend_, v, sent, span<T>(st.values.data(), st.kept), masking ? u : span<T>());
     };
     for_each_tensor(step_tensor);
 
