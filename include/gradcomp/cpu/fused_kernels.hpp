@@ -56,8 +56,8 @@ inline T accumulated_at(T m, T c, const T* g, const T* u, const T* v, std::size_
 
 // Updates u and v over [first, last) and appends (index, key) of every updated v whose key is
 // >= cut after the `count` entries already stored, counting past `cap` without storing (and
-// without looking further once past it). Returns the new count. A sampler, when given, records
-// the updated keys at its positions.
+// without looking further once past it). Returns the new count; entries past it (below cap) may
+// be overwritten. A sampler, when given, records the updated keys at its positions.
 template <momentum_kind K, class T>
 std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t first, std::size_t last,
                               key_t<T> cut, std::uint32_t* idx, key_t<T>* keys, std::size_t count,

@@ -224,7 +224,7 @@ inline bool block_has_key_at_least(const T* v, key_t<T> cut) noexcept {
 
 // Appends to (idx, keys) every element of v[first, last) whose key is >= cut, counting past
 // `cap` without storing. Blocks without any such key (the common case) are skipped after one
-// vector test.
+// vector test. Entries past the returned count (below cap) may be overwritten: they are scratch.
 template <class T>
 std::size_t filter_at_least(const T* v, std::size_t first, std::size_t last, key_t<T> cut,
                             std::uint32_t* idx, key_t<T>* keys, std::size_t count, std::size_t cap) {

@@ -56,6 +56,16 @@ struct strided_sampler {
 // reads that follow it (filter, samples).
 inline constexpr std::size_t fused_block = 1024;
 
+#if GRADCOMP_HAVE_AVX2_KERNELS
+// Elements kept per block (0.4%) from which the next block appends branch-free: from there on,
+// a branch around each append is mispredicted often enough to cost more than the branch-free
+// append, which costs a few instructions per vector that memory-bound passes hide.
+inline constexpr std::size_t dense_append_from = 4;
+// The same for the read-only filter, whose branching path skips 32 elements per branch and whose
+// memory time hides less: 1.2%.
+inline constexpr std::size_t filter_dense_from = 12;
+#endif
+
 // -1: no override; otherwise a simd_level the dispatch uses instead of the detected one.
 inline std::atomic<int>& simd_override() {
   static std::atomic<int> level{-1};
@@ -140,57 +150,6 @@ inline std::size_t append_lanes(unsigned mask, const float* v, std::size_t i, st
   return count;
 }
 
-// filter_at_least for float over [first, last), last - first a multiple of 32: every element
-// with key >= cut, ascending. The caller filters the tail.
-GRADCOMP_TARGET_AVX2 inline std::size_t filter_at_least_avx2(const float* v, std::size_t first,
-                                                             std::size_t last, std::uint32_t cut,
-                                                             std::uint32_t* idx, std::uint32_t* keys,
-                                                             std::size_t count, std::size_t cap) {
-  const __m256i c = _mm256_set1_epi32(static_cast<int>(cut) - 1);
-  for (std::size_t i = first; i < last; i += 32) {
-    // Four vectors tested at once: blocks without a kept element (the common case) cost one
-    // branch.
-    const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + 8);
-    const __m256 d = _mm256_loadu_ps(v + i + 16), e = _mm256_loadu_ps(v + i + 24);
-    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
-    const __m256i any = _mm256_or_si256(
-        _mm256_or_si256(_mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(a), abs)),
-                        _mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(b), abs))),
-        _mm256_or_si256(_mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(d), abs)),
-                        _mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(e), abs))));
-    if (_mm256_movemask_ps(_mm256_castsi256_ps(any)) == 0) continue;
-    count = append_lanes(keys_at_least_mask(a, c), v, i, idx, keys, count, cap);
-    count = append_lanes(keys_at_least_mask(b, c), v, i + 8, idx, keys, count, cap);
-    count = append_lanes(keys_at_least_mask(d, c), v, i + 16, idx, keys, count, cap);
-    count = append_lanes(keys_at_least_mask(e, c), v, i + 24, idx, keys, count, cap);
-    if (count > cap) return count;
-  }
-  return count;
-}
-
-// One vector of the momentum update (the portable kernel's arithmetic, operation by operation);
-// returns the new v.
-template <momentum_kind K>
-GRADCOMP_TARGET_AVX2 inline __m256 accumulate8(__m256 m, __m256 c, const float* g, float* u, float* v) {
-  const __m256 cg = _mm256_mul_ps(c, _mm256_loadu_ps(g));
-  __m256 vv = _mm256_loadu_ps(v);
-  if constexpr (K == momentum_kind::none) {
-    (void)m;
-    (void)u;
-    vv = _mm256_add_ps(vv, cg);
-  } else if constexpr (K == momentum_kind::vanilla) {
-    const __m256 uu = _mm256_add_ps(_mm256_mul_ps(m, _mm256_loadu_ps(u)), cg);
-    _mm256_storeu_ps(u, uu);
-    vv = _mm256_add_ps(vv, uu);
-  } else {
-    const __m256 uu = _mm256_mul_ps(m, _mm256_add_ps(_mm256_loadu_ps(u), cg));
-    _mm256_storeu_ps(u, uu);
-    vv = _mm256_add_ps(_mm256_add_ps(vv, uu), cg);
-  }
-  _mm256_storeu_ps(v, vv);
-  return vv;
-}
-
 // For each 8-bit lane mask, the lanes set in it in ascending order, then zeros: the permutation
 // that packs a vector's selected lanes to its front.
 struct left_pack_table {
@@ -223,6 +182,73 @@ GRADCOMP_TARGET_AVX2 inline std::size_t append_packed(unsigned mask, __m256i key
   return count + static_cast<std::size_t>(__builtin_popcount(mask));
 }
 
+// filter_at_least for float over [first, last), last - first a multiple of 32: every element
+// with key >= cut, ascending. The caller filters the tail. Like the fused pass, each block of
+// fused_block elements appends branch-free when its predecessor found many elements, and
+// otherwise tests four vectors at once, so that a run of 32 without a kept element (the common
+// case) costs one branch.
+GRADCOMP_TARGET_AVX2 inline std::size_t filter_at_least_avx2(const float* v, std::size_t first,
+                                                             std::size_t last, std::uint32_t cut,
+                                                             std::uint32_t* idx, std::uint32_t* keys,
+                                                             std::size_t count, std::size_t cap) {
+  const __m256i c = _mm256_set1_epi32(static_cast<int>(cut) - 1);
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+  bool dense = false;
+  for (std::size_t i = first; i < last;) {
+    const std::size_t end = std::min(last, i + fused_block);
+    const std::size_t before = count;
+    if (dense && count + (end - i) <= cap) {
+      for (; i < end; i += 8) {
+        const __m256i key = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), abs);
+        const unsigned mask =
+            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_sub_epi32(c, key))));
+        count = append_packed(mask, key, i, idx, keys, count);
+      }
+    } else {
+      for (; i < end; i += 32) {
+        const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + 8);
+        const __m256 d = _mm256_loadu_ps(v + i + 16), e = _mm256_loadu_ps(v + i + 24);
+        const __m256i any = _mm256_or_si256(
+            _mm256_or_si256(_mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(a), abs)),
+                            _mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(b), abs))),
+            _mm256_or_si256(_mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(d), abs)),
+                            _mm256_sub_epi32(c, _mm256_and_si256(_mm256_castps_si256(e), abs))));
+        if (_mm256_movemask_ps(_mm256_castsi256_ps(any)) == 0) continue;
+        count = append_lanes(keys_at_least_mask(a, c), v, i, idx, keys, count, cap);
+        count = append_lanes(keys_at_least_mask(b, c), v, i + 8, idx, keys, count, cap);
+        count = append_lanes(keys_at_least_mask(d, c), v, i + 16, idx, keys, count, cap);
+        count = append_lanes(keys_at_least_mask(e, c), v, i + 24, idx, keys, count, cap);
+        if (count > cap) return count;
+      }
+    }
+    dense = count - before >= filter_dense_from;
+  }
+  return count;
+}
+
+// One vector of the momentum update (the portable kernel's arithmetic, operation by operation);
+// returns the new v.
+template <momentum_kind K>
+GRADCOMP_TARGET_AVX2 inline __m256 accumulate8(__m256 m, __m256 c, const float* g, float* u, float* v) {
+  const __m256 cg = _mm256_mul_ps(c, _mm256_loadu_ps(g));
+  __m256 vv = _mm256_loadu_ps(v);
+  if constexpr (K == momentum_kind::none) {
+    (void)m;
+    (void)u;
+    vv = _mm256_add_ps(vv, cg);
+  } else if constexpr (K == momentum_kind::vanilla) {
+    const __m256 uu = _mm256_add_ps(_mm256_mul_ps(m, _mm256_loadu_ps(u)), cg);
+    _mm256_storeu_ps(u, uu);
+    vv = _mm256_add_ps(vv, uu);
+  } else {
+    const __m256 uu = _mm256_mul_ps(m, _mm256_add_ps(_mm256_loadu_ps(u), cg));
+    _mm256_storeu_ps(u, uu);
+    vv = _mm256_add_ps(_mm256_add_ps(vv, uu), cg);
+  }
+  _mm256_storeu_ps(v, vv);
+  return vv;
+}
+
 // The fused pass for float over [first, last), last - first a multiple of 8: updates u and v and
 // appends every updated element with key >= cut to (idx, keys) after the `count` already there
 // (counting past cap without storing; once past it, only updates). Returns the new count. A
@@ -237,7 +263,6 @@ GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const 
                                                         std::uint32_t* keys, std::size_t count,
                                                         std::size_t cap,
                                                         strided_sampler<float>* sampler = nullptr) {
-  constexpr std::size_t dense_from = 4;  // appends per block (0.4%) from which to go branch-free
   const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
   const __m256i cm1 = _mm256_set1_epi32(static_cast<int>(cut) - 1);
   const __m256i abs = _mm256_set1_epi32(0x7fffffff);
@@ -263,7 +288,7 @@ GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const 
       for (; i < end; i += 8)
         (void)accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
     }
-    dense = count - before >= dense_from;
+    dense = count - before >= dense_append_from;
     if (sampler != nullptr) sampler->take(v, end);
   }
   return count;
