@@ -168,12 +168,16 @@ constexpr left_pack_table make_left_pack_table() {
 
 inline constexpr left_pack_table left_pack = make_left_pack_table();
 
-// Appends the lanes set in `mask` of (element index first + lane, key) without a branch: eight
-// entries are written at idx + count and keys + count, of which popcount(mask) are kept. The
-// caller guarantees count + 8 <= the buffers' capacity.
-GRADCOMP_TARGET_AVX2 inline std::size_t append_packed(unsigned mask, __m256i key, std::size_t first,
-                                                      std::uint32_t* idx, std::uint32_t* keys,
-                                                      std::size_t count) {
+// Appends the lanes of `x` (elements first .. first + 7) whose key is >= cut without a branch:
+// eight entries are written at idx + count and keys + count, the kept ones packed to the front,
+// and the count advances by their number. The caller guarantees count + 8 <= the buffers'
+// capacity.
+GRADCOMP_TARGET_AVX2 inline std::size_t append_at_least_packed(__m256 x, __m256i cut_minus_one,
+                                                               std::size_t first, std::uint32_t* idx,
+                                                               std::uint32_t* keys, std::size_t count) {
+  const __m256i key = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+  const unsigned mask =
+      static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_sub_epi32(cut_minus_one, key))));
   const __m256i perm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(left_pack.lanes[mask]));
   const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)),
                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -198,12 +202,7 @@ GRADCOMP_TARGET_AVX2 inline std::size_t filter_at_least_avx2(const float* v, std
     const std::size_t end = std::min(last, i + fused_block);
     const std::size_t before = count;
     if (dense && count + (end - i) <= cap) {
-      for (; i < end; i += 8) {
-        const __m256i key = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), abs);
-        const unsigned mask =
-            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_sub_epi32(c, key))));
-        count = append_packed(mask, key, i, idx, keys, count);
-      }
+      for (; i < end; i += 8) count = append_at_least_packed(_mm256_loadu_ps(v + i), c, i, idx, keys, count);
     } else {
       for (; i < end; i += 32) {
         const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + 8);
@@ -265,7 +264,6 @@ GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const 
                                                         strided_sampler<float>* sampler = nullptr) {
   const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
   const __m256i cm1 = _mm256_set1_epi32(static_cast<int>(cut) - 1);
-  const __m256i abs = _mm256_set1_epi32(0x7fffffff);
   float* const no_u = nullptr;
   bool dense = false;
   for (std::size_t i = first; i < last;) {
@@ -273,11 +271,8 @@ GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const 
     const std::size_t before = count;
     if (dense && count + (end - i) <= cap) {
       for (; i < end; i += 8) {
-        const __m256i key = _mm256_and_si256(_mm256_castps_si256(
-            accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i)), abs);
-        const unsigned mask =
-            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_sub_epi32(cm1, key))));
-        count = append_packed(mask, key, i, idx, keys, count);
+        const __m256 vv = accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
+        count = append_at_least_packed(vv, cm1, i, idx, keys, count);
       }
     } else {
       for (; i < end && count <= cap; i += 8) {
