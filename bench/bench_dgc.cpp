@@ -5,6 +5,9 @@
 //                     before each step, untimed): momentum correction, accumulation,
 //                     sampled-threshold selection, extraction of the kept entries, momentum
 //                     masking (DGC's defaults, no clipping)
+//   BM_dgc_step/.../unchecked  the same with dgc_config::check_finite = false: without clipping,
+//                     compress then reads each gradient once instead of twice (for trainers
+//                     that check their gradients themselves)
 //   BM_stream_ef      v += g                         reads g, v; writes v: 12 bytes/element
 //   BM_ef_step        the same with error feedback only (momentum_correction = false)
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
@@ -124,9 +127,10 @@ void bm_stream_ef(benchmark::State& state, std::size_t n) {
   timed(state, n, 12, s, static_cast<stream_ef*>(nullptr));
 }
 
-void bm_step(benchmark::State& state, std::size_t n, double density, bool correction) {
+void bm_step(benchmark::State& state, std::size_t n, double density, bool correction, bool check_finite) {
   gradcomp::dgc_config cfg;
   cfg.momentum_correction = correction;
+  cfg.check_finite = check_finite;
   cfg.schedule = gradcomp::warmup_schedule::constant(density);
   gradcomp::dgc_compressor<float> c(cfg);
   c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
@@ -243,13 +247,18 @@ const bool registered = [] {
         ->Unit(benchmark::kMillisecond);
     for (double d : {0.001, 0.01})
       benchmark::RegisterBenchmark(("BM_dgc_step/float/cpu/" + size + "/density:" + density_name(d)).c_str(),
-                                   bm_step, n, d, true)
+                                   bm_step, n, d, true, true)
+          ->Unit(benchmark::kMillisecond);
+    for (double d : {0.001, 0.01})
+      benchmark::RegisterBenchmark(
+          ("BM_dgc_step/float/cpu/" + size + "/density:" + density_name(d) + "/unchecked").c_str(), bm_step, n,
+          d, true, false)
           ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_stream_ef/float/reference/" + size).c_str(), bm_stream_ef, n)
         ->Unit(benchmark::kMillisecond);
     for (double d : {0.001, 0.01})
       benchmark::RegisterBenchmark(("BM_ef_step/float/cpu/" + size + "/density:" + density_name(d)).c_str(),
-                                   bm_step, n, d, false)
+                                   bm_step, n, d, false, true)
           ->Unit(benchmark::kMillisecond);
   }
   try {

@@ -314,6 +314,44 @@ TEST_CASE("a NaN or infinite gradient is rejected and changes nothing") {
   CHECK(c.step() == 2);
 }
 
+TEST_CASE("check_finite = false: the same steps for finite gradients, one read fewer") {
+  dgc_config cfg;
+  cfg.schedule = warmup_schedule::constant(0.05);
+  dgc_config unchecked_cfg = cfg;
+  unchecked_cfg.check_finite = false;
+  dgc_compressor<float> checked(cfg), unchecked(unchecked_cfg);
+  register_model(checked);
+  register_model(unchecked);
+  for (std::uint64_t step = 0; step < 4; ++step) {
+    const auto g = model_gradients<float>(10 + step);
+    REQUIRE(checked.compress(views(g)));
+    REQUIRE(unchecked.compress(views(g)));
+    for (std::size_t t = 0; t < checked.num_tensors(); ++t) {
+      CAPTURE(t);
+      CHECK(bitwise_equal(checked.message(t).indices, unchecked.message(t).indices));
+      CHECK(bitwise_equal(checked.message(t).values, unchecked.message(t).values));
+      CHECK(bitwise_equal(checked.residual(t), unchecked.residual(t)));
+      CHECK(bitwise_equal(checked.momentum_buffer(t), unchecked.momentum_buffer(t)));
+    }
+  }
+  std::size_t compressed = 0;
+  while (!unchecked.info(compressed).compressed) ++compressed;
+  auto bad = model_gradients<float>(20);
+  bad[compressed][7] = std::numeric_limits<float>::quiet_NaN();
+
+  // Without the read the NaN reaches the accumulator, and the selection reports it.
+  CHECK(unchecked.compress(views(bad)).error() == errc::nan_input);
+
+  // With clipping the norms need the read, so the check stays whatever the flag says.
+  unchecked_cfg.clip_norm = 1.0;
+  dgc_compressor<float> clipped(unchecked_cfg);
+  register_model(clipped);
+  CHECK(clipped.compress(views(bad)).error() == errc::non_finite_input);
+  CHECK(clipped.step() == 0);
+  for (std::size_t t = 0; t < clipped.num_tensors(); ++t)
+    for (const float x : clipped.residual(t)) REQUIRE(x == 0.0f);
+}
+
 TEST_CASE("the compression policy: rank-1 and small tensors dense, overrides, predicate") {
   dgc_config cfg;
   dgc_compressor<float> a(cfg);

@@ -95,6 +95,15 @@ struct dgc_config {
   selection_method selection = selection_method::sampled_threshold;  ///< How entries are chosen.
   sampled_threshold_config sampling{};  ///< Parameters of the sampled threshold.
   std::uint64_t seed = 0;           ///< Sampling seed; the same on every worker.
+  /// Read every gradient before touching any state and refuse NaN and infinity with
+  /// `errc::non_finite_input`, nothing modified (the default). `false` skips that read when
+  /// clipping is off (`clip_norm` 0), for trainers that have checked the gradients already, for
+  /// instance while unscaling them for mixed precision: the step then reads each gradient once
+  /// instead of twice. A non-finite gradient is then the caller's responsibility: it reaches the
+  /// accumulators, a compressed tensor reports `errc::nan_input` (its state is then
+  /// unspecified) and a dense tensor passes it on. With clipping on, the norms need the read
+  /// anyway and the check stays.
+  bool check_finite = true;
   /// Threads `compress` spreads the tensors over (CPU backend), the calling thread included;
   /// 1, the default, uses only the calling thread. Results are bitwise the same for every value.
   std::size_t threads = 1;
@@ -155,7 +164,8 @@ inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
  * Non-finite gradients: `compress` first reads every gradient once (the L2 norms needed for
  * clipping); if any holds a NaN or an infinity it returns `errc::non_finite_input` and modifies
  * nothing (the step counter does not advance), so the trainer can skip the step or lower its loss
- * scale. Residuals are never poisoned by a bad gradient.
+ * scale. Residuals are never poisoned by a bad gradient. A trainer that has checked its gradients
+ * already can turn that read off with `dgc_config::check_finite` when it does not clip.
  *
  * Determinism: the same config, seed and gradients give bitwise the same messages on every run;
  * sampling depends only on (seed, tensor id, step), so all workers sample the same positions.
@@ -259,19 +269,22 @@ class dgc_compressor {
       if (grads[t].size() != tensors_[t].info.numel) return fail(errc::size_mismatch);
 
     // Read every gradient once before touching state: norms for clipping, and the check that no
-    // value is NaN or infinite.
-    norms_.resize(tensors_.size());  // no reallocation after the first step
-    auto norm_of = [&](std::size_t t, std::size_t) {
-      const auto r = ops::l2_norm(backend_, grads[t]);
-      norms_[t] = r.finite ? r.norm : std::numeric_limits<double>::quiet_NaN();
-    };
-    for_each_tensor(norm_of);
+    // value is NaN or infinite (skipped only when neither is wanted: the norms then stay 0, so
+    // every clip coefficient is exactly 1).
+    const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
+    norms_.assign(tensors_.size(), 0.0);  // no reallocation after the first step
+    if (cfg_.check_finite || local_threshold > 0.0) {
+      auto norm_of = [&](std::size_t t, std::size_t) {
+        const auto r = ops::l2_norm(backend_, grads[t]);
+        norms_[t] = r.finite ? r.norm : std::numeric_limits<double>::quiet_NaN();
+      };
+      for_each_tensor(norm_of);
+    }
     double global_sq = 0.0;  // summed in tensor order whatever the thread count
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       if (std::isnan(norms_[t])) return fail(errc::non_finite_input);
       global_sq += norms_[t] * norms_[t];
     }
-    const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
     const double global_coef = clip_coefficient(std::sqrt(global_sq), local_threshold);
 
     dgc_step_stats stats;
