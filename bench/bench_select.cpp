@@ -27,6 +27,7 @@
 #include <benchmark/benchmark.h>
 
 #include <gradcomp/backend.hpp>
+#include <gradcomp/cpu/simd.hpp>
 #include <gradcomp/dgc/warmup_schedule.hpp>
 #include <gradcomp/select/exact_topk.hpp>
 #include <gradcomp/select/sampled_threshold.hpp>
@@ -43,9 +44,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#endif
 
 namespace {
 
@@ -118,10 +116,10 @@ std::uint32_t or_of_bits(const float* v, std::size_t n) {
   return acc;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if GRADCOMP_HAVE_AVX2_KERNELS
 // The same on AVX2 vectors with four independent accumulators, as wide as the library's kernels
 // read, so that the reference is limited by the memory system alone.
-__attribute__((target("avx2"))) std::uint32_t or_of_bits_avx2(const float* v, std::size_t n) {
+GRADCOMP_TARGET_AVX2 std::uint32_t or_of_bits_avx2(const float* v, std::size_t n) {
   __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
   std::size_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -138,17 +136,13 @@ __attribute__((target("avx2"))) std::uint32_t or_of_bits_avx2(const float* v, st
 }
 #endif
 
+// At the SIMD level the library's kernels use (the same dispatch, GRADCOMP_CPU_SIMD included).
 void bm_stream_read(benchmark::State& state, params p) {
   const auto& v = input(p.n, p.dist);
-  bool avx2 = false;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  avx2 = __builtin_cpu_supports("avx2");
-#endif
   timed(state, p, "stream", {}, [&] {
     std::uint32_t acc = 0;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (avx2) acc = or_of_bits_avx2(v.data(), p.n);
+#if GRADCOMP_HAVE_AVX2_KERNELS
+    if (gradcomp::detail::cpu::use_avx2()) acc = or_of_bits_avx2(v.data(), p.n);
     else
 #endif
       acc = or_of_bits(v.data(), p.n);
