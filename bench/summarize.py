@@ -246,9 +246,9 @@ def main():
                "does not do. The update, the threshold test and the collection of candidates are one "
                "pass (the sample is recorded during it); with `dgc_config::threads` the tensors of a "
                "model run in parallel (ResNet-50 rows above). At 2^16 the step's three arrays (768 KiB) sit in the "
-               "caches, the streaming loop runs at cache speed, and the step's fixed work per call "
-               "(threshold from the sample, ordering the few kept entries) is what remains; from 2^20 "
-               "on, memory bandwidth sets both times.")
+               "caches and the streaming loop runs at cache speed: there the step's instructions (key "
+               "tests, appends, the threshold from the sample, the per-call setup) set its time rather "
+               "than memory.")
     out.append("")
     os.makedirs(args.outdir, exist_ok=True)
     with open(os.path.join(args.outdir, "summary.md"), "w") as f:
