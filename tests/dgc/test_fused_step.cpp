@@ -27,21 +27,27 @@ struct outcome {
   bool exact = false;
 };
 
-// Runs the fused kernel with `guide` on copies of (u, v) and the unfused reference on other
-// copies; checks that state and selection agree bitwise. Returns the sample threshold the fused
-// kernel hands on as the next guide.
+// Runs the fused kernel with `guide` on (u, v) and the unfused reference (update, select, move
+// the selection out, mask) on copies; checks that state, selection and sent values agree
+// bitwise. `guide` receives what the fused kernel hands on to the next step. move_from_bytes 0
+// makes the pass move its candidates out whatever the size (the way of tensors larger than the
+// caches); SIZE_MAX never.
 template <class T>
-T check_fused(momentum_kind kind, const std::vector<T>& g, std::vector<T>& u, std::vector<T>& v,
-              std::size_t k, const sampled_threshold_config& cfg, std::uint64_t seed, T guide) {
+void check_fused(momentum_kind kind, const std::vector<T>& g, std::vector<T>& u, std::vector<T>& v,
+                 std::size_t k, const sampled_threshold_config& cfg, std::uint64_t seed,
+                 gradcomp::detail::step_guide<T>& guide, bool masking = true,
+                 std::size_t move_from_bytes = 0) {
   const std::size_t n = g.size();
   const T m = T(0.9), c = T(0.75);
   std::vector<T> u_ref = u, v_ref = v;
   std::vector<std::byte> ws(cpu::accumulate_and_select_workspace_bytes<T>(cfg, n, k));
   std::vector<std::uint32_t> got(k), want(k);
+  std::vector<T> got_values(k), want_values(k);
 
   const auto fused = cpu::accumulate_and_select<T>(
       kind, m, c, span<const T>(g.data(), n), span<T>(u.data(), u.size()), span<T>(v.data(), n), k,
-      cfg, seed, span<std::uint32_t>(got.data(), k), span<std::byte>(ws.data(), ws.size()), &guide);
+      cfg, seed, span<std::uint32_t>(got.data(), k), span<T>(got_values.data(), k), masking,
+      span<std::byte>(ws.data(), ws.size()), &guide, move_from_bytes);
   cpu::momentum_accumulate(kind, m, c, span<const T>(g.data(), n), span<T>(u_ref.data(), u_ref.size()),
                            span<T>(v_ref.data(), n));
   const auto ref = cpu::sampled_threshold_select<T>(span<const T>(v_ref.data(), n), k, cfg, seed,
@@ -49,49 +55,100 @@ T check_fused(momentum_kind kind, const std::vector<T>& g, std::vector<T>& u, st
                                                     span<std::byte>(ws.data(), ws.size()));
   REQUIRE(fused);
   REQUIRE(ref);
+  cpu::gather_and_zero(span<T>(v_ref.data(), n), span<const std::uint32_t>(want.data(), ref->count),
+                       span<T>(want_values.data(), ref->count),
+                       masking ? span<T>(u_ref.data(), u_ref.size()) : span<T>());
   CHECK(bitwise_equal(u, u_ref));
   CHECK(bitwise_equal(v, v_ref));
   REQUIRE(fused->count == ref->count);
   got.resize(fused->count);
   want.resize(ref->count);
+  got_values.resize(fused->count);
+  want_values.resize(ref->count);
   CHECK(bitwise_equal(got, want));
+  CHECK(bitwise_equal(got_values, want_values));
   CHECK(fused->threshold == ref->threshold);
   CHECK(fused->rounds == ref->rounds);
   CHECK(fused->exact == ref->exact);
   CHECK(fused->sample_count == ref->sample_count);
-  CHECK(guide > T(0));
-  return guide;
+  CHECK(guide.sample > T(0));
+  CHECK(guide.kept == fused->threshold);
 }
 
 }  // namespace
 
 TEST_CASE_TEMPLATE("fused step: every guide gives the unfused result", T, float, double) {
   const std::size_t n = 300007;
-  for (const momentum_kind kind : {momentum_kind::vanilla, momentum_kind::nesterov, momentum_kind::none})
-    for (const double density : {0.001, 0.01}) {
-      CAPTURE(static_cast<int>(kind));
-      CAPTURE(density);
-      const std::size_t k = static_cast<std::size_t>(density * static_cast<double>(n));
-      sampled_threshold_config cfg;
-      std::vector<T> u(kind == momentum_kind::none ? 0 : n, T(0)), v(n, T(0));
-      // Step 0 has no guide; later steps get the previous step's threshold (the compressor's
-      // case), then guides that miss on purpose: far above every value (the sample finds no key
-      // above the cut), the smallest positive value (far more candidates than the pool holds),
-      // and the previous threshold while the gradient's scale jumps up or down tenfold.
-      T guide = check_fused<T>(kind, random_vector<T>(n, dist::student_t, 1), u, v, k, cfg, 11, T(0));
-      guide = check_fused<T>(kind, random_vector<T>(n, dist::student_t, 2), u, v, k, cfg, 12, guide);
-      guide = check_fused<T>(kind, random_vector<T>(n, dist::gaussian, 3), u, v, k, cfg, 13, guide);
-      (void)check_fused<T>(kind, random_vector<T>(n, dist::student_t, 4), u, v, k, cfg, 14, T(1e30));
-      guide = check_fused<T>(kind, random_vector<T>(n, dist::student_t, 5), u, v, k, cfg, 15,
-                             std::numeric_limits<T>::denorm_min());
-      auto g = random_vector<T>(n, dist::log_normal, 6);
-      for (auto& x : g) x *= T(10);
-      guide = check_fused<T>(kind, g, u, v, k, cfg, 16, guide);
-      g = random_vector<T>(n, dist::student_t, 7);
-      for (auto& x : g) x *= T(0.1);
-      guide = check_fused<T>(kind, g, u, v, k, cfg, 17, guide);
-      (void)check_fused<T>(kind, random_vector<T>(n, dist::student_t, 8), u, v, k, cfg, 18, guide);
-    }
+  for (const std::size_t move_from : {std::size_t(0), std::numeric_limits<std::size_t>::max()}) {
+    for (const momentum_kind kind : {momentum_kind::vanilla, momentum_kind::nesterov, momentum_kind::none})
+      for (const double density : {0.001, 0.01}) {
+        CAPTURE(move_from);
+        CAPTURE(static_cast<int>(kind));
+        CAPTURE(density);
+        const std::size_t k = static_cast<std::size_t>(density * static_cast<double>(n));
+        sampled_threshold_config cfg;
+        std::vector<T> u(kind == momentum_kind::none ? 0 : n, T(0)), v(n, T(0));
+        // Step 0 has no guide; later steps get what the previous step handed on (the compressor's
+        // case), then guides that miss on purpose: a sample threshold far above every value (the
+        // sample finds no key above the cut), the smallest positive one (far more candidates than
+        // the pool holds), kept thresholds far above and far below the truth (nothing, then every
+        // candidate moved out during the pass), and the previous step's guide while the
+        // gradient's scale jumps up or down tenfold.
+        gradcomp::detail::step_guide<T> guide{};
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 1), u, v, k, cfg, 11, guide, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 2), u, v, k, cfg, 12, guide, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::gaussian, 3), u, v, k, cfg, 13, guide, true, move_from);
+        auto miss = guide;
+        miss.sample = T(1e30);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 4), u, v, k, cfg, 14, miss, true, move_from);
+        miss = guide;
+        miss.sample = std::numeric_limits<T>::denorm_min();
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 5), u, v, k, cfg, 15, miss, true, move_from);
+        miss.kept = miss.kept_before = T(1e30);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 20), u, v, k, cfg, 21, miss, true, move_from);
+        miss.kept = miss.kept_before = std::numeric_limits<T>::denorm_min();
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 22), u, v, k, cfg, 23, miss, true, move_from);
+        guide = miss;
+        auto g = random_vector<T>(n, dist::log_normal, 6);
+        for (auto& x : g) x *= T(10);
+        check_fused<T>(kind, g, u, v, k, cfg, 16, guide, true, move_from);
+        g = random_vector<T>(n, dist::student_t, 7);
+        for (auto& x : g) x *= T(0.1);
+        check_fused<T>(kind, g, u, v, k, cfg, 17, guide, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 8), u, v, k, cfg, 18, guide, true, move_from);
+        // Without momentum masking the momentum keeps its values at the sent positions.
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 9), u, v, k, cfg, 19, guide, false, move_from);
+      }
+  }
+}
+
+TEST_CASE_TEMPLATE("fused step: a NaN in the accumulator fails with the state updated and nothing moved out",
+                   T, float, double) {
+  // The guided pass moves its candidates out as it goes; a NaN is always a candidate, so the
+  // failure is found after the move and everything must go back.
+  const std::size_t n = 100003, k = 1000;
+  const T m = T(0.9), c = T(1);
+  sampled_threshold_config cfg;
+  std::vector<T> u(n, T(0)), v(n, T(0));
+  gradcomp::detail::step_guide<T> guide{};
+  check_fused<T>(momentum_kind::vanilla, random_vector<T>(n, dist::student_t, 1), u, v, k, cfg, 1, guide);
+  REQUIRE(guide.sample > T(0));
+  v[777] = std::numeric_limits<T>::quiet_NaN();
+  const auto g = random_vector<T>(n, dist::student_t, 2);
+  std::vector<T> u_ref = u, v_ref = v;
+  cpu::momentum_accumulate(momentum_kind::vanilla, m, c, span<const T>(g.data(), n),
+                           span<T>(u_ref.data(), n), span<T>(v_ref.data(), n));
+  std::vector<std::byte> ws(cpu::accumulate_and_select_workspace_bytes<T>(cfg, n, k));
+  std::vector<std::uint32_t> idx(k);
+  std::vector<T> values(k);
+  const auto r = cpu::accumulate_and_select<T>(
+      momentum_kind::vanilla, m, c, span<const T>(g.data(), n), span<T>(u.data(), n), span<T>(v.data(), n), k,
+      cfg, 2, span<std::uint32_t>(idx.data(), k), span<T>(values.data(), k), true,
+      span<std::byte>(ws.data(), ws.size()), &guide);
+  REQUIRE_FALSE(r);
+  CHECK(r.error() == gradcomp::errc::nan_input);
+  CHECK(bitwise_equal(u, u_ref));
+  CHECK(bitwise_equal(v, v_ref));
 }
 
 TEST_CASE_TEMPLATE("fused step: adaptation rounds from the candidate pool match the unfused loop", T,
@@ -107,11 +164,11 @@ TEST_CASE_TEMPLATE("fused step: adaptation rounds from the candidate pool match 
   cfg.upper_bound = 4.0;
   cfg.truncation = gradcomp::truncation_mode::index_order;
   std::vector<T> u(n, T(0)), v(n, T(0));
-  T guide = T(0);
+  gradcomp::detail::step_guide<T> guide{};
   for (std::uint64_t step = 0; step < 6; ++step) {
     CAPTURE(step);
-    guide = check_fused<T>(momentum_kind::vanilla, random_vector<T>(n, dist::gaussian, 40 + step), u, v,
-                           k, cfg, 70 + step, guide);
+    check_fused<T>(momentum_kind::vanilla, random_vector<T>(n, dist::gaussian, 40 + step), u, v, k, cfg,
+                   70 + step, guide);
   }
 }
 
@@ -120,8 +177,8 @@ TEST_CASE("fused step: the uniform sampling mode ignores the guide and still mat
   sampled_threshold_config cfg;
   cfg.sampling = gradcomp::sampling_mode::uniform;
   std::vector<float> u(n, 0.0f), v(n, 0.0f);
-  float guide = 0.0f;
+  gradcomp::detail::step_guide<float> guide{};
   for (std::uint64_t step = 0; step < 3; ++step)
-    guide = check_fused<float>(momentum_kind::nesterov, random_vector<float>(n, dist::student_t, 90 + step),
-                               u, v, 100, cfg, step, guide);
+    check_fused<float>(momentum_kind::nesterov, random_vector<float>(n, dist::student_t, 90 + step), u, v,
+                       100, cfg, step, guide);
 }

@@ -48,6 +48,25 @@ bool stored_equal(const filtered& a, const filtered& b) {
          std::equal(a.keys.begin(), a.keys.begin() + static_cast<std::ptrdiff_t>(a.count), b.keys.begin());
 }
 
+// cpu::accumulate_filter for a momentum kind chosen at run time.
+template <class OnBlock>
+std::size_t fused_pass(momentum_kind kind, float m, float c, const float* g, float* u, float* v,
+                       std::size_t first, std::size_t last, std::uint32_t cut, std::uint32_t* idx,
+                       std::uint32_t* keys, std::size_t count, std::size_t cap, OnBlock&& on_block) {
+  switch (kind) {
+    case momentum_kind::none:
+      return cpu::accumulate_filter<momentum_kind::none>(m, c, g, u, v, first, last, cut, idx, keys, count, cap,
+                                                         on_block);
+    case momentum_kind::vanilla:
+      return cpu::accumulate_filter<momentum_kind::vanilla>(m, c, g, u, v, first, last, cut, idx, keys, count,
+                                                            cap, on_block);
+    case momentum_kind::nesterov:
+      break;
+  }
+  return cpu::accumulate_filter<momentum_kind::nesterov>(m, c, g, u, v, first, last, cut, idx, keys, count, cap,
+                                                         on_block);
+}
+
 }  // namespace
 
 TEST_CASE("simd: the detected level is reported and can be pinned to portable") {
@@ -122,20 +141,8 @@ TEST_CASE("simd: the fused update-and-filter pass is the same at every level") {
           f.idx.assign(cap, 0);
           f.keys.assign(cap, 0);
           const float m = 0.9f, c = 0.37f;
-          switch (kind) {
-            case momentum_kind::none:
-              f.count = cpu::accumulate_filter<momentum_kind::none>(m, c, g.data(), f.u.data(), f.v.data(), 1, n,
-                                                                    cut, f.idx.data(), f.keys.data(), 1, cap);
-              break;
-            case momentum_kind::vanilla:
-              f.count = cpu::accumulate_filter<momentum_kind::vanilla>(m, c, g.data(), f.u.data(), f.v.data(),
-                                                                       1, n, cut, f.idx.data(), f.keys.data(), 1, cap);
-              break;
-            case momentum_kind::nesterov:
-              f.count = cpu::accumulate_filter<momentum_kind::nesterov>(m, c, g.data(), f.u.data(), f.v.data(),
-                                                                        1, n, cut, f.idx.data(), f.keys.data(), 1, cap);
-              break;
-          }
+          f.count = fused_pass(kind, m, c, g.data(), f.u.data(), f.v.data(), 1, n, cut, f.idx.data(),
+                               f.keys.data(), 1, cap, [](float*, std::size_t, std::size_t) {});
           return f;
         };
         const auto a = with_level(cpu::simd_level::portable, run);
@@ -153,9 +160,11 @@ TEST_CASE("simd: the fused update-and-filter pass is the same at every level") {
   }
 }
 
-TEST_CASE("simd: the fused pass with its sample equals update, filter and sample one after the other") {
+TEST_CASE("simd: the fused pass with its sample and its moves equals update, filter, sample and move") {
   // Stretches where a few percent of the elements pass the cut alternate with stretches where almost
-  // none do, so the AVX2 pass switches between its branch-free and its branching append.
+  // none do, so the AVX2 pass switches between its branch-free and its branching append. The pass
+  // also moves its candidates out of v and u block by block (the fused DGC step's candidate
+  // pool): zeros there, the values kept, and put_back restores the updated state exactly.
   const std::size_t n = 50001;
   auto g = random_vector<float>(n, dist::gaussian, 21);
   auto u0 = random_vector<float>(n, dist::gaussian, 22);
@@ -189,9 +198,12 @@ TEST_CASE("simd: the fused pass with its sample equals update, filter and sample
     REQUIRE(ridx.size() < n / 10);
 
     for (const std::size_t cap : {ridx.size() / 2, ridx.size(), n}) {
+      // Every candidate moved out, or only those at or above a higher cut.
+      for (const auto move_cut : {std::uint32_t(0), gradcomp::detail::magnitude_key(3.0f)})
       for (const auto level : {cpu::simd_level::portable, cpu::simd_level::avx2}) {
         CAPTURE(static_cast<int>(kind));
         CAPTURE(cap);
+        CAPTURE(move_cut);
         CAPTURE(static_cast<int>(level));
         filtered f;
         f.u = u0;
@@ -199,27 +211,45 @@ TEST_CASE("simd: the fused pass with its sample equals update, filter and sample
         f.idx.assign(cap, 0);
         f.keys.assign(cap, 0);
         std::vector<std::uint32_t> samples(n / stride + 1);
-        std::size_t sample_count = 0;
+        cpu::strided_sampler<float> sampler;
+        sampler.next = offset;
+        sampler.stride = stride;
+        sampler.out = samples.data();
+        std::vector<float> moved_v(cap), moved_u(cap);
+        cpu::candidate_pool<float> pool;
+        pool.idx = f.idx.data();
+        pool.keys = f.keys.data();
+        pool.data = f.v.data();
+        pool.momentum = kind == momentum_kind::none ? nullptr : f.u.data();
+        pool.values = moved_v.data();
+        pool.momentum_values = moved_u.data();
+        pool.move_cut = move_cut;
         with_level(level, [&] {
-          switch (kind) {
-            case momentum_kind::none:
-              f.count = cpu::accumulate_filter_sample<momentum_kind::none>(
-                  m, c, g.data(), f.u.data(), f.v.data(), n, cut, f.idx.data(), f.keys.data(), cap, offset,
-                  stride, samples.data(), &sample_count);
-              break;
-            case momentum_kind::vanilla:
-              f.count = cpu::accumulate_filter_sample<momentum_kind::vanilla>(
-                  m, c, g.data(), f.u.data(), f.v.data(), n, cut, f.idx.data(), f.keys.data(), cap, offset,
-                  stride, samples.data(), &sample_count);
-              break;
-            case momentum_kind::nesterov:
-              f.count = cpu::accumulate_filter_sample<momentum_kind::nesterov>(
-                  m, c, g.data(), f.u.data(), f.v.data(), n, cut, f.idx.data(), f.keys.data(), cap, offset,
-                  stride, samples.data(), &sample_count);
-              break;
-          }
+          f.count = fused_pass(kind, m, c, g.data(), f.u.data(), f.v.data(), 0, n, cut, f.idx.data(),
+                               f.keys.data(), 0, cap, [&](float* v, std::size_t end, std::size_t count) {
+                                 sampler.take(v, end);
+                                 pool.move_out(std::min(count, cap));
+                               });
           return 0;
         });
+        const std::size_t sample_count = sampler.count;
+        // Recorded: exactly the stored candidates, their values kept; those at or above the move
+        // cut are zero in v (and u) now, the others untouched.
+        REQUIRE(pool.moved == std::min(f.count, cap));
+        std::size_t out = 0;
+        for (std::size_t j = 0; j < pool.moved; ++j) {
+          const std::uint32_t i = f.idx[j];
+          REQUIRE(i < n);
+          const bool moved = f.keys[j] >= move_cut;
+          out += moved ? 1 : 0;
+          CHECK(bitwise_equal(std::vector<float>{moved_v[j], f.v[i]}, std::vector<float>{rv[i], moved ? 0.0f : rv[i]}));
+          if (kind != momentum_kind::none)
+            CHECK(bitwise_equal(std::vector<float>{moved_u[j], f.u[i]}, std::vector<float>{ru[i], moved ? 0.0f : ru[i]}));
+        }
+        CHECK(out > 0);
+        CHECK((out < pool.moved) == (move_cut != 0));
+        pool.put_back();
+        CHECK(pool.moved == 0);
         CHECK(bitwise_equal(f.u, ru));
         CHECK(bitwise_equal(f.v, rv));
         samples.resize(sample_count);

@@ -130,21 +130,6 @@ void momentum_apply(momentum_kind kind, T m, span<T> u, span<T> a) {
   }
 }
 
-// Asks the CPU to fetch the cache line at p for writing; nothing where the compiler has no way
-// to say it.
-template <class T>
-inline void prefetch_for_write(const T* p) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 1, 3);
-#else
-  (void)p;
-#endif
-}
-
-// How many positions ahead gather_and_zero prefetches: scattered positions are cache misses, and
-// asking for them early lets many be in flight at once.
-inline constexpr std::size_t gather_prefetch_distance = 64;
-
 // values[j] = v[idx[j]], then v[idx[j]] = 0; with a non-empty `also_zero` (momentum factor
 // masking), also_zero[idx[j]] = 0 in the same loop.
 template <class T>

@@ -1,11 +1,13 @@
-// The fused DGC step on the CPU: momentum correction, accumulation and the first counting round
-// of the sampled-threshold selection in one pass over the data, with the same result as updating
-// first and selecting after. Two ways to get the threshold without an extra pass:
+// The fused DGC step on the CPU: momentum correction, accumulation, the first counting round of
+// the sampled-threshold selection and the extraction of the selected entries in one pass over
+// the data, with the same result as doing them one after the other. Two ways to get the
+// threshold without an extra pass:
 // - unguided (first step): from a sample of the accumulator as it will be after the update,
 //   computed from the old state at the sampled positions only;
 // - guided (later steps): the pass keeps every element above a cut derived from the previous
-//   step's threshold and records the sampled keys as it goes; the threshold they give selects
-//   from those elements, with a filter pass over the accumulator only when the cut was too high
+//   step's threshold, moves them out of the accumulator while they are in the L1 cache, and
+//   records the sampled keys as it goes; the threshold they give selects from those elements
+//   (the rest go back), with a filter pass over the accumulator only when the cut was too high
 //   or let more through than the workspace holds.
 #pragma once
 
@@ -15,6 +17,7 @@
 #include <type_traits>
 
 #include "../detail/magnitude.hpp"
+#include "../detail/step_guide.hpp"
 #include "../dgc/momentum_kind.hpp"
 #include "../error.hpp"
 #include "../select/selection_types.hpp"
@@ -57,17 +60,19 @@ inline T accumulated_at(T m, T c, const T* g, const T* u, const T* v, std::size_
 // Updates u and v over [first, last) and appends (index, key) of every updated v whose key is
 // >= cut after the `count` entries already stored, counting past `cap` without storing (and
 // without looking further once past it). Returns the new count; entries past it (below cap) may
-// be overwritten. A sampler, when given, records the updated keys at its positions.
-template <momentum_kind K, class T>
+// be overwritten. After each block, on_block(v, end, count) runs while the block's elements are
+// still in the L1 cache (to record samples, to move candidates out).
+template <momentum_kind K, class T, class OnBlock>
 std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t first, std::size_t last,
                               key_t<T> cut, std::uint32_t* idx, key_t<T>* keys, std::size_t count,
-                              std::size_t cap, strided_sampler<T>* sampler = nullptr) {
+                              std::size_t cap, OnBlock&& on_block) {
 #if GRADCOMP_HAVE_AVX2_KERNELS
   if constexpr (std::is_same_v<T, float>) {
     if (use_avx2()) {
       // Vectors of 8 update and test in registers; the tail element by element.
       const std::size_t last8 = first + ((last - first) & ~std::size_t(7));
-      count = accumulate_filter_avx2<K>(m, c, g, u, v, first, last8, cut, idx, keys, count, cap, sampler);
+      count = accumulate_filter_avx2<K>(m, c, g, u, v, first, last8, cut, idx, keys, count, cap, on_block);
+      if (last8 == last) return count;
       for (std::size_t i = last8; i < last; ++i) {
         T dummy = T(0);
         const key_t<T> key =
@@ -80,7 +85,7 @@ std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t firs
           ++count;
         }
       }
-      if (sampler != nullptr) sampler->take(v, last);
+      on_block(v, last, count);
       return count;
     }
   }
@@ -92,24 +97,8 @@ std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t firs
                         K == momentum_kind::none ? span<T>() : span<T>(u + lo, len),
                         span<T>(v + lo, len));
     if (count <= cap) count = filter_at_least(v, lo, lo + len, cut, idx, keys, count, cap);
-    if (sampler != nullptr) sampler->take(v, lo + len);
+    on_block(v, lo + len, count);
   }
-  return count;
-}
-
-// accumulate_filter over [0, n) that also records the updated keys at the strided sample's
-// positions offset, offset + stride, ... into `samples`; *sample_count receives their number.
-template <momentum_kind K, class T>
-std::size_t accumulate_filter_sample(T m, T c, const T* g, T* u, T* v, std::size_t n, key_t<T> cut,
-                                     std::uint32_t* idx, key_t<T>* keys, std::size_t cap,
-                                     std::size_t offset, std::size_t stride, key_t<T>* samples,
-                                     std::size_t* sample_count) {
-  strided_sampler<T> sampler;
-  sampler.next = offset;
-  sampler.stride = stride;
-  sampler.out = samples;
-  const std::size_t count = accumulate_filter<K>(m, c, g, u, v, 0, n, cut, idx, keys, 0, cap, &sampler);
-  *sample_count = sampler.count;
   return count;
 }
 
@@ -118,6 +107,12 @@ std::size_t accumulate_filter_sample(T m, T c, const T* g, T* u, T* v, std::size
 // rarely falls below 0.98 of the old one (accumulators grow until sent); the band between the
 // cut and the threshold is dense, so a lower cut would cost many more candidates.
 inline constexpr double guided_cut_factor = 0.98;
+
+// From this size of a tensor's accumulator and momentum together, a guided step moves its
+// candidates out during the pass. Below it the two arrays stay in the last-level cache of
+// common CPUs after the pass, where moving the selection out afterwards costs less than
+// handling every candidate twice; above it each of those scattered accesses misses the caches.
+inline constexpr std::size_t move_in_pass_from_bytes = std::size_t(16) << 20;
 
 // Workspace of accumulate_and_select: the sampled selection's, plus the candidate pool of a
 // guided step.
@@ -128,7 +123,7 @@ std::size_t accumulate_and_select_workspace_bytes(const sampled_threshold_config
   if (p.exact) return 0;
   return sampled_threshold_workspace_bytes<T>(cfg, n, k) +
          workspace_slot_bytes<key_t<T>>(p.candidate_cap) +
-         workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
+         workspace_slot_bytes<std::uint32_t>(p.candidate_cap) + 2 * workspace_slot_bytes<T>(p.candidate_cap);
 }
 
 template <momentum_kind K, class T>
@@ -136,7 +131,9 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
                                                      span<T> v, std::size_t k,
                                                      const sampled_threshold_config& cfg,
                                                      std::uint64_t seed, span<std::uint32_t> out,
-                                                     span<std::byte> workspace, T* guide) {
+                                                     span<T> values, bool masking,
+                                                     span<std::byte> workspace, step_guide<T>* guide,
+                                                     std::size_t move_from_bytes) {
   using key_type = key_t<T>;
   const std::size_t n = v.size();
   sampled_state<T> st;
@@ -144,11 +141,27 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
   const T* gp = g.data();
   T* up = u.data();
   T* vp = v.data();
-  const key_type guide_key = magnitude_key(*guide);
-  *guide = T(0);
+  const span<T> masked = masking && K != momentum_kind::none ? u : span<T>();
+  const key_type guide_key = magnitude_key(guide->sample);
+  const T predicted = guide->predicted_kept();
+  guide->sample = T(0);
+  guide->kept_before = guide->kept;
+  guide->kept = T(0);
+  // Records the kept threshold for the next step.
+  auto done = [guide](result<selection_result<T>> r) {
+    if (r) guide->kept = r->threshold;
+    return r;
+  };
+  // Moves the selection out of the accumulator (and masks the momentum there).
+  auto extract = [&](result<selection_result<T>> r) {
+    if (r)
+      gather_and_zero(v, span<const std::uint32_t>(out.data(), r->count), span<T>(values.data(), r->count),
+                      masked);
+    return done(r);
+  };
   if (st.plan.exact) {
     momentum_accumulate(K, m, c, g, u, v);
-    return sampled_threshold_select<T>(span<const T>(vp, n), k, cfg, seed, out, workspace);
+    return extract(sampled_threshold_select<T>(span<const T>(vp, n), k, cfg, seed, out, workspace));
   }
 
   if (guide_key != 0 && is_finite_key<T>(guide_key) && cfg.sampling == sampling_mode::strided) {
@@ -157,22 +170,49 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     // after the pass. When it is at or above the cut and the pool did not overflow, every element
     // the selection can take is in the pool: the same result as update-then-select without
     // reading the data again. Otherwise one filter pass over the accumulator follows.
+    // For tensors larger than the caches, the pass also moves the candidates at or above the
+    // predicted kept threshold out of the accumulator (and masks the momentum) block by block
+    // while they are in the L1 cache; afterwards only the mispredicted ones are written, where
+    // moving the whole selection out after the pass would be scattered writes that each miss
+    // the caches.
     workspace_carver carver(workspace);
-    st.samples = carver.take<key_type>(std::max(st.plan.max_samples, st.plan.candidate_cap));
-    st.candidates = carver.take<std::uint32_t>(st.plan.candidate_cap);
-    key_type* pool_keys = carver.take<key_type>(st.plan.candidate_cap);
-    std::uint32_t* pool_idx = carver.take<std::uint32_t>(st.plan.candidate_cap);
-    if (st.samples == nullptr || st.candidates == nullptr || pool_keys == nullptr || pool_idx == nullptr)
+    const std::size_t cap = st.plan.candidate_cap;
+    st.samples = carver.take<key_type>(std::max(st.plan.max_samples, cap));
+    st.candidates = carver.take<std::uint32_t>(cap);
+    key_type* pool_keys = carver.take<key_type>(cap);
+    std::uint32_t* pool_idx = carver.take<std::uint32_t>(cap);
+    T* pool_values = carver.take<T>(cap);
+    T* pool_momentum = carver.take<T>(cap);
+    if (st.samples == nullptr || st.candidates == nullptr || pool_keys == nullptr || pool_idx == nullptr ||
+        pool_values == nullptr || pool_momentum == nullptr)
       return fail(errc::workspace_too_small);
     candidate_pool<T> pool;
     pool.idx = pool_idx;
     pool.keys = pool_keys;
     pool.cut = std::max<key_type>(
         1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * static_cast<T>(guided_cut_factor))));
-    std::size_t s = 0;
-    pool.count = accumulate_filter_sample<K>(m, c, gp, up, vp, n, pool.cut, pool_idx, pool_keys,
-                                             st.plan.candidate_cap, strided_sample_offset(seed, st.plan.stride),
-                                             st.plan.stride, st.samples, &s);
+    pool.data = vp;
+    pool.momentum = masked.data();
+    pool.values = pool_values;
+    pool.momentum_values = pool_momentum;
+    // Entries at or above the predicted kept threshold are moved out during the pass; the
+    // selection then only touches the data where the prediction was wrong.
+    pool.move_cut = std::max(pool.cut, magnitude_key(predicted));
+    strided_sampler<T> sampler;
+    sampler.next = strided_sample_offset(seed, st.plan.stride);
+    sampler.stride = st.plan.stride;
+    sampler.out = st.samples;
+    if (2 * n * sizeof(T) >= move_from_bytes) {
+      pool.count = accumulate_filter<K>(m, c, gp, up, vp, 0, n, pool.cut, pool_idx, pool_keys, 0, cap,
+                                        [&](T* data, std::size_t end, std::size_t count) {
+                                          sampler.take(data, end);  // before the move zeroes
+                                          pool.move_out(std::min(count, cap));
+                                        });
+    } else {
+      pool.count = accumulate_filter<K>(m, c, gp, up, vp, 0, n, pool.cut, pool_idx, pool_keys, 0, cap,
+                                        [&](T* data, std::size_t end, std::size_t) { sampler.take(data, end); });
+    }
+    const std::size_t s = sampler.count;
     // The threshold: the top-th largest sampled key. When at least `top` keys are >= cut, it is
     // among them, and only those need ordering.
     const std::size_t top = sample_rank(s, k, n);
@@ -182,15 +222,22 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     std::nth_element(st.samples, st.samples + (top - 1), end, std::greater<key_type>());
     st.threshold_key = st.samples[top - 1];
     st.sample_count = s;
-    *guide = value_of_key<T>(st.threshold_key);
-    if (pool.count <= st.plan.candidate_cap && pool.covers(st.threshold_key)) {
+    guide->sample = value_of_key<T>(st.threshold_key);
+    if (pool.count <= cap && pool.covers(st.threshold_key)) {
       const std::size_t count = pool.filter(st.threshold_key, st.candidates, st.samples);
-      return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace, pool);
+      auto r = sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace, &pool);
+      if (!r) {
+        pool.put_back();
+        return r;
+      }
+      if (pool.moved == 0) return extract(r);  // nothing moved, or put back to read the accumulator
+      pool.settle(out.data(), r->count, values.data());
+      return done(r);
     }
+    pool.put_back();
     const std::size_t count =
-        filter_at_least(static_cast<const T*>(vp), 0, n, st.threshold_key, st.candidates, st.samples, 0,
-                        st.plan.candidate_cap);
-    return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace);
+        filter_at_least(static_cast<const T*>(vp), 0, n, st.threshold_key, st.candidates, st.samples, 0, cap);
+    return extract(sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace));
   }
 
   // Unguided step: the threshold comes from a sample of the accumulator as it will be after the
@@ -201,32 +248,42 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
           [=](std::size_t i) { return magnitude_key(accumulated_at<K>(m, c, gp, up, vp, i)); }, st);
       !r)
     return fail(r.error());
-  *guide = value_of_key<T>(st.threshold_key);
-  const std::size_t count = accumulate_filter<K>(m, c, gp, up, vp, 0, n, st.threshold_key,
-                                                 st.candidates, st.samples, 0, st.plan.candidate_cap);
-  return sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace);
+  guide->sample = value_of_key<T>(st.threshold_key);
+  const std::size_t count =
+      accumulate_filter<K>(m, c, gp, up, vp, 0, n, st.threshold_key, st.candidates, st.samples, 0,
+                           st.plan.candidate_cap, [](T*, std::size_t, std::size_t) {});
+  return extract(sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace));
 }
 
-// momentum_accumulate followed by sampled_threshold_select on v, in one pass over the data for
-// the common case. `*guide` is the previous step's sample threshold of this tensor (0: none) and
-// receives this step's; it decides only how much data is read, never the result. Fails with
-// workspace_too_small before modifying anything; nan_input means the accumulator holds a NaN
-// (its state is then updated).
+// One DGC step of a tensor on the CPU: momentum_accumulate, sampled_threshold_select on v, then
+// the selected entries moved out of v into `values` (v zeroed there) and, with `masking`, u
+// zeroed there too: the same result as those steps one after the other, in one pass over the
+// data for the common case. `*guide` carries what the tensor's earlier steps tell this one
+// (value-initialised: nothing) and is updated; it decides only how much data is read and where
+// it is written, never the result. `move_from_bytes` is the size of u and v together from which
+// the pass moves candidates out (tests force either way). `out` and `values` hold k entries.
+// Fails with workspace_too_small before modifying anything; nan_input means the accumulator
+// holds a NaN (its state is then updated, nothing moved out).
 template <class T>
 result<selection_result<T>> accumulate_and_select(momentum_kind kind, T m, T c, span<const T> g,
                                                   span<T> u, span<T> v, std::size_t k,
                                                   const sampled_threshold_config& cfg,
                                                   std::uint64_t seed, span<std::uint32_t> out,
-                                                  span<std::byte> workspace, T* guide) {
+                                                  span<T> values, bool masking,
+                                                  span<std::byte> workspace, step_guide<T>* guide,
+                                                  std::size_t move_from_bytes = move_in_pass_from_bytes) {
   switch (kind) {
     case momentum_kind::none:
-      return accumulate_and_select_as<momentum_kind::none>(m, c, g, u, v, k, cfg, seed, out, workspace, guide);
+      return accumulate_and_select_as<momentum_kind::none>(m, c, g, u, v, k, cfg, seed, out, values,
+                                                           masking, workspace, guide, move_from_bytes);
     case momentum_kind::vanilla:
-      return accumulate_and_select_as<momentum_kind::vanilla>(m, c, g, u, v, k, cfg, seed, out, workspace, guide);
+      return accumulate_and_select_as<momentum_kind::vanilla>(m, c, g, u, v, k, cfg, seed, out, values,
+                                                              masking, workspace, guide, move_from_bytes);
     case momentum_kind::nesterov:
       break;
   }
-  return accumulate_and_select_as<momentum_kind::nesterov>(m, c, g, u, v, k, cfg, seed, out, workspace, guide);
+  return accumulate_and_select_as<momentum_kind::nesterov>(m, c, g, u, v, k, cfg, seed, out, values,
+                                                           masking, workspace, guide, move_from_bytes);
 }
 
 }  // namespace cpu

@@ -54,8 +54,9 @@ struct ops<cpu_backend> {
       std::uint64_t seed, span<std::uint32_t> out, span<std::byte> workspace) {
     return cpu::sampled_threshold_select<T>(values, k, cfg, seed, out, workspace);
   }
-  // momentum_accumulate, then sampled_threshold_select on v (same result), in one pass;
-  // `guide` carries the tensor's sample threshold from one step to the next.
+  // momentum_accumulate, sampled_threshold_select on v, then gather_and_zero of the selection
+  // (masking u with `masking`): the same result, in one pass; `guide` carries the tensor's
+  // thresholds from one step to the next.
   template <class T>
   static std::size_t accumulate_and_select_workspace_bytes(const cpu_backend&,
                                                            const sampled_threshold_config& cfg,
@@ -66,8 +67,10 @@ struct ops<cpu_backend> {
   static result<selection_result<T>> accumulate_and_select(
       const cpu_backend&, momentum_kind kind, T m, T c, span<const T> g, span<T> u, span<T> v,
       std::size_t k, const sampled_threshold_config& cfg, std::uint64_t seed,
-      span<std::uint32_t> out, span<std::byte> workspace, T* guide) {
-    return cpu::accumulate_and_select<T>(kind, m, c, g, u, v, k, cfg, seed, out, workspace, guide);
+      span<std::uint32_t> out, span<T> values, bool masking, span<std::byte> workspace,
+      step_guide<T>* guide) {
+    return cpu::accumulate_and_select<T>(kind, m, c, g, u, v, k, cfg, seed, out, values, masking, workspace,
+                                         guide);
   }
   template <class T>
   static cpu::norm_result l2_norm(const cpu_backend&, span<const T> g) {

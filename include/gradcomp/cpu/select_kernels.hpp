@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -428,14 +429,81 @@ result<void> sampled_threshold_prepare(std::size_t n, std::size_t k, const sampl
 // The elements of a larger set whose keys are >= `cut`, ascending by index: what a filter pass
 // over the whole input with that cut collects. A later round whose threshold is >= cut filters
 // these instead of the input (the same result, no pass over the data).
+//
+// The fused DGC step also moves elements out of the data while collecting them (move_out): every
+// entry records its value (and momentum), and those with key >= move_cut, the step's guess of
+// the selection, are zeroed in the data until put_back() restores them or settle() hands the
+// selection out.
 template <class T>
 struct candidate_pool {
-  const std::uint32_t* idx = nullptr;  // nullptr: no pool
+  std::uint32_t* idx = nullptr;  // nullptr: no pool
   const key_t<T>* keys = nullptr;
   std::size_t count = 0;
   key_t<T> cut = 0;
 
+  T* data = nullptr;              // the data entries are moved out of
+  T* momentum = nullptr;          // zeroed with them (momentum factor masking), or nullptr
+  T* values = nullptr;            // data[idx[j]] before the move
+  T* momentum_values = nullptr;   // momentum[idx[j]] before the move
+  key_t<T> move_cut = 0;          // entries with key >= move_cut are moved out
+  std::size_t moved = 0;          // entries [0, moved) have been through move_out
+
   bool covers(key_t<T> threshold_key) const noexcept { return idx != nullptr && threshold_key >= cut; }
+
+  // Records entries [moved, upto) and zeroes those with key >= move_cut in the data, without a
+  // branch. The fused pass calls it after each block, whose elements are then in the L1 cache.
+  void move_out(std::size_t upto) noexcept {
+    for (; moved < upto; ++moved) {
+      const std::uint32_t i = idx[moved];
+      const bool out = keys[moved] >= move_cut;
+      const T x = data[i];
+      values[moved] = x;
+      data[i] = out ? T(0) : x;
+      if (momentum != nullptr) {
+        const T y = momentum[i];
+        momentum_values[moved] = y;
+        momentum[i] = out ? T(0) : y;
+      }
+    }
+  }
+
+  // Restores every moved entry: the data is then as if nothing had been moved (the pool's
+  // entries stay as they are).
+  void put_back() noexcept {
+    for (std::size_t j = 0; j < moved; ++j) {
+      const std::size_t ahead = j + gather_prefetch_distance;
+      if (ahead < moved && keys[ahead] >= move_cut) prefetch(idx[ahead]);
+      if (keys[j] < move_cut) continue;
+      data[idx[j]] = values[j];
+      if (momentum != nullptr) momentum[idx[j]] = momentum_values[j];
+    }
+    moved = 0;
+  }
+
+  // The step takes `sel`: its values go to sel_values and it ends up out of the data (zeroed
+  // now where move_out left it), every other entry ends up in the data (put back where move_out
+  // took it). `sel` must be ascending and a subset of the recorded entries, as every selection
+  // made from the pool is (pool filters keep the pool's order; the top-k over candidates emits
+  // ascending). Only entries on the wrong side of move_cut touch the data; they are gathered
+  // at the front of the pool first (which uses the pool up), then written back.
+  void settle(const std::uint32_t* sel, std::size_t count_sel, T* sel_values) noexcept {
+    std::size_t c = 0, w = 0;
+    for (std::size_t j = 0; j < moved; ++j) {
+      const std::uint32_t i = idx[j];
+      const bool taken = c < count_sel && sel[c] == i;
+      const bool out = keys[j] >= move_cut;
+      if (taken) sel_values[c++] = values[j];
+      if (taken == out) continue;
+      idx[w] = i;
+      values[w] = taken ? T(0) : values[j];
+      if (momentum != nullptr) momentum_values[w] = taken ? T(0) : momentum_values[j];
+      ++w;
+    }
+    assert(c == count_sel);
+    write_back(w);
+    idx = nullptr;  // used up
+    count = 0;
+  }
 
   // Writes the pool's elements with key >= threshold_key to (out_idx, out_keys); returns their
   // number (never more than count, so never more than the pool's capacity). Branch-free: every
@@ -449,18 +517,36 @@ struct candidate_pool {
     }
     return c;
   }
+
+ private:
+  void prefetch(std::uint32_t i) const noexcept {
+    prefetch_for_write(data + i);
+    if (momentum != nullptr) prefetch_for_write(momentum + i);
+  }
+
+  // data[idx[j]] = values[j] (and the momentum's) for j < w: scattered writes, prefetched
+  // ahead so that their cache misses overlap.
+  void write_back(std::size_t w) noexcept {
+    for (std::size_t j = 0; j < w; ++j) {
+      if (j + gather_prefetch_distance < w) prefetch(idx[j + gather_prefetch_distance]);
+      data[idx[j]] = values[j];
+      if (momentum != nullptr) momentum[idx[j]] = momentum_values[j];
+    }
+    moved = 0;
+  }
 };
 
 // 3. The adaptation loop, given the first round's count (candidates and their keys already in
 // `st`, counted past the capacity). Later rounds filter `pool` instead of the input while their
-// threshold stays at or above the pool's cut.
+// threshold stays at or above the pool's cut; a pool with moved-out entries is put back before
+// anything reads the input.
 template <class T>
 result<selection_result<T>> sampled_threshold_finish(span<const T> values, std::size_t k,
                                                      const sampled_threshold_config& cfg,
                                                      sampled_state<T>& st, std::size_t count,
                                                      span<std::uint32_t> out,
                                                      span<std::byte> workspace,
-                                                     const candidate_pool<T>& pool = {}) {
+                                                     candidate_pool<T>* pool = nullptr) {
   const std::size_t n = values.size();
   const T* v = values.data();
   key_t<T>* candidate_keys = st.samples;
@@ -471,16 +557,21 @@ result<selection_result<T>> sampled_threshold_finish(span<const T> values, std::
   key_t<T> threshold_key = st.threshold_key;
   const double kd = static_cast<double>(k);
   for (int round = 1;; ++round) {
-    if (round > 1)
-      count = pool.covers(threshold_key)
-                  ? pool.filter(threshold_key, candidates, candidate_keys)
-                  : filter_at_least(v, 0, n, threshold_key, candidates, candidate_keys, 0,
-                                    st.plan.candidate_cap);
+    if (round > 1) {
+      if (pool != nullptr && pool->covers(threshold_key)) {
+        count = pool->filter(threshold_key, candidates, candidate_keys);
+      } else {
+        if (pool != nullptr) pool->put_back();  // the filter reads the data
+        count = filter_at_least(v, 0, n, threshold_key, candidates, candidate_keys, 0,
+                                st.plan.candidate_cap);
+      }
+    }
     res.rounds = round;
     res.threshold = value_of_key<T>(threshold_key);
     if (count > st.plan.candidate_cap) {
       // Far more than the workspace holds (typically after lowering the threshold): the exact
       // top-k of the whole input, which also finds any NaN, reusing the workspace.
+      if (pool != nullptr) pool->put_back();
       auto r = exact_topk<T>(values, k, out, workspace, &res.threshold);
       if (!r) return fail(r.error());
       res.count = *r;

@@ -52,6 +52,22 @@ struct strided_sampler {
   }
 };
 
+// Asks the CPU to fetch the cache line at p for writing; nothing where the compiler has no way
+// to say it.
+template <class T>
+inline void prefetch_for_write(const T* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 1, 3);
+#else
+  (void)p;
+#endif
+}
+
+// How many positions ahead scattered loops (gather_and_zero, the candidate pool's write-back)
+// prefetch: scattered positions are cache misses, and asking for them early lets many be in
+// flight at once.
+inline constexpr std::size_t gather_prefetch_distance = 64;
+
 // Blocks of the fused pass: small enough to stay in the L1 cache between the update and the
 // reads that follow it (filter, samples).
 inline constexpr std::size_t fused_block = 1024;
@@ -250,18 +266,17 @@ GRADCOMP_TARGET_AVX2 inline __m256 accumulate8(__m256 m, __m256 c, const float* 
 
 // The fused pass for float over [first, last), last - first a multiple of 8: updates u and v and
 // appends every updated element with key >= cut to (idx, keys) after the `count` already there
-// (counting past cap without storing; once past it, only updates). Returns the new count. A
-// sampler, when given, records its positions block by block.
+// (counting past cap without storing; once past it, only updates). Returns the new count.
+// After each block, on_block(v, end, count) runs while the block is still in the L1 cache.
 // Where few elements pass (a few per thousand), a branch around the rare append is cheapest;
 // where more pass, that branch is mispredicted often and the branch-free append is faster. Each
 // block takes the way its predecessor's count calls for.
-template <momentum_kind K>
+template <momentum_kind K, class OnBlock>
 GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const float* g, float* u,
                                                         float* v, std::size_t first, std::size_t last,
                                                         std::uint32_t cut, std::uint32_t* idx,
                                                         std::uint32_t* keys, std::size_t count,
-                                                        std::size_t cap,
-                                                        strided_sampler<float>* sampler = nullptr) {
+                                                        std::size_t cap, OnBlock& on_block) {
   const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
   const __m256i cm1 = _mm256_set1_epi32(static_cast<int>(cut) - 1);
   float* const no_u = nullptr;
@@ -284,7 +299,7 @@ GRADCOMP_TARGET_AVX2 std::size_t accumulate_filter_avx2(float m, float c, const 
         (void)accumulate8<K>(vm, vc, g + i, K == momentum_kind::none ? no_u : u + i, v + i);
     }
     dense = count - before >= dense_append_from;
-    if (sampler != nullptr) sampler->take(v, end);
+    on_block(v, end, count);
   }
   return count;
 }

@@ -311,41 +311,42 @@ class dgc_compressor {
         st.kept = n;
         return;
       }
-      // 1. Momentum correction into the residual accumulator, and 2. selection on the
-      // accumulator: for the sampled threshold, one fused pass does both (the same result as
-      // one after the other).
+      // 1. Momentum correction into the residual accumulator, 2. selection on the accumulator,
+      // 3. the selected entries moved out of it (exact conservation) and 4. momentum factor
+      // masking at their positions. For the sampled threshold, one fused pass does all four
+      // (the same result as one after the other).
       const span<T> u(st.u.data(), st.u.size());
       const span<T> v(st.v.data(), n);
       const std::size_t k = kept_count(n, density);
       const span<std::uint32_t> idx(st.indices.data(), k);
+      const span<T> values(st.values.data(), k);
+      const bool masking = cfg_.momentum_masking && kind != momentum_kind::none;
       if (cfg_.selection == selection_method::sampled_threshold) {
         auto r = ops::accumulate_and_select(backend_, kind, m, c, grads[t], u, v, k, cfg_.sampling,
-                                            detail::derive_seed(cfg_.seed, t, step_), idx, ws,
-                                            &st.guide);
+                                            detail::derive_seed(cfg_.seed, t, step_), idx, values,
+                                            masking, ws, &st.guide);
         if (!r) {
           st.status = r.error();
           return;
         }
         st.selection = *r;
-      } else {
-        ops::momentum_accumulate(backend_, kind, m, c, grads[t], u, v);
-        selection_result<T> sel;
-        auto r = ops::exact_topk(backend_, span<const T>(v), k, idx, ws, &sel.threshold);
-        if (!r) {
-          st.status = r.error();
-          return;
-        }
-        sel.count = *r;
-        sel.target = k;
-        sel.exact = true;
-        st.selection = sel;
+        st.kept = st.selection.count;
+        return;
       }
-      st.kept = st.selection.count;
-      const span<const std::uint32_t> sent(st.indices.data(), st.kept);
-      // 3. Move the selected entries out of the accumulator (exact conservation), and 4. momentum
-      // factor masking, in one loop over the sent positions.
-      const bool masking = cfg_.momentum_masking && kind != momentum_kind::none;
-      ops::gather_and_zero(backend_, v, sent, span<T>(st.values.data(), st.kept), masking ? u : span<T>());
+      ops::momentum_accumulate(backend_, kind, m, c, grads[t], u, v);
+      selection_result<T> sel;
+      auto r = ops::exact_topk(backend_, span<const T>(v), k, idx, ws, &sel.threshold);
+      if (!r) {
+        st.status = r.error();
+        return;
+      }
+      sel.count = *r;
+      sel.target = k;
+      sel.exact = true;
+      st.selection = sel;
+      st.kept = sel.count;
+      ops::gather_and_zero(backend_, v, span<const std::uint32_t>(st.indices.data(), st.kept),
+                           span<T>(st.values.data(), st.kept), masking ? u : span<T>());
     };
     for_each_tensor(step_tensor);
 
@@ -438,7 +439,7 @@ class dgc_compressor {
     buffer<T> values;                 // last step's sent values (or the whole dense tensor)
     std::size_t kept = 0;
     selection_result<T> selection{};
-    T guide = T(0);  // last sample threshold: guides the next step's pass, never its result
+    detail::step_guide<T> guide{};  // last thresholds: guide the next step's pass, never its result
     double coef = 1.0;      // this step's clip coefficient
     errc status = errc::ok;  // this step's outcome
   };
