@@ -94,6 +94,35 @@ TEST_CASE("simd: l2_norm is bitwise the same at every level") {
   CHECK_FALSE(r.finite);
 }
 
+TEST_CASE("simd: the finiteness check finds every NaN and infinity at every level") {
+  // Each kind of bad value at each position of a vector, of a 32-element group and of the tail;
+  // the largest finite value, denormals and -0 pass.
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::signaling_NaN()};
+  for (const std::size_t n : {0u, 1u, 7u, 31u, 32u, 33u, 64u, 75u, 1000u}) {
+    std::vector<float> g(n);
+    for (std::size_t i = 0; i < n; ++i)
+      g[i] = i % 3 == 0 ? std::numeric_limits<float>::max() : i % 3 == 1 ? -std::numeric_limits<float>::denorm_min() : -0.0f;
+    const auto check = [&] { return cpu::all_finite(gradcomp::span<const float>(g.data(), n)); };
+    CAPTURE(n);
+    CHECK(with_level(cpu::simd_level::portable, check));
+    CHECK(with_level(cpu::simd_level::avx2, check));
+    for (std::size_t at = 0; at < n; ++at)
+      for (const float x : bad) {
+        CAPTURE(at);
+        const float keep = g[at];
+        g[at] = x;
+        CHECK_FALSE(with_level(cpu::simd_level::portable, check));
+        CHECK_FALSE(with_level(cpu::simd_level::avx2, check));
+        g[at] = keep;
+      }
+  }
+  const std::vector<double> d = {1.0, -std::numeric_limits<double>::max(), std::numeric_limits<double>::infinity()};
+  CHECK(cpu::all_finite(gradcomp::span<const double>(d.data(), 2)));
+  CHECK_FALSE(cpu::all_finite(gradcomp::span<const double>(d.data(), 3)));
+}
+
 TEST_CASE("simd: the threshold filter is the same at every level, capacity overflow included") {
   const std::size_t n = 100003;
   auto v = awkward_values(n, 5);

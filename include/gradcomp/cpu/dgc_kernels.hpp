@@ -24,6 +24,22 @@ struct norm_result {
   bool finite = true;
 };
 
+// True when no element of g is NaN or infinite: one read, cheaper than l2_norm's arithmetic,
+// for the check that needs no norm.
+template <class T>
+bool all_finite(span<const T> g) {
+  const T* p = g.data();
+  const std::size_t n = g.size();
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_avx2()) return all_finite_avx2(p, n);
+  }
+#endif
+  key_t<T> largest = 0;
+  for (std::size_t i = 0; i < n; ++i) largest = std::max(largest, magnitude_key(p[i]));
+  return is_finite_key<T>(largest);
+}
+
 template <class T>
 norm_result l2_norm(span<const T> g) {
   norm_result r;

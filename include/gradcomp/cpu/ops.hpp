@@ -77,6 +77,10 @@ struct ops<cpu_backend> {
     return cpu::l2_norm(g);
   }
   template <class T>
+  static bool all_finite(const cpu_backend&, span<const T> g) {
+    return cpu::all_finite(g);
+  }
+  template <class T>
   static void momentum_accumulate(const cpu_backend&, momentum_kind kind, T m, T c,
                                   span<const T> g, span<T> u, span<T> v) {
     cpu::momentum_accumulate(kind, m, c, g, u, v);

@@ -141,6 +141,27 @@ GRADCOMP_TARGET_AVX2 inline void sum_squares_avx2(const float* p, std::size_t n,
   }
 }
 
+// True when none of n floats is NaN or infinite: the largest magnitude key of four independent
+// vector maxima stays below the key of infinity.
+GRADCOMP_TARGET_AVX2 inline bool all_finite_avx2(const float* p, std::size_t n) {
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), abs));
+    m1 = _mm256_max_epu32(m1, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 8)), abs));
+    m2 = _mm256_max_epu32(m2, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 16)), abs));
+    m3 = _mm256_max_epu32(m3, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 24)), abs));
+  }
+  alignas(32) std::uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_max_epu32(_mm256_max_epu32(m0, m1), _mm256_max_epu32(m2, m3)));
+  std::uint32_t largest = 0;
+  for (const std::uint32_t key : lanes) largest = std::max(largest, key);
+  for (; i < n; ++i) largest = std::max(largest, magnitude_key(p[i]));
+  return largest < magnitude_traits<float>::inf_key;
+}
+
 // The bits of lanes whose magnitude key is >= cut (keys and cut below 2^31: key >= cut exactly
 // when cut - 1 - key is negative).
 GRADCOMP_TARGET_AVX2 inline unsigned keys_at_least_mask(__m256 x, __m256i cut_minus_one) {

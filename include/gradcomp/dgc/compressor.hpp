@@ -269,16 +269,22 @@ class dgc_compressor {
       if (grads[t].size() != tensors_[t].info.numel) return fail(errc::size_mismatch);
 
     // Read every gradient once before touching state: norms for clipping, and the check that no
-    // value is NaN or infinite (skipped only when neither is wanted: the norms then stay 0, so
-    // every clip coefficient is exactly 1).
+    // value is NaN or infinite (NaN marks a failed check). Without clipping the norms stay 0, so
+    // every clip coefficient is exactly 1, and the check alone is a cheaper read; neither runs
+    // when neither is wanted.
     const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
     norms_.assign(tensors_.size(), 0.0);  // no reallocation after the first step
-    if (cfg_.check_finite || local_threshold > 0.0) {
+    if (local_threshold > 0.0) {
       auto norm_of = [&](std::size_t t, std::size_t) {
         const auto r = ops::l2_norm(backend_, grads[t]);
         norms_[t] = r.finite ? r.norm : std::numeric_limits<double>::quiet_NaN();
       };
       for_each_tensor(norm_of);
+    } else if (cfg_.check_finite) {
+      auto check = [&](std::size_t t, std::size_t) {
+        if (!ops::all_finite(backend_, grads[t])) norms_[t] = std::numeric_limits<double>::quiet_NaN();
+      };
+      for_each_tensor(check);
     }
     double global_sq = 0.0;  // summed in tensor order whatever the thread count
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
