@@ -18,8 +18,8 @@
 // bytes_per_second counts the bytes the step must move (20 or 12 per element), the same for the
 // step and its reference, so the two rates compare directly. Counters:
 //   ratio_to_stream  time of the streaming reference / own time, the reference running on arrays
-//                    of the same size before every iteration (1 = as fast as touching the bytes
-//                    once)
+//                    of the same size before every iteration; the median over iterations (1 = as
+//                    fast as touching the bytes once)
 //   kept_over_k      selected entries / target
 //   message_bytes, compression_ratio  (model) wire size of one step and dense fp32 bytes over it
 //
@@ -29,6 +29,7 @@
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -90,13 +91,15 @@ struct stream_ef {
 
 // Runs `body` every iteration and reports the bytes it must move. With a reference, the
 // reference runs before each iteration outside the timed region, and ratio_to_stream is the
-// reference's total time over the body's: interleaving the two keeps the ratio steady on a
-// machine whose speed drifts.
+// median over iterations of the reference's time over the body's: each pair runs back to back,
+// so a slow phase of a shared machine slows both, and the median ignores the iterations that
+// one stall hit alone.
 // `prepare`, when given, also runs untimed before each iteration.
 template <class Body, class Reference>
 void timed(benchmark::State& state, std::size_t n, std::size_t bytes_per_element, Body&& body,
            Reference* reference, const std::function<void()>& prepare = {}) {
-  double body_seconds = 0.0, reference_seconds = 0.0;
+  std::vector<double> ratios;
+  double reference_seconds = 0.0;
   for (auto _ : state) {
     if (reference || prepare) {
       state.PauseTiming();
@@ -104,17 +107,22 @@ void timed(benchmark::State& state, std::size_t n, std::size_t bytes_per_element
       if (reference) {
         const auto r0 = clock_type::now();
         (*reference)();
-        reference_seconds += std::chrono::duration<double>(clock_type::now() - r0).count();
+        reference_seconds = std::chrono::duration<double>(clock_type::now() - r0).count();
       }
       state.ResumeTiming();
     }
     const auto t0 = clock_type::now();
     body();
-    body_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+    const double body_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (reference) ratios.push_back(reference_seconds / body_seconds);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(n * bytes_per_element));
-  if (reference) state.counters["ratio_to_stream"] = reference_seconds / body_seconds;
+  if (reference && !ratios.empty()) {
+    const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2);
+    std::nth_element(ratios.begin(), mid, ratios.end());
+    state.counters["ratio_to_stream"] = *mid;
+  }
 }
 
 void bm_stream_dgc(benchmark::State& state, std::size_t n) {

@@ -5,10 +5,10 @@
 // - unguided (first step): from a sample of the accumulator as it will be after the update,
 //   computed from the old state at the sampled positions only;
 // - guided (later steps): the pass keeps every element above a cut derived from the previous
-//   step's threshold, moves them out of the accumulator while they are in the L1 cache, and
-//   records the sampled keys as it goes; the threshold they give selects from those elements
-//   (the rest go back), with a filter pass over the accumulator only when the cut was too high
-//   or let more through than the workspace holds.
+//   step's threshold (for tensors larger than the caches it also moves them out of the
+//   accumulator while they are in the L1 cache) and records the sampled keys as it goes; the
+//   threshold they give selects from those elements, with a filter pass over the accumulator
+//   only when the cut was too high or let more through than the workspace holds.
 #pragma once
 
 #include <algorithm>
@@ -123,7 +123,8 @@ std::size_t accumulate_and_select_workspace_bytes(const sampled_threshold_config
   if (p.exact) return 0;
   return sampled_threshold_workspace_bytes<T>(cfg, n, k) +
          workspace_slot_bytes<key_t<T>>(p.candidate_cap) +
-         workspace_slot_bytes<std::uint32_t>(p.candidate_cap) + 2 * workspace_slot_bytes<T>(p.candidate_cap);
+         workspace_slot_bytes<std::uint32_t>(p.candidate_cap) +
+         2 * workspace_slot_bytes<T>(p.candidate_cap);  // recorded values and momentum
 }
 
 template <momentum_kind K, class T>
