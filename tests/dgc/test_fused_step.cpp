@@ -182,3 +182,32 @@ TEST_CASE("fused step: the uniform sampling mode ignores the guide and still mat
     check_fused<float>(momentum_kind::nesterov, random_vector<float>(n, dist::student_t, 90 + step), u, v,
                        100, cfg, step, guide);
 }
+
+TEST_CASE("fused step: the guide's cut margin narrows while it suffices and widens after a miss") {
+  using guide_t = gradcomp::detail::step_guide<float>;
+  guide_t g;
+  CHECK(g.cut_margin() == guide_t::initial_margin);
+  g.cut_sufficed();
+  CHECK(g.cut_margin() == doctest::Approx(0.75 * guide_t::initial_margin));
+  for (int i = 0; i < 50; ++i) g.cut_sufficed();
+  CHECK(g.cut_margin() == guide_t::min_margin);
+  g.cut_too_high();
+  CHECK(g.cut_margin() == doctest::Approx(2 * guide_t::min_margin));
+  for (int i = 0; i < 50; ++i) g.cut_too_high();
+  CHECK(g.cut_margin() == guide_t::max_margin);
+  g.cut_too_low();
+  CHECK(g.cut_margin() == doctest::Approx(0.5 * guide_t::max_margin));
+
+  // Through a run of steps the margin moves, the results never do (check_fused compares every
+  // step with the unfused reference).
+  const std::size_t n = 200003, k = 2000;
+  sampled_threshold_config cfg;
+  std::vector<float> u(n, 0.0f), v(n, 0.0f);
+  gradcomp::detail::step_guide<float> guide{};
+  for (std::uint64_t step = 0; step < 12; ++step) {
+    CAPTURE(step);
+    check_fused<float>(momentum_kind::vanilla, random_vector<float>(n, dist::student_t, 300 + step), u, v, k,
+                       cfg, step, guide);
+  }
+  CHECK(guide.cut_margin() < guide_t::initial_margin);
+}

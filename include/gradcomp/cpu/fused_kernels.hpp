@@ -102,12 +102,6 @@ std::size_t accumulate_filter(T m, T c, const T* g, T* u, T* v, std::size_t firs
   return count;
 }
 
-// The candidate cut of a guided step, as a fraction of the previous step's sample threshold.
-// The accumulator's distribution moves little from one step to the next, so the new threshold
-// rarely falls below 0.98 of the old one (accumulators grow until sent); the band between the
-// cut and the threshold is dense, so a lower cut would cost many more candidates.
-inline constexpr double guided_cut_factor = 0.98;
-
 // From this size of a tensor's accumulator and momentum together, a guided step moves its
 // candidates out during the pass. Below it the two arrays stay in the last-level cache of
 // common CPUs after the pass, where moving the selection out afterwards costs less than
@@ -167,7 +161,7 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
 
   if (guide_key != 0 && is_finite_key<T>(guide_key) && cfg.sampling == sampling_mode::strided) {
     // Guided step: the update pass keeps every element above a cut a little below the previous
-    // step's threshold and records the strided sample's keys, so the threshold is known exactly
+    // step's threshold (step_guide::margin) and records the strided sample's keys, so the threshold is known exactly
     // after the pass. When it is at or above the cut and the pool did not overflow, every element
     // the selection can take is in the pool: the same result as update-then-select without
     // reading the data again. Otherwise one filter pass over the accumulator follows.
@@ -191,7 +185,7 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     pool.idx = pool_idx;
     pool.keys = pool_keys;
     pool.cut = std::max<key_type>(
-        1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * static_cast<T>(guided_cut_factor))));
+        1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * static_cast<T>(1.0 - guide->cut_margin()))));
     pool.data = vp;
     pool.momentum = masked.data();
     pool.values = pool_values;
@@ -224,6 +218,12 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     st.threshold_key = st.samples[top - 1];
     st.sample_count = s;
     guide->sample = value_of_key<T>(st.threshold_key);
+    if (pool.count > cap)
+      guide->cut_too_low();
+    else if (!pool.covers(st.threshold_key))
+      guide->cut_too_high();
+    else
+      guide->cut_sufficed();
     if (pool.count <= cap && pool.covers(st.threshold_key)) {
       const std::size_t count = pool.filter(st.threshold_key, st.candidates, st.samples);
       auto r = sampled_threshold_finish<T>(span<const T>(vp, n), k, cfg, st, count, out, workspace, &pool);

@@ -14,6 +14,24 @@ struct step_guide {
   T sample = T(0);       // the last step's sample threshold (0: none)
   T kept = T(0);         // the last step's threshold of the kept entries (0: none)
   T kept_before = T(0);  // the step before's
+  // How far below the last sample threshold a guided pass collects candidates, as a fraction of
+  // it (0: not adapted yet). The band just below the threshold is dense (accumulators grow until
+  // they cross it), so every point of margin costs many candidates; a cut above the new
+  // threshold costs a second read of the data. The margin narrows while it suffices and widens
+  // after a miss.
+  double margin = 0.0;
+
+  static constexpr double initial_margin = 0.02;
+  static constexpr double min_margin = 0.01;
+  static constexpr double max_margin = 0.25;
+
+  double cut_margin() const noexcept { return margin > 0.0 ? margin : initial_margin; }
+  // The cut held every element the selection could take.
+  void cut_sufficed() noexcept { margin = std::max(min_margin, cut_margin() * 0.75); }
+  // The threshold fell below the cut.
+  void cut_too_high() noexcept { margin = std::min(max_margin, cut_margin() * 2.0); }
+  // More candidates passed the cut than the pool holds.
+  void cut_too_low() noexcept { margin = std::max(min_margin, cut_margin() * 0.5); }
 
   // The guess of this step's kept threshold: the last one, moved as much as it moved last time
   // (thresholds drift steadily while accumulators fill up or the gradients' scale changes).
