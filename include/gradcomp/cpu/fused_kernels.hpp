@@ -161,10 +161,11 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
 
   if (guide_key != 0 && is_finite_key<T>(guide_key) && cfg.sampling == sampling_mode::strided) {
     // Guided step: the update pass keeps every element above a cut a little below the previous
-    // step's threshold (step_guide::margin) and records the strided sample's keys, so the threshold is known exactly
-    // after the pass. When it is at or above the cut and the pool did not overflow, every element
-    // the selection can take is in the pool: the same result as update-then-select without
-    // reading the data again. Otherwise one filter pass over the accumulator follows.
+    // step's threshold (step_guide::margin) and records the strided sample's keys, so the
+    // threshold is known exactly after the pass. When it is at or above the cut and the pool did
+    // not overflow, every element the selection can take is in the pool: the same result as
+    // update-then-select without reading the data again. Otherwise one filter pass over the
+    // accumulator follows.
     // For tensors larger than the caches, the pass also moves the candidates at or above the
     // predicted kept threshold out of the accumulator (and masks the momentum) block by block
     // while they are in the L1 cache; afterwards only the mispredicted ones are written, where
@@ -184,8 +185,8 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     candidate_pool<T> pool;
     pool.idx = pool_idx;
     pool.keys = pool_keys;
-    pool.cut = std::max<key_type>(
-        1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * static_cast<T>(1.0 - guide->cut_margin()))));
+    const T cut_fraction = static_cast<T>(1.0 - guide->cut_margin());
+    pool.cut = std::max<key_type>(1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * cut_fraction)));
     pool.data = vp;
     pool.momentum = masked.data();
     pool.values = pool_values;
@@ -197,16 +198,12 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     sampler.next = strided_sample_offset(seed, st.plan.stride);
     sampler.stride = st.plan.stride;
     sampler.out = st.samples;
-    if (2 * n * sizeof(T) >= move_from_bytes) {
-      pool.count = accumulate_filter<K>(m, c, gp, up, vp, 0, n, pool.cut, pool_idx, pool_keys, 0, cap,
-                                        [&](T* data, std::size_t end, std::size_t count) {
-                                          sampler.take(data, end);  // before the move zeroes
-                                          pool.move_out(std::min(count, cap));
-                                        });
-    } else {
-      pool.count = accumulate_filter<K>(m, c, gp, up, vp, 0, n, pool.cut, pool_idx, pool_keys, 0, cap,
-                                        [&](T* data, std::size_t end, std::size_t) { sampler.take(data, end); });
-    }
+    const bool move = 2 * n * sizeof(T) >= move_from_bytes;
+    pool.count = accumulate_filter<K>(m, c, gp, up, vp, 0, n, pool.cut, pool_idx, pool_keys, 0, cap,
+                                      [&](T* data, std::size_t end, std::size_t count) {
+                                        sampler.take(data, end);  // before the move zeroes
+                                        if (move) pool.move_out(std::min(count, cap));
+                                      });
     const std::size_t s = sampler.count;
     // The threshold: the top-th largest sampled key. When at least `top` keys are >= cut, it is
     // among them, and only those need ordering.
