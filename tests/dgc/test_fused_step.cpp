@@ -198,6 +198,23 @@ TEST_CASE("fused step: the guide's cut margin narrows while it suffices and wide
   g.cut_too_low();
   CHECK(g.cut_margin() == doctest::Approx(0.5 * guide_t::max_margin));
 
+  // The cut follows half the threshold's last move (its ratio held within [0.9, 1.1]); the kept
+  // threshold's guess follows all of it.
+  CHECK(g.predicted_sample_floor() == 0.0f);
+  g.sample = 1.1f;
+  CHECK(g.predicted_sample_floor() == doctest::Approx(1.1f));
+  g.sample_before = 1.0f;
+  CHECK(g.predicted_sample_floor() == doctest::Approx(1.1f * 1.05f));
+  g.sample = 2.0f;
+  CHECK(g.predicted_sample_floor() == doctest::Approx(2.0f * 1.05f));
+  g.sample = 0.5f;
+  CHECK(g.predicted_sample_floor() == doctest::Approx(0.5f * 0.95f));
+  g.sample_before = std::numeric_limits<float>::infinity();
+  CHECK(g.predicted_sample_floor() == doctest::Approx(0.5f));
+  g.kept = 1.1f;
+  g.kept_before = 1.0f;
+  CHECK(g.predicted_kept() == doctest::Approx(1.1f * 1.1f));
+
   // Through a run of steps the margin moves, the results never do (check_fused compares every
   // step with the unfused reference).
   const std::size_t n = 200003, k = 2000;

@@ -139,6 +139,8 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
   const span<T> masked = masking && K != momentum_kind::none ? u : span<T>();
   const key_type guide_key = magnitude_key(guide->sample);
   const T predicted = guide->predicted_kept();
+  const T cut_base = guide->predicted_sample_floor();
+  guide->sample_before = guide->sample;
   guide->sample = T(0);
   guide->kept_before = guide->kept;
   guide->kept = T(0);
@@ -160,12 +162,12 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
   }
 
   if (guide_key != 0 && is_finite_key<T>(guide_key) && cfg.sampling == sampling_mode::strided) {
-    // Guided step: the update pass keeps every element above a cut a little below the previous
-    // step's threshold (step_guide::margin) and records the strided sample's keys, so the
-    // threshold is known exactly after the pass. When it is at or above the cut and the pool did
-    // not overflow, every element the selection can take is in the pool: the same result as
-    // update-then-select without reading the data again. Otherwise one filter pass over the
-    // accumulator follows.
+    // Guided step: the update pass keeps every element above a cut a little below the
+    // threshold the previous steps predict (step_guide::predicted_sample_floor, ::margin) and
+    // records the strided sample's keys, so the threshold is known exactly after the pass. When
+    // it is at or above the cut and the pool did not overflow, every element the selection can
+    // take is in the pool: the same result as update-then-select without reading the data
+    // again. Otherwise one filter pass over the accumulator follows.
     // For tensors larger than the caches, the pass also moves the candidates at or above the
     // predicted kept threshold out of the accumulator (and masks the momentum) block by block
     // while they are in the L1 cache; afterwards only the mispredicted ones are written, where
@@ -186,7 +188,7 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     pool.idx = pool_idx;
     pool.keys = pool_keys;
     const T cut_fraction = static_cast<T>(1.0 - guide->cut_margin());
-    pool.cut = std::max<key_type>(1, magnitude_key(static_cast<T>(value_of_key<T>(guide_key) * cut_fraction)));
+    pool.cut = std::max<key_type>(1, magnitude_key(static_cast<T>(cut_base * cut_fraction)));
     pool.data = vp;
     pool.momentum = masked.data();
     pool.values = pool_values;

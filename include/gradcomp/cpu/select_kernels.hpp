@@ -487,19 +487,8 @@ struct candidate_pool {
   // ascending). Only entries on the wrong side of move_cut touch the data; they are gathered
   // at the front of the pool first (which uses the pool up), then written back.
   void settle(const std::uint32_t* sel, std::size_t count_sel, T* sel_values) noexcept {
-    std::size_t c = 0, w = 0;
-    for (std::size_t j = 0; j < moved; ++j) {
-      const std::uint32_t i = idx[j];
-      const bool taken = c < count_sel && sel[c] == i;
-      const bool out = keys[j] >= move_cut;
-      if (taken) sel_values[c++] = values[j];
-      if (taken == out) continue;
-      idx[w] = i;
-      values[w] = taken ? T(0) : values[j];
-      if (momentum != nullptr) momentum_values[w] = taken ? T(0) : momentum_values[j];
-      ++w;
-    }
-    assert(c == count_sel);
+    const std::size_t w = momentum != nullptr ? compact_wrong_side<true>(sel, count_sel, sel_values)
+                                              : compact_wrong_side<false>(sel, count_sel, sel_values);
     write_back(w);
     idx = nullptr;  // used up
     count = 0;
@@ -522,6 +511,37 @@ struct candidate_pool {
   void prefetch(std::uint32_t i) const noexcept {
     prefetch_for_write(data + i);
     if (momentum != nullptr) prefetch_for_write(momentum + i);
+  }
+
+  // settle's first half: copies the selection's values and gathers the entries on the wrong
+  // side of move_cut at the front of the pool, with the value each must have in the data (0
+  // where taken); returns their number. Branch-free (whether an entry is taken follows the
+  // data, a branch on it is mispredicted about as often as not): each entry is written at the
+  // next free slot (w <= j) and at sel_values[c], and those advance only when it belongs there.
+  template <bool Momentum>
+  std::size_t compact_wrong_side(const std::uint32_t* sel, std::size_t count_sel, T* sel_values) noexcept {
+    std::size_t c = 0, w = 0, j = 0;
+    for (; c < count_sel && j < moved; ++j) {
+      const std::uint32_t i = idx[j];
+      const bool taken = sel[c] == i;
+      const bool out = keys[j] >= move_cut;
+      const T x = values[j];
+      sel_values[c] = x;
+      c += taken ? 1 : 0;
+      idx[w] = i;
+      values[w] = taken ? T(0) : x;
+      if constexpr (Momentum) momentum_values[w] = taken ? T(0) : momentum_values[j];
+      w += taken != out ? 1 : 0;
+    }
+    assert(c == count_sel);
+    // Past the last taken entry, the moved ones go back.
+    for (; j < moved; ++j) {
+      idx[w] = idx[j];
+      values[w] = values[j];
+      if constexpr (Momentum) momentum_values[w] = momentum_values[j];
+      w += keys[j] >= move_cut ? 1 : 0;
+    }
+    return w;
   }
 
   // data[idx[j]] = values[j] (and the momentum's) for j < w: scattered writes, prefetched

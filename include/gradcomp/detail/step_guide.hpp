@@ -14,6 +14,7 @@ struct step_guide {
   T sample = T(0);       // the last step's sample threshold (0: none)
   T kept = T(0);         // the last step's threshold of the kept entries (0: none)
   T kept_before = T(0);  // the step before's
+  T sample_before = T(0);  // the step before's sample threshold
   // How far below the last sample threshold a guided pass collects candidates, as a fraction of
   // it (0: not adapted yet). The band just below the threshold is dense (accumulators grow until
   // they cross it), so every point of margin costs many candidates; a cut above the new
@@ -33,12 +34,22 @@ struct step_guide {
   // More candidates passed the cut than the pool holds.
   void cut_too_low() noexcept { margin = std::max(min_margin, cut_margin() * 0.5); }
 
-  // The guess of this step's kept threshold: the last one, moved as much as it moved last time
-  // (thresholds drift steadily while accumulators fill up or the gradients' scale changes).
-  T predicted_kept() const noexcept {
-    if (!(kept > T(0)) || !std::isfinite(kept)) return T(0);
-    if (!(kept_before > T(0)) || !std::isfinite(kept_before)) return kept;
-    return static_cast<T>(kept * std::min(std::max(kept / kept_before, T(0.9)), T(1.1)));
+  // How far the cut of a guided pass sits: the last sample threshold moved by half as much as
+  // it moved the step before (thresholds drift while accumulators fill up or the gradients'
+  // scale changes, by a few per cent a step and by less each step; a cut below the last
+  // threshold alone lets two to three times k through while they grow), then the margin below.
+  T predicted_sample_floor() const noexcept { return extrapolate(sample, sample_before, T(0.5)); }
+  // The guess of this step's kept threshold: the last one, moved as much as it moved last time.
+  T predicted_kept() const noexcept { return extrapolate(kept, kept_before, T(1)); }
+
+ private:
+  // last * (1 + share * (last / before - 1)), the ratio held within [0.9, 1.1]; last alone
+  // without a finite positive `before`, 0 without a finite positive `last`.
+  static T extrapolate(T last, T before, T share) noexcept {
+    if (!(last > T(0)) || !std::isfinite(last)) return T(0);
+    if (!(before > T(0)) || !std::isfinite(before)) return last;
+    const T ratio = std::min(std::max(last / before, T(0.9)), T(1.1));
+    return static_cast<T>(last * (T(1) + share * (ratio - T(1))));
   }
 };
 
