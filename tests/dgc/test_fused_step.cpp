@@ -29,14 +29,14 @@ struct outcome {
 
 // Runs the fused kernel with `guide` on (u, v) and the unfused reference (update, select, move
 // the selection out, mask) on copies; checks that state, selection and sent values agree
-// bitwise. `guide` receives what the fused kernel hands on to the next step. move_from_bytes 0
-// makes the pass move its candidates out whatever the size (the way of tensors larger than the
-// caches); SIZE_MAX never.
+// bitwise. `guide` receives what the fused kernel hands on to the next step. `move` always
+// makes the pass move its candidates out whatever the size and density (the way of large
+// tensors at low density); never keeps them in.
 template <class T>
 void check_fused(momentum_kind kind, const std::vector<T>& g, std::vector<T>& u, std::vector<T>& v,
                  std::size_t k, const sampled_threshold_config& cfg, std::uint64_t seed,
                  gradcomp::detail::step_guide<T>& guide, bool masking = true,
-                 std::size_t move_from_bytes = 0) {
+                 cpu::candidate_move move = cpu::candidate_move::always) {
   const std::size_t n = g.size();
   const T m = T(0.9), c = T(0.75);
   std::vector<T> u_ref = u, v_ref = v;
@@ -47,7 +47,7 @@ void check_fused(momentum_kind kind, const std::vector<T>& g, std::vector<T>& u,
   const auto fused = cpu::accumulate_and_select<T>(
       kind, m, c, span<const T>(g.data(), n), span<T>(u.data(), u.size()), span<T>(v.data(), n), k,
       cfg, seed, span<std::uint32_t>(got.data(), k), span<T>(got_values.data(), k), masking,
-      span<std::byte>(ws.data(), ws.size()), &guide, move_from_bytes);
+      span<std::byte>(ws.data(), ws.size()), &guide, move);
   cpu::momentum_accumulate(kind, m, c, span<const T>(g.data(), n), span<T>(u_ref.data(), u_ref.size()),
                            span<T>(v_ref.data(), n));
   const auto ref = cpu::sampled_threshold_select<T>(span<const T>(v_ref.data(), n), k, cfg, seed,
@@ -79,10 +79,10 @@ void check_fused(momentum_kind kind, const std::vector<T>& g, std::vector<T>& u,
 
 TEST_CASE_TEMPLATE("fused step: every guide gives the unfused result", T, float, double) {
   const std::size_t n = 300007;
-  for (const std::size_t move_from : {std::size_t(0), std::numeric_limits<std::size_t>::max()}) {
+  for (const auto move : {cpu::candidate_move::always, cpu::candidate_move::never}) {
     for (const momentum_kind kind : {momentum_kind::vanilla, momentum_kind::nesterov, momentum_kind::none})
       for (const double density : {0.001, 0.01}) {
-        CAPTURE(move_from);
+        CAPTURE(static_cast<int>(move));
         CAPTURE(static_cast<int>(kind));
         CAPTURE(density);
         const std::size_t k = static_cast<std::size_t>(density * static_cast<double>(n));
@@ -95,29 +95,29 @@ TEST_CASE_TEMPLATE("fused step: every guide gives the unfused result", T, float,
         // candidate moved out during the pass), and the previous step's guide while the
         // gradient's scale jumps up or down tenfold.
         gradcomp::detail::step_guide<T> guide{};
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 1), u, v, k, cfg, 11, guide, true, move_from);
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 2), u, v, k, cfg, 12, guide, true, move_from);
-        check_fused<T>(kind, random_vector<T>(n, dist::gaussian, 3), u, v, k, cfg, 13, guide, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 1), u, v, k, cfg, 11, guide, true, move);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 2), u, v, k, cfg, 12, guide, true, move);
+        check_fused<T>(kind, random_vector<T>(n, dist::gaussian, 3), u, v, k, cfg, 13, guide, true, move);
         auto miss = guide;
         miss.sample = T(1e30);
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 4), u, v, k, cfg, 14, miss, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 4), u, v, k, cfg, 14, miss, true, move);
         miss = guide;
         miss.sample = std::numeric_limits<T>::denorm_min();
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 5), u, v, k, cfg, 15, miss, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 5), u, v, k, cfg, 15, miss, true, move);
         miss.kept = miss.kept_before = T(1e30);
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 20), u, v, k, cfg, 21, miss, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 20), u, v, k, cfg, 21, miss, true, move);
         miss.kept = miss.kept_before = std::numeric_limits<T>::denorm_min();
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 22), u, v, k, cfg, 23, miss, true, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 22), u, v, k, cfg, 23, miss, true, move);
         guide = miss;
         auto g = random_vector<T>(n, dist::log_normal, 6);
         for (auto& x : g) x *= T(10);
-        check_fused<T>(kind, g, u, v, k, cfg, 16, guide, true, move_from);
+        check_fused<T>(kind, g, u, v, k, cfg, 16, guide, true, move);
         g = random_vector<T>(n, dist::student_t, 7);
         for (auto& x : g) x *= T(0.1);
-        check_fused<T>(kind, g, u, v, k, cfg, 17, guide, true, move_from);
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 8), u, v, k, cfg, 18, guide, true, move_from);
+        check_fused<T>(kind, g, u, v, k, cfg, 17, guide, true, move);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 8), u, v, k, cfg, 18, guide, true, move);
         // Without momentum masking the momentum keeps its values at the sent positions.
-        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 9), u, v, k, cfg, 19, guide, false, move_from);
+        check_fused<T>(kind, random_vector<T>(n, dist::student_t, 9), u, v, k, cfg, 19, guide, false, move);
       }
   }
 }
@@ -227,4 +227,15 @@ TEST_CASE("fused step: the guide's cut margin narrows while it suffices and wide
                        cfg, step, guide);
   }
   CHECK(guide.cut_margin() < guide_t::initial_margin);
+}
+
+TEST_CASE("fused step: candidates move out in the pass only for large tensors at low density") {
+  using cpu::candidate_move;
+  const std::size_t large = std::size_t(1) << 22;  // 32 MiB of accumulator and momentum
+  CHECK(cpu::moves_in_pass<float>(candidate_move::by_size_and_density, large, large / 1000));
+  CHECK_FALSE(cpu::moves_in_pass<float>(candidate_move::by_size_and_density, large, large / 100));
+  CHECK_FALSE(cpu::moves_in_pass<float>(candidate_move::by_size_and_density, large / 4, large / 4000));
+  CHECK(cpu::moves_in_pass<double>(candidate_move::by_size_and_density, large / 2, large / 2000));
+  CHECK(cpu::moves_in_pass<float>(candidate_move::always, 1000, 100));
+  CHECK_FALSE(cpu::moves_in_pass<float>(candidate_move::never, large, 1));
 }

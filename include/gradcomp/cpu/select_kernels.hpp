@@ -428,7 +428,11 @@ result<void> sampled_threshold_prepare(std::size_t n, std::size_t k, const sampl
 
 // The elements of a larger set whose keys are >= `cut`, ascending by index: what a filter pass
 // over the whole input with that cut collects. A later round whose threshold is >= cut filters
-// these instead of the input (the same result, no pass over the data).
+// these instead of the input (the same result, no pass over the data). The pool's filter emits
+// slots (positions in the pool, ascending with the indices), so that a selection made from them
+// says where each selected entry is in the pool; to_indices() or settle() turns them into
+// indices. Any read of the input puts the pool back first, and the candidates then hold indices
+// again (`slots` tells which).
 //
 // The fused DGC step also moves elements out of the data while collecting them (move_out): every
 // entry records its value (and momentum), and those with key >= move_cut, the step's guess of
@@ -437,9 +441,10 @@ result<void> sampled_threshold_prepare(std::size_t n, std::size_t k, const sampl
 template <class T>
 struct candidate_pool {
   std::uint32_t* idx = nullptr;  // nullptr: no pool
-  const key_t<T>* keys = nullptr;
+  key_t<T>* keys = nullptr;
   std::size_t count = 0;
   key_t<T> cut = 0;
+  bool slots = false;  // the last filter's output holds slots, not indices
 
   T* data = nullptr;              // the data entries are moved out of
   T* momentum = nullptr;          // zeroed with them (momentum factor masking), or nullptr
@@ -467,8 +472,8 @@ struct candidate_pool {
     }
   }
 
-  // Restores every moved entry: the data is then as if nothing had been moved (the pool's
-  // entries stay as they are).
+  // Restores every moved entry whose key is >= move_cut: the data is then as if nothing had
+  // been moved (the pool's entries stay as they are), and what reads it next gets indices.
   void put_back() noexcept {
     for (std::size_t j = 0; j < moved; ++j) {
       const std::size_t ahead = j + gather_prefetch_distance;
@@ -478,33 +483,59 @@ struct candidate_pool {
       if (momentum != nullptr) momentum[idx[j]] = momentum_values[j];
     }
     moved = 0;
+    slots = false;
   }
 
-  // The step takes `sel`: its values go to sel_values and it ends up out of the data (zeroed
-  // now where move_out left it), every other entry ends up in the data (put back where move_out
-  // took it). `sel` must be ascending and a subset of the recorded entries, as every selection
-  // made from the pool is (pool filters keep the pool's order; the top-k over candidates emits
-  // ascending). Only entries on the wrong side of move_cut touch the data; they are gathered
-  // at the front of the pool first (which uses the pool up), then written back.
-  void settle(const std::uint32_t* sel, std::size_t count_sel, T* sel_values) noexcept {
-    const std::size_t w = momentum != nullptr ? compact_wrong_side<true>(sel, count_sel, sel_values)
-                                              : compact_wrong_side<false>(sel, count_sel, sel_values);
-    write_back(w);
-    idx = nullptr;  // used up
-    count = 0;
-  }
-
-  // Writes the pool's elements with key >= threshold_key to (out_idx, out_keys); returns their
-  // number (never more than count, so never more than the pool's capacity). Branch-free: every
-  // entry is written at the next free slot (c <= j < count), which advances only when it is kept.
-  std::size_t filter(key_t<T> threshold_key, std::uint32_t* out_idx, key_t<T>* out_keys) const noexcept {
+  // Writes the slots of the pool's entries with key >= threshold_key to out_slots and their
+  // keys to out_keys; returns their number (never more than count, so never more than the
+  // pool's capacity). Branch-free: every entry is written at the next free position
+  // (c <= j < count), which advances only when it is kept.
+  std::size_t filter(key_t<T> threshold_key, std::uint32_t* out_slots, key_t<T>* out_keys) noexcept {
     std::size_t c = 0;
     for (std::size_t j = 0; j < count; ++j) {
-      out_idx[c] = idx[j];
+      out_slots[c] = static_cast<std::uint32_t>(j);
       out_keys[c] = keys[j];
       c += keys[j] >= threshold_key ? 1 : 0;
     }
+    slots = true;
     return c;
+  }
+
+  // Replaces the slots of a selection made from the pool by the entries' indices.
+  void to_indices(std::uint32_t* sel, std::size_t count_sel) const noexcept {
+    for (std::size_t c = 0; c < count_sel; ++c) sel[c] = idx[sel[c]];
+  }
+
+  // The step takes `sel` (slots from the pool's filter, ascending; replaced by their indices):
+  // its values go to sel_values and it ends up out of the data (zeroed now where move_out left
+  // it), every other entry ends up in the data (put back where move_out took it). Only entries
+  // on the wrong side of move_cut touch the data: they are gathered at the front of the pool
+  // with the value each must have there, then written with prefetching (scattered writes, each
+  // a cache miss, overlap). Uses the pool up.
+  void settle(std::uint32_t* sel, std::size_t count_sel, T* sel_values) noexcept {
+    // Selected entries are marked in their keys: 0 (below every move_cut) where moved out
+    // already, `left_in` (above every key) where still in the data.
+    constexpr key_t<T> left_in = ~key_t<T>(0);
+    for (std::size_t c = 0; c < count_sel; ++c) {
+      const std::uint32_t j = sel[c];
+      assert(j < moved);
+      sel[c] = idx[j];
+      sel_values[c] = values[j];
+      keys[j] = keys[j] >= move_cut ? key_t<T>(0) : left_in;
+    }
+    // Wrong side now means key >= move_cut: selected entries left in (to be zeroed) and moved
+    // entries not selected (to go back). Branch-free: each entry is written at the next free
+    // slot (w <= j), which advances only when it is one of them.
+    const std::size_t w = momentum != nullptr ? gather_wrong_side<true>(left_in) : gather_wrong_side<false>(left_in);
+    for (std::size_t j = 0; j < w; ++j) {
+      if (j + gather_prefetch_distance < w) prefetch(idx[j + gather_prefetch_distance]);
+      data[idx[j]] = values[j];
+      if (momentum != nullptr) momentum[idx[j]] = momentum_values[j];
+    }
+    moved = 0;
+    slots = false;
+    idx = nullptr;  // used up
+    count = 0;
   }
 
  private:
@@ -513,46 +544,23 @@ struct candidate_pool {
     if (momentum != nullptr) prefetch_for_write(momentum + i);
   }
 
-  // settle's first half: copies the selection's values and gathers the entries on the wrong
-  // side of move_cut at the front of the pool, with the value each must have in the data (0
-  // where taken); returns their number. Branch-free (whether an entry is taken follows the
-  // data, a branch on it is mispredicted about as often as not): each entry is written at the
-  // next free slot (w <= j) and at sel_values[c], and those advance only when it belongs there.
   template <bool Momentum>
-  std::size_t compact_wrong_side(const std::uint32_t* sel, std::size_t count_sel, T* sel_values) noexcept {
-    std::size_t c = 0, w = 0, j = 0;
-    for (; c < count_sel && j < moved; ++j) {
-      const std::uint32_t i = idx[j];
-      const bool taken = sel[c] == i;
-      const bool out = keys[j] >= move_cut;
-      const T x = values[j];
-      sel_values[c] = x;
-      c += taken ? 1 : 0;
-      idx[w] = i;
-      values[w] = taken ? T(0) : x;
-      if constexpr (Momentum) momentum_values[w] = taken ? T(0) : momentum_values[j];
-      w += taken != out ? 1 : 0;
-    }
-    assert(c == count_sel);
-    // Past the last taken entry, the moved ones go back.
-    for (; j < moved; ++j) {
-      idx[w] = idx[j];
-      values[w] = values[j];
-      if constexpr (Momentum) momentum_values[w] = momentum_values[j];
-      w += keys[j] >= move_cut ? 1 : 0;
+  std::size_t gather_wrong_side(key_t<T> left_in) noexcept {
+    std::uint32_t* const pi = idx;  // locals: the stores below could alias the members
+    const key_t<T>* const pk = keys;
+    T* const pv = values;
+    T* const pm = momentum_values;
+    const key_t<T> mc = move_cut;
+    const std::size_t np = moved;
+    std::size_t w = 0;
+    for (std::size_t j = 0; j < np; ++j) {
+      const bool zero = pk[j] == left_in;
+      pi[w] = pi[j];
+      pv[w] = zero ? T(0) : pv[j];
+      if constexpr (Momentum) pm[w] = zero ? T(0) : pm[j];
+      w += pk[j] >= mc ? 1 : 0;
     }
     return w;
-  }
-
-  // data[idx[j]] = values[j] (and the momentum's) for j < w: scattered writes, prefetched
-  // ahead so that their cache misses overlap.
-  void write_back(std::size_t w) noexcept {
-    for (std::size_t j = 0; j < w; ++j) {
-      if (j + gather_prefetch_distance < w) prefetch(idx[j + gather_prefetch_distance]);
-      data[idx[j]] = values[j];
-      if (momentum != nullptr) momentum[idx[j]] = momentum_values[j];
-    }
-    moved = 0;
   }
 };
 
