@@ -20,6 +20,10 @@
 //   ratio_to_stream  time of the streaming reference / own time, the reference running on arrays
 //                    of the same size before every iteration; the median over iterations (1 = as
 //                    fast as touching the bytes once)
+//   ratio_to_checked_stream  the same against the streaming reference preceded by a read of the
+//                    gradient that checks it (24 or 16 bytes per element): for the steps that
+//                    check their gradient (check_finite, or the norm for clipping), which must
+//                    read it before their first write so that a bad one leaves the state as it was
 //   kept_over_k      selected entries / target
 //   message_bytes, compression_ratio  (model) wire size of one step and dense fp32 bytes over it
 //
@@ -35,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -60,11 +65,25 @@ std::vector<float> gradient(std::size_t n, std::uint64_t seed) {
   return g;
 }
 
+// True when no value of g is NaN or infinite: one read pass, vectorised by the compiler.
+bool finite_read(const std::vector<float>& g) {
+  std::uint32_t bad = 0;  // all exponent bits set: NaN or infinity
+  for (const float x : g) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bad |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+  }
+  return bad == 0;
+}
+
 // Streaming loops that read and write exactly the bytes of a DGC step (20 per element) and of
-// an error-feedback step (12 per element).
+// an error-feedback step (12 per element). With `check`, a read of g that checks it comes first
+// (24 and 16 bytes per element): what a step must do that leaves its state untouched when the
+// gradient holds a NaN or an infinity, since it has to know before its first write.
 struct stream_dgc {
-  explicit stream_dgc(std::size_t n) : g(gradient(n, 1)), u(n, 0.0f), v(n, 0.0f) {}
+  explicit stream_dgc(std::size_t n, bool check = false) : g(gradient(n, 1)), u(n, 0.0f), v(n, 0.0f), check(check) {}
   void operator()() {
+    if (check && !finite_read(g)) return;
     const float m = 0.9f;
     float* up = u.data();
     float* vp = v.data();
@@ -76,63 +95,72 @@ struct stream_dgc {
     benchmark::ClobberMemory();
   }
   std::vector<float> g, u, v;
+  bool check;
 };
 
 struct stream_ef {
-  explicit stream_ef(std::size_t n) : g(gradient(n, 1)), v(n, 0.0f) {}
+  explicit stream_ef(std::size_t n, bool check = false) : g(gradient(n, 1)), v(n, 0.0f), check(check) {}
   void operator()() {
+    if (check && !finite_read(g)) return;
     float* vp = v.data();
     const float* gp = g.data();
     for (std::size_t i = 0, n = g.size(); i < n; ++i) vp[i] += gp[i];
     benchmark::ClobberMemory();
   }
   std::vector<float> g, v;
+  bool check;
 };
 
-// Runs `body` every iteration and reports the bytes it must move. With a reference, the
-// reference runs before each iteration outside the timed region, and ratio_to_stream is the
-// median over iterations of the reference's time over the body's: each pair runs back to back,
-// so a slow phase of a shared machine slows both, and the median ignores the iterations that
-// one stall hit alone.
+// A reference loop and the counter that reports the ratio to it.
+struct reference {
+  const char* counter;
+  std::function<void()> run;
+};
+
+// Runs `body` every iteration and reports the bytes it must move. Each reference runs before
+// each iteration outside the timed region, and its counter is the median over iterations of
+// the reference's time over the body's: each pair runs back to back, so a slow phase of a
+// shared machine slows both, and the median ignores the iterations that one stall hit alone.
 // `prepare`, when given, also runs untimed before each iteration.
-template <class Body, class Reference>
+template <class Body>
 void timed(benchmark::State& state, std::size_t n, std::size_t bytes_per_element, Body&& body,
-           Reference* reference, const std::function<void()>& prepare = {}) {
-  std::vector<double> ratios;
-  double reference_seconds = 0.0;
+           const std::vector<reference>& references = {}, const std::function<void()>& prepare = {}) {
+  std::vector<std::vector<double>> ratios(references.size());
+  std::vector<double> reference_seconds(references.size());
   for (auto _ : state) {
-    if (reference || prepare) {
+    if (!references.empty() || prepare) {
       state.PauseTiming();
       if (prepare) prepare();
-      if (reference) {
+      for (std::size_t r = 0; r < references.size(); ++r) {
         const auto r0 = clock_type::now();
-        (*reference)();
-        reference_seconds = std::chrono::duration<double>(clock_type::now() - r0).count();
+        references[r].run();
+        reference_seconds[r] = std::chrono::duration<double>(clock_type::now() - r0).count();
       }
       state.ResumeTiming();
     }
     const auto t0 = clock_type::now();
     body();
     const double body_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
-    if (reference) ratios.push_back(reference_seconds / body_seconds);
+    for (std::size_t r = 0; r < references.size(); ++r) ratios[r].push_back(reference_seconds[r] / body_seconds);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(n * bytes_per_element));
-  if (reference && !ratios.empty()) {
-    const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2);
-    std::nth_element(ratios.begin(), mid, ratios.end());
-    state.counters["ratio_to_stream"] = *mid;
+  for (std::size_t r = 0; r < references.size(); ++r) {
+    if (ratios[r].empty()) continue;
+    const auto mid = ratios[r].begin() + static_cast<std::ptrdiff_t>(ratios[r].size() / 2);
+    std::nth_element(ratios[r].begin(), mid, ratios[r].end());
+    state.counters[references[r].counter] = *mid;
   }
 }
 
 void bm_stream_dgc(benchmark::State& state, std::size_t n) {
   stream_dgc s(n);
-  timed(state, n, 20, s, static_cast<stream_dgc*>(nullptr));
+  timed(state, n, 20, s);
 }
 
 void bm_stream_ef(benchmark::State& state, std::size_t n) {
   stream_ef s(n);
-  timed(state, n, 12, s, static_cast<stream_ef*>(nullptr));
+  timed(state, n, 12, s);
 }
 
 void bm_step(benchmark::State& state, std::size_t n, double density, bool correction, bool check_finite) {
@@ -166,12 +194,18 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
       target += static_cast<double>(r->target_elements);
     }
   };
+  // The 20- or 12-byte stream, and where the step checks its gradient, the stream after a
+  // checking read.
   if (correction) {
-    stream_dgc reference(n);
-    timed(state, n, 20, body, &reference, new_signs);
+    stream_dgc plain(n), checked(n, true);
+    std::vector<reference> refs = {{"ratio_to_stream", std::ref(plain)}};
+    if (check_finite) refs.push_back({"ratio_to_checked_stream", std::ref(checked)});
+    timed(state, n, 20, body, refs, new_signs);
   } else {
-    stream_ef reference(n);
-    timed(state, n, 12, body, &reference, new_signs);
+    stream_ef plain(n), checked(n, true);
+    std::vector<reference> refs = {{"ratio_to_stream", std::ref(plain)}};
+    if (check_finite) refs.push_back({"ratio_to_checked_stream", std::ref(checked)});
+    timed(state, n, 12, body, refs, new_signs);
   }
   if (!ok) state.SkipWithError("compress failed");
   state.counters["kept_over_k"] = target > 0 ? kept / target : 0.0;
@@ -229,8 +263,11 @@ void bm_model(benchmark::State& state, double density, std::size_t threads) {
   }
   const std::size_t n = model_numel(model);
   bool ok = true;
-  stream_dgc reference(n);
-  timed(state, n, 20, [&] { ok &= static_cast<bool>(c.compress(views)); }, &reference);
+  // Clipping needs the norm of every gradient before the first update: the checked stream is
+  // the one that reads the bytes this step must read.
+  stream_dgc plain(n), checked(n, true);
+  timed(state, n, 20, [&] { ok &= static_cast<bool>(c.compress(views)); },
+        {{"ratio_to_stream", std::ref(plain)}, {"ratio_to_checked_stream", std::ref(checked)}});
   if (!ok) {
     state.SkipWithError("compress failed");
     return;
