@@ -5,8 +5,8 @@
 // - unguided (first step): from a sample of the accumulator as it will be after the update,
 //   computed from the old state at the sampled positions only;
 // - guided (later steps): the pass keeps every element above a cut derived from the previous
-//   step's threshold (for tensors larger than the caches it also moves them out of the
-//   accumulator while they are in the L1 cache) and records the sampled keys as it goes; the
+//   steps' thresholds (for tensors larger than the caches at low density it also moves them out
+//   of the accumulator while they are in the L1 cache) and records the sampled keys as it goes; the
 //   threshold they give selects from those elements, with a filter pass over the accumulator
 //   only when the cut was too high or let more through than the workspace holds.
 #pragma once
@@ -179,11 +179,11 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
     // it is at or above the cut and the pool did not overflow, every element the selection can
     // take is in the pool: the same result as update-then-select without reading the data
     // again. Otherwise one filter pass over the accumulator follows.
-    // For tensors larger than the caches, the pass also moves the candidates at or above the
-    // predicted kept threshold out of the accumulator (and masks the momentum) block by block
-    // while they are in the L1 cache; afterwards only the mispredicted ones are written, where
-    // moving the whole selection out after the pass would be scattered writes that each miss
-    // the caches.
+    // For tensors larger than the caches at low density (moves_in_pass), the pass also moves
+    // the candidates at or above the predicted kept threshold out of the accumulator (and masks
+    // the momentum) block by block while they are in the L1 cache; afterwards only the
+    // mispredicted ones are written, where moving the whole selection out after the pass would
+    // be scattered writes that each miss the caches.
     workspace_carver carver(workspace);
     const std::size_t cap = st.plan.candidate_cap;
     st.samples = carver.take<key_type>(std::max(st.plan.max_samples, cap));
