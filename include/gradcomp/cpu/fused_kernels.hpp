@@ -5,10 +5,10 @@
 // - unguided (first step): from a sample of the accumulator as it will be after the update,
 //   computed from the old state at the sampled positions only;
 // - guided (later steps): the pass keeps every element above a cut derived from the previous
-//   steps' thresholds (for tensors larger than the caches at low density it also moves them out
-//   of the accumulator while they are in the L1 cache) and records the sampled keys as it goes; the
-//   threshold they give selects from those elements, with a filter pass over the accumulator
-//   only when the cut was too high or let more through than the workspace holds.
+//   steps' thresholds (for tensors larger than the caches at low density it also moves them
+//   out of the accumulator while they are in the L1 cache) and records the sampled keys as it
+//   goes; the threshold they give selects from those elements, with a filter pass over the
+//   accumulator only when the cut was too high or let more through than the workspace holds.
 #pragma once
 
 #include <algorithm>
@@ -276,7 +276,8 @@ result<selection_result<T>> accumulate_and_select_as(T m, T c, span<const T> g, 
 // data for the common case. `*guide` carries what the tensor's earlier steps tell this one
 // (value-initialised: nothing) and is updated; it decides only how much data is read and where
 // it is written, never the result. `move_policy` says whether a guided pass moves candidates
-// out (by default by the tensor's size and density; tests force either way). `out` and `values` hold k entries.
+// out (by default by the tensor's size and density; tests force either way). `out` and
+// `values` hold k entries.
 // Fails with workspace_too_small before modifying anything; nan_input means the accumulator
 // holds a NaN (its state is then updated, nothing moved out).
 template <class T>

@@ -526,7 +526,8 @@ struct candidate_pool {
     // Wrong side now means key >= move_cut: selected entries left in (to be zeroed) and moved
     // entries not selected (to go back). Branch-free: each entry is written at the next free
     // slot (w <= j), which advances only when it is one of them.
-    const std::size_t w = momentum != nullptr ? gather_wrong_side<true>(left_in) : gather_wrong_side<false>(left_in);
+    const std::size_t w =
+        momentum != nullptr ? gather_wrong_side<true>(left_in) : gather_wrong_side<false>(left_in);
     for (std::size_t j = 0; j < w; ++j) {
       if (j + gather_prefetch_distance < w) prefetch(idx[j + gather_prefetch_distance]);
       data[idx[j]] = values[j];

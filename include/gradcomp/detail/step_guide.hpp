@@ -15,7 +15,7 @@ struct step_guide {
   T kept = T(0);         // the last step's threshold of the kept entries (0: none)
   T kept_before = T(0);  // the step before's
   T sample_before = T(0);  // the step before's sample threshold
-  // How far below the last sample threshold a guided pass collects candidates, as a fraction of
+  // How far below predicted_sample_floor() a guided pass collects candidates, as a fraction of
   // it (0: not adapted yet). The band just below the threshold is dense (accumulators grow until
   // they cross it), so every point of margin costs many candidates; a cut above the new
   // threshold costs a second read of the data. The margin narrows while it suffices and widens
