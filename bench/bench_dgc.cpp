@@ -39,7 +39,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -65,15 +64,11 @@ std::vector<float> gradient(std::size_t n, std::uint64_t seed) {
   return g;
 }
 
-// True when no value of g is NaN or infinite: one read pass, vectorised by the compiler.
+// True when no value of g is NaN or infinite: one read pass, the library's own (AVX2 where the
+// CPU has it, faster than the compiler's loop at baseline flags), so that the checked reference
+// reads as fast as this machine lets one thread read.
 bool finite_read(const std::vector<float>& g) {
-  std::uint32_t bad = 0;  // all exponent bits set: NaN or infinity
-  for (const float x : g) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    bad |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
-  }
-  return bad == 0;
+  return gradcomp::detail::cpu::all_finite(gradcomp::span<const float>(g.data(), g.size()));
 }
 
 // Streaming loops that read and write exactly the bytes of a DGC step (20 per element) and of
