@@ -516,6 +516,7 @@ struct candidate_pool {
     // Selected entries are marked in their keys: 0 (below every move_cut) where moved out
     // already, `left_in` (above every key) where still in the data.
     constexpr key_t<T> left_in = ~key_t<T>(0);
+    assert(move_cut > 0);
     for (std::size_t c = 0; c < count_sel; ++c) {
       const std::uint32_t j = sel[c];
       assert(j < moved);
