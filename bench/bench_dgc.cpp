@@ -8,6 +8,10 @@
 //   BM_dgc_step/.../unchecked  the same with dgc_config::check_finite = false: without clipping,
 //                     compress then reads each gradient once instead of twice (for trainers
 //                     that check their gradients themselves)
+//   BM_dgc_pass/.../move_in_pass  the step's fused pass alone (cpu::accumulate_and_select)
+//                     moving its candidates out of the accumulator during the pass, against the
+//                     same pass moving the selection out afterwards: the two ways that
+//                     cpu::candidate_move chooses between by the tensor's size and density
 //   BM_stream_ef      v += g                         reads g, v; writes v: 12 bytes/element
 //   BM_ef_step        the same with error feedback only (momentum_correction = false)
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
@@ -24,12 +28,16 @@
 //                    gradient that checks it (24 or 16 bytes per element): for the steps that
 //                    check their gradient (check_finite, or the norm for clipping), which must
 //                    read it before their first write so that a bad one leaves the state as it was
+//   speedup_move_in_pass  (pass) time of the pass that moves afterwards / time of the one that
+//                    moves in the pass, the median over iterations (> 1: moving in the pass wins)
+//   moves_by_default (pass) 1 where the default policy moves in the pass at this size and density
 //   kept_over_k      selected entries / target
 //   message_bytes, compression_ratio  (model) wire size of one step and dense fp32 bytes over it
 //
 // Quick pass: bench_dgc --benchmark_min_time=0.01 --benchmark_filter='/65536/'
 #include <benchmark/benchmark.h>
 
+#include <gradcomp/cpu/fused_kernels.hpp>
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
@@ -42,6 +50,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -158,6 +167,38 @@ void bm_stream_ef(benchmark::State& state, std::size_t n) {
   timed(state, n, 12, s);
 }
 
+// A trainer's gradients change from step to step: before each step (untimed) the benchmarks draw
+// the gradient's signs anew, so the accumulator follows a random walk as with real noisy
+// gradients (one gradient again and again would make it grow in lockstep).
+struct noisy_gradient {
+  explicit noisy_gradient(std::size_t n) : values(gradient(n, 2)) {}
+  void new_signs() {
+    for (auto& x : values) {
+      bits ^= bits << 13;
+      bits ^= bits >> 7;
+      bits ^= bits << 17;
+      x = (bits & 1) ? -std::fabs(x) : std::fabs(x);
+    }
+  }
+  std::vector<float> values;
+  std::uint64_t bits = 0x9e3779b97f4a7c15ull;
+};
+
+// timed() against the plain streaming loop Stream, and where the step checks its gradient, also
+// against the loop after a checking read.
+template <class Stream, class Body>
+void timed_against_streams(benchmark::State& state, std::size_t n, std::size_t bytes_per_element,
+                           bool check_finite, Body&& body, const std::function<void()>& prepare) {
+  Stream plain(n);
+  std::vector<reference> refs = {{"ratio_to_stream", std::ref(plain)}};
+  std::unique_ptr<Stream> checked;
+  if (check_finite) {
+    checked = std::make_unique<Stream>(n, true);
+    refs.push_back({"ratio_to_checked_stream", std::ref(*checked)});
+  }
+  timed(state, n, bytes_per_element, body, refs, prepare);
+}
+
 void bm_step(benchmark::State& state, std::size_t n, double density, bool correction, bool check_finite) {
   gradcomp::dgc_config cfg;
   cfg.momentum_correction = correction;
@@ -165,20 +206,9 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
   cfg.schedule = gradcomp::warmup_schedule::constant(density);
   gradcomp::dgc_compressor<float> c(cfg);
   c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
-  // A trainer's gradients change from step to step: before each (untimed), the gradient's signs
-  // are drawn anew, so the accumulator follows a random walk as with real noisy gradients (one
-  // gradient again and again would make it grow in lockstep).
-  auto g = gradient(n, 2);
-  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.data(), n)};
-  std::uint64_t bits = 0x9e3779b97f4a7c15ull;
-  auto new_signs = [&] {
-    for (auto& x : g) {
-      bits ^= bits << 13;
-      bits ^= bits >> 7;
-      bits ^= bits << 17;
-      x = (bits & 1) ? -std::fabs(x) : std::fabs(x);
-    }
-  };
+  noisy_gradient g(n);
+  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
+  auto new_signs = [&] { g.new_signs(); };
   double kept = 0.0, target = 0.0;
   bool ok = true;
   auto body = [&] {
@@ -189,21 +219,68 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
       target += static_cast<double>(r->target_elements);
     }
   };
-  // The 20- or 12-byte stream, and where the step checks its gradient, the stream after a
-  // checking read.
-  if (correction) {
-    stream_dgc plain(n), checked(n, true);
-    std::vector<reference> refs = {{"ratio_to_stream", std::ref(plain)}};
-    if (check_finite) refs.push_back({"ratio_to_checked_stream", std::ref(checked)});
-    timed(state, n, 20, body, refs, new_signs);
-  } else {
-    stream_ef plain(n), checked(n, true);
-    std::vector<reference> refs = {{"ratio_to_stream", std::ref(plain)}};
-    if (check_finite) refs.push_back({"ratio_to_checked_stream", std::ref(checked)});
-    timed(state, n, 12, body, refs, new_signs);
-  }
+  if (correction)
+    timed_against_streams<stream_dgc>(state, n, 20, check_finite, body, new_signs);
+  else
+    timed_against_streams<stream_ef>(state, n, 12, check_finite, body, new_signs);
   if (!ok) state.SkipWithError("compress failed");
   state.counters["kept_over_k"] = target > 0 ? kept / target : 0.0;
+}
+
+// One tensor's fused pass (cpu::accumulate_and_select as compress runs it: vanilla momentum
+// correction, masking, the sampled threshold, a guide carried from step to step) with a given
+// policy for moving the candidates out of the accumulator.
+struct fused_pass {
+  fused_pass(std::size_t n, std::size_t k, gradcomp::detail::cpu::candidate_move move)
+      : u(n, 0.0f),
+        v(n, 0.0f),
+        idx(k),
+        values(k),
+        workspace(gradcomp::detail::cpu::accumulate_and_select_workspace_bytes<float>(cfg, n, k)),
+        move(move) {}
+  bool operator()(const std::vector<float>& g, std::uint64_t seed) {
+    using gradcomp::span;
+    const auto r = gradcomp::detail::cpu::accumulate_and_select<float>(
+        gradcomp::momentum_kind::vanilla, 0.9f, 1.0f, span<const float>(g.data(), g.size()),
+        span<float>(u.data(), u.size()), span<float>(v.data(), v.size()), idx.size(), cfg, seed,
+        span<std::uint32_t>(idx.data(), idx.size()), span<float>(values.data(), values.size()), true,
+        span<std::byte>(workspace.data(), workspace.size()), &guide, move);
+    return static_cast<bool>(r);
+  }
+  gradcomp::sampled_threshold_config cfg{};
+  std::vector<float> u, v;
+  std::vector<std::uint32_t> idx;
+  std::vector<float> values;
+  std::vector<std::byte> workspace;
+  gradcomp::detail::step_guide<float> guide{};
+  gradcomp::detail::cpu::candidate_move move;
+};
+
+// The fused pass moving its candidates out while their block is in the L1 cache (and only the
+// mispredicted ones afterwards), against the same pass that leaves them in and moves the
+// selection out afterwards (the reference, run on its own arrays before every iteration with
+// the same gradient and seed). Both give bitwise the same state; the benchmark checks it.
+void bm_pass(benchmark::State& state, std::size_t n, double density) {
+  const std::size_t k = gradcomp::kept_count(n, density);
+  noisy_gradient g(n);
+  fused_pass in_pass(n, k, gradcomp::detail::cpu::candidate_move::always);
+  fused_pass after(n, k, gradcomp::detail::cpu::candidate_move::never);
+  std::uint64_t seed = 1;
+  bool ok = true;
+  timed(state, n, 20, [&] { ok &= in_pass(g.values, seed); },
+        {{"speedup_move_in_pass", [&] { ok &= after(g.values, seed); }}},
+        [&] {
+          g.new_signs();
+          ++seed;
+        });
+  if (!ok) {
+    state.SkipWithError("accumulate_and_select failed");
+    return;
+  }
+  if (in_pass.u != after.u || in_pass.v != after.v || in_pass.idx != after.idx)
+    state.SkipWithError("moving in the pass changed the result");
+  state.counters["moves_by_default"] =
+      gradcomp::detail::cpu::moves_in_pass<float>(gradcomp::detail::cpu::candidate_move::by_size_and_density, n, k) ? 1.0 : 0.0;
 }
 
 struct tensor_spec {
@@ -293,6 +370,11 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(
           ("BM_dgc_step/float/cpu/" + size + "/density:" + density_name(d) + "/unchecked").c_str(), bm_step, n,
           d, true, false)
+          ->Unit(benchmark::kMillisecond);
+    for (double d : {0.001, 0.01})
+      benchmark::RegisterBenchmark(
+          ("BM_dgc_pass/float/cpu/" + size + "/density:" + density_name(d) + "/move_in_pass").c_str(), bm_pass,
+          n, d)
           ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_stream_ef/float/reference/" + size).c_str(), bm_stream_ef, n)
         ->Unit(benchmark::kMillisecond);
