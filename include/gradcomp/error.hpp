@@ -31,6 +31,8 @@ enum class errc : std::uint16_t {
   nan_input = 200,             ///< The input holds a NaN, which has no magnitude order.
   non_finite_input = 201,      ///< A gradient holds NaN or an infinity; state was not modified.
   value_out_of_range = 202,    ///< A finite value does not fit the chosen value coding (fp16 above 65504).
+  state_overflow = 203,        ///< Finite inputs would overflow a compressor's or aggregator's state
+                               ///< to infinity; nothing was modified.
   bad_magic = 300,             ///< The buffer does not start with the message magic "GCWF".
   unsupported_version = 301,   ///< The message's format version is newer than this decoder.
   truncated = 302,             ///< The buffer ends inside the header, a section or the checksum.
@@ -42,9 +44,15 @@ enum class errc : std::uint16_t {
   reserved_field = 308,        ///< A reserved field or flag bit is not zero.
   malformed_payload = 309,     ///< A payload's size or content disagrees with its coding.
   layout_mismatch = 310,       ///< A message's tensors disagree with the receiver's tensors.
+  section_not_allowed = 311,   ///< A section the message's kind does not allow where it stands
+                               ///< (a role, coding or position outside the kind's rules).
   unknown_tensor = 400,        ///< A tensor id or name that was never registered.
-  duplicate_tensor = 401,      ///< A tensor name registered twice.
+  duplicate_tensor = 401,      ///< A tensor name registered twice, or a tensor carried twice by
+                               ///< one message.
   wrong_tensor_count = 402,    ///< A step got a different number of tensors than registered.
+  missing_tensor = 403,        ///< A message lacks a section for a tensor the receiver expects.
+  config_mismatch = 404,       ///< A snapshot was taken with a configuration that differs from
+                               ///< the receiving object's (the error's detail names the field).
 };
 
 /// Returns the enumerator's name (`"k_exceeds_n"`), or `"unknown"` for a value outside the enum.
@@ -61,6 +69,7 @@ constexpr const char* to_string(errc e) noexcept {
     case errc::nan_input: return "nan_input";
     case errc::non_finite_input: return "non_finite_input";
     case errc::value_out_of_range: return "value_out_of_range";
+    case errc::state_overflow: return "state_overflow";
     case errc::bad_magic: return "bad_magic";
     case errc::unsupported_version: return "unsupported_version";
     case errc::truncated: return "truncated";
@@ -72,9 +81,12 @@ constexpr const char* to_string(errc e) noexcept {
     case errc::reserved_field: return "reserved_field";
     case errc::malformed_payload: return "malformed_payload";
     case errc::layout_mismatch: return "layout_mismatch";
+    case errc::section_not_allowed: return "section_not_allowed";
     case errc::unknown_tensor: return "unknown_tensor";
     case errc::duplicate_tensor: return "duplicate_tensor";
     case errc::wrong_tensor_count: return "wrong_tensor_count";
+    case errc::missing_tensor: return "missing_tensor";
+    case errc::config_mismatch: return "config_mismatch";
   }
   return "unknown";
 }
@@ -96,7 +108,8 @@ class error : public std::runtime_error {
 
 /// Tag type to build a failed `result` (as `std::unexpected`).
 struct unexpected {
-  errc code;  ///< The error carried.
+  errc code;                       ///< The error carried.
+  const char* detail = nullptr;  ///< Optional static text that narrows it (a field's name).
 };
 
 /**
@@ -113,7 +126,7 @@ class [[nodiscard]] result {
   result(T v) noexcept(std::is_nothrow_move_constructible<T>::value)  // NOLINT implicit
       : value_(std::move(v)), code_(errc::ok) {}
   /// A failed result.
-  result(unexpected u) noexcept : value_(), code_(u.code) {}  // NOLINT implicit
+  result(unexpected u) noexcept : value_(), code_(u.code), detail_(u.detail) {}  // NOLINT implicit
 
   /// True when a value is held.
   bool has_value() const noexcept { return code_ == errc::ok; }
@@ -121,14 +134,16 @@ class [[nodiscard]] result {
   explicit operator bool() const noexcept { return has_value(); }
   /// The error code; `errc::ok` when a value is held.
   errc error() const noexcept { return code_; }
-  /// The value; throws `gradcomp::error` if the result holds an error.
+  /// What narrows the error (for `errc::config_mismatch`, the field's name); `""` if nothing.
+  const char* detail() const noexcept { return detail_ != nullptr ? detail_ : ""; }
+  /// The value; throws `gradcomp::error` (with the detail) if the result holds an error.
   const T& value() const& {
-    if (!has_value()) throw gradcomp::error(code_);
+    if (!has_value()) throw gradcomp::error(code_, detail());
     return value_;
   }
-  /// The value; throws `gradcomp::error` if the result holds an error.
+  /// The value; throws `gradcomp::error` (with the detail) if the result holds an error.
   T& value() & {
-    if (!has_value()) throw gradcomp::error(code_);
+    if (!has_value()) throw gradcomp::error(code_, detail());
     return value_;
   }
   /// The value, unchecked.
@@ -145,6 +160,7 @@ class [[nodiscard]] result {
  private:
   T value_;
   errc code_;
+  const char* detail_ = nullptr;
 };
 
 /// `result<void>`: success or an `errc`.
@@ -154,23 +170,29 @@ class [[nodiscard]] result<void> {
   /// A successful result.
   result() noexcept : code_(errc::ok) {}
   /// A failed result.
-  result(unexpected u) noexcept : code_(u.code) {}  // NOLINT implicit
+  result(unexpected u) noexcept : code_(u.code), detail_(u.detail) {}  // NOLINT implicit
   /// True on success.
   bool has_value() const noexcept { return code_ == errc::ok; }
   /// True on success.
   explicit operator bool() const noexcept { return has_value(); }
   /// The error code; `errc::ok` on success.
   errc error() const noexcept { return code_; }
-  /// Throws `gradcomp::error` if the result holds an error.
+  /// What narrows the error (for `errc::config_mismatch`, the field's name); `""` if nothing.
+  const char* detail() const noexcept { return detail_ != nullptr ? detail_ : ""; }
+  /// Throws `gradcomp::error` (with the detail) if the result holds an error.
   void value() const {
-    if (!has_value()) throw gradcomp::error(code_);
+    if (!has_value()) throw gradcomp::error(code_, detail());
   }
 
  private:
   errc code_;
+  const char* detail_ = nullptr;
 };
 
-/// Builds a failed result: `return fail(errc::size_mismatch);`.
-constexpr unexpected fail(errc code) noexcept { return unexpected{code}; }
+/// Builds a failed result: `return fail(errc::size_mismatch);`. `detail`, when given, must be a
+/// string with static storage (a field's name); `result::detail()` returns it.
+constexpr unexpected fail(errc code, const char* detail = nullptr) noexcept {
+  return unexpected{code, detail};
+}
 
 }  // namespace gradcomp
