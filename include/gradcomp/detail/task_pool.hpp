@@ -93,19 +93,30 @@ class task_pool {
   std::atomic<std::size_t> next_{0};
 };
 
-// Holds a task_pool created on first use; copies start without one (threads are not copied).
+// Holds a task_pool created on first use. Copies start without one, and an object assigned to
+// drops its own (threads are never copied); get(threads) always returns a pool of exactly
+// `threads` threads, replacing one of another size, so the pool always matches the owner's
+// configuration and the scratch memory sized for it.
 class lazy_task_pool {
  public:
   lazy_task_pool() = default;
   lazy_task_pool(const lazy_task_pool&) noexcept {}
-  lazy_task_pool& operator=(const lazy_task_pool&) noexcept { return *this; }
+  lazy_task_pool& operator=(const lazy_task_pool& other) noexcept {
+    if (this != &other) pool_.reset();
+    return *this;
+  }
   lazy_task_pool(lazy_task_pool&&) noexcept = default;
   lazy_task_pool& operator=(lazy_task_pool&&) noexcept = default;
 
   task_pool& get(std::size_t threads) {
-    if (!pool_) pool_ = std::make_unique<task_pool>(threads);
+    if (!pool_ || pool_->threads() != threads) {
+      pool_.reset();
+      pool_ = std::make_unique<task_pool>(threads);
+    }
     return *pool_;
   }
+  // Threads of the current pool, 0 before the first get.
+  std::size_t threads() const noexcept { return pool_ ? pool_->threads() : 0; }
 
  private:
   std::unique_ptr<task_pool> pool_;
