@@ -75,6 +75,8 @@ class warmup_schedule {
                                    schedule_unit unit = schedule_unit::epoch,
                                    std::size_t steps_per_stage = 1) {
     if (densities.empty()) throw error(errc::invalid_argument, "empty density list");
+    if (unit != schedule_unit::epoch && unit != schedule_unit::step)
+      throw error(errc::invalid_argument, "unit is not a schedule_unit");
     for (double d : densities) check_density(d);
     if (steps_per_stage == 0) throw error(errc::invalid_argument, "steps_per_stage must be > 0");
     return warmup_schedule(std::move(densities), unit, steps_per_stage);
