@@ -195,7 +195,7 @@ void bm_exact_topk(benchmark::State& state, params p) {
   const std::size_t k = p.k();
   const gradcomp::cpu_backend cpu;
   std::vector<std::uint32_t> out(k);
-  std::vector<std::byte> ws(gradcomp::exact_topk_workspace_bytes<float>(cpu, p.n, k));
+  std::vector<std::byte> ws(gradcomp::exact_topk_workspace_bytes<float>(cpu, p.n, k).value());
   bool ok = true;
   timed(state, p, "exact_topk",
         {{"nth_element", "speedup_vs_nth_element"}, {"stream", "ratio_to_stream"}}, [&] {
@@ -214,7 +214,7 @@ void bm_sampled(benchmark::State& state, params p) {
   const gradcomp::cpu_backend cpu;
   const gradcomp::sampled_threshold_config cfg;
   std::vector<std::uint32_t> out(k);
-  std::vector<std::byte> ws(gradcomp::sampled_threshold_workspace_bytes<float>(cpu, cfg, p.n, k));
+  std::vector<std::byte> ws(gradcomp::sampled_threshold_workspace_bytes<float>(cpu, cfg, p.n, k).value());
   double kept = 0.0;
   std::uint64_t seed = 1;
   bool ok = true;

@@ -138,7 +138,7 @@ bool encode_case(const wire_case& c, const dataset& d, std::vector<std::byte>& m
   opt.indices = c.indices;
   opt.values = c.values;
   opt.checksum = c.checksum;
-  msg.assign(static_cast<std::size_t>(wire::max_encoded_bytes(sections, opt)), std::byte{0});
+  msg.assign(wire::max_encoded_bytes(sections, opt).value(), std::byte{0});
   const auto n = wire::encode(sections, opt, gradcomp::span<std::byte>(msg.data(), msg.size()));
   if (!n) {
     why = std::string("encode failed: ") + gradcomp::to_string(n.error());
@@ -210,7 +210,7 @@ void BM_wire_encode(benchmark::State& state, wire_case c) {
   opt.indices = c.indices;
   opt.values = c.values;
   opt.checksum = c.checksum;
-  std::vector<std::byte> out(static_cast<std::size_t>(wire::max_encoded_bytes(sections, opt)));
+  std::vector<std::byte> out(wire::max_encoded_bytes(sections, opt).value());
   const gradcomp::span<std::byte> out_view(out.data(), out.size());
   bool failed = false;
   for (auto _ : state) {

@@ -27,7 +27,7 @@ int main() {
   // Sampled: the threshold comes from a 1% sample; never more than k indices.
   gradcomp::sampled_threshold_config cfg;  // 1% strided sample, bounds 0.8 / 1.3
   std::vector<std::byte> workspace(
-      gradcomp::sampled_threshold_workspace_bytes<float>(cpu, cfg, n, k));
+      gradcomp::sampled_threshold_workspace_bytes<float>(cpu, cfg, n, k).value());
   const auto sampled = gradcomp::sampled_threshold_select(
       cpu, in, k, cfg, /*seed=*/42, out, gradcomp::span<std::byte>(workspace.data(), workspace.size()));
   if (!sampled) return 1;

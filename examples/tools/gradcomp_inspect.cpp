@@ -3,10 +3,12 @@
 //   gradcomp-inspect FILE...
 //
 // For each file: the message header (version, kind, sections, length, checksum), each section
-// (tensor, role, numel, kept, density, codings, payload sizes, bits per kept element), then the
-// verdict of `wire::validate` as a line `FILE: ok` or `FILE: <error name>`. A damaged file still
-// shows what can be read of it before the error: the raw header fields, the sections that lie
-// inside the buffer, the stored and computed checksums.
+// (tensor, role, numel, kept, density, codings, payload sizes, bits per kept element, whether the
+// rules of the message's kind allow it; for a snapshot's state section, its words by name), then
+// the verdict of `wire::validate` as a line `FILE: ok` or `FILE: <error name>`. A damaged file
+// still shows what can be read of it before the error: the raw header fields, the sections that
+// lie inside the buffer, the first section that breaks a rule of its kind (`section_not_allowed`,
+// `duplicate_tensor`), the stored and computed checksums.
 //
 // Exit status: 0 when every file is a valid message, 1 when any is not (or cannot be read),
 // 2 for a usage error.
@@ -18,6 +20,7 @@
 
 #include <cerrno>
 #include <cinttypes>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -102,6 +105,56 @@ void print_section(std::uint32_t i, const wire::section_header& s) {
     std::printf("    section %.3f bits per kept element\n", per_kept_bits(s.bytes, s.kept));
 }
 
+// Prints the words of a state section by name (fp64 values, already checked to be finite), then
+// what they mean if every word is in its range, else the error `validate` reports for them.
+void print_state_words(gradcomp::span<const std::byte> msg, const wire::section_header& s,
+                       const std::vector<double>& w) {
+  auto line = [](const char* name, double x) {
+    if (x >= 0.0 && x < 18446744073709551616.0 && std::floor(x) == x)
+      std::printf("      %-20s %" PRIu64 "\n", name, static_cast<std::uint64_t>(x));
+    else
+      std::printf("      %-20s %.17g\n", name, x);
+  };
+  const gradcomp::errc range = wire::detail::check_state_words(msg, s);
+  if (w.size() == wire::snapshot_state_words) {
+    namespace sw = wire::state_word;
+    const char* names[wire::snapshot_state_words] = {
+        "step_low", "step_high", "epoch_low", "epoch_high", "seed_low",
+        "seed_high", "momentum_correction", "nesterov", "selection"};
+    std::printf("    state words (current layout):\n");
+    for (std::size_t j = 0; j < w.size(); ++j) line(names[j], w[j]);
+    if (range == gradcomp::errc::ok) {
+      auto joined = [&](std::size_t lo, std::size_t hi) {
+        return static_cast<std::uint64_t>(w[lo]) | (static_cast<std::uint64_t>(w[hi]) << 32);
+      };
+      std::printf("      = step %" PRIu64 ", epoch %" PRIu64 ", seed %" PRIu64
+                  ", momentum correction %s, nesterov %s, selection %s\n",
+                  joined(sw::step_low, sw::step_high), joined(sw::epoch_low, sw::epoch_high),
+                  joined(sw::seed_low, sw::seed_high),
+                  w[sw::momentum_correction] == 1.0 ? "on" : "off",
+                  w[sw::nesterov] == 1.0 ? "on" : "off",
+                  w[sw::selection] == 1.0 ? "exact_topk" : "sampled_threshold");
+    }
+  } else if (w.size() == wire::snapshot_legacy_state_words) {
+    namespace lw = wire::legacy_state_word;
+    std::printf("    state words (legacy layout):\n");
+    line("step", w[lw::step]);
+    line("epoch", w[lw::epoch]);
+    line("seed_low", w[lw::seed_low]);
+    line("seed_high", w[lw::seed_high]);
+    if (range == gradcomp::errc::ok)
+      std::printf("      = step %" PRIu64 ", epoch %" PRIu64 ", seed %" PRIu64 "\n",
+                  static_cast<std::uint64_t>(w[lw::step]), static_cast<std::uint64_t>(w[lw::epoch]),
+                  static_cast<std::uint64_t>(w[lw::seed_low]) |
+                      (static_cast<std::uint64_t>(w[lw::seed_high]) << 32));
+  } else {
+    return;  // not a state section's word count: the rules report it
+  }
+  if (range != gradcomp::errc::ok)
+    std::printf("    state words: %s (a word is not an integer in its range)\n",
+                gradcomp::to_string(range));
+}
+
 // Prints what can be read of one message and returns validate's verdict.
 gradcomp::errc inspect(gradcomp::span<const std::byte> msg) {
   std::printf("  file bytes %zu\n", msg.size());
@@ -138,14 +191,31 @@ gradcomp::errc inspect(gradcomp::span<const std::byte> msg) {
   std::uint64_t offset = wire::message_header_bytes;
   std::vector<std::uint32_t> scratch_indices;
   std::vector<double> scratch_values;
+  // The rules of the message's kind, section by section, while the kind is known and no rule
+  // was broken yet (later sections are not judged against a broken one).
+  const bool known_kind = kind <= static_cast<std::uint32_t>(wire::message_kind::snapshot);
+  wire::message_header rules_header;
+  rules_header.kind = static_cast<wire::message_kind>(known_kind ? kind : 0);
+  rules_header.section_count = count;
+  wire::detail::kind_rules rules(rules_header);
+  bool rules_ok = known_kind;
+  bool all_read = true;
   for (std::uint32_t i = 0; i < count; ++i) {
     const auto s = wire::read_section_header(msg, offset, end);
     if (!s) {
       std::printf("  section %" PRIu32 " at offset %" PRIu64 ": %s\n", i, offset,
                   gradcomp::to_string(s.error()));
+      all_read = false;
       break;
     }
     print_section(i, *s);
+    if (rules_ok) {
+      const gradcomp::errc e = rules.section(*s);
+      if (e != gradcomp::errc::ok) {
+        std::printf("    rules of a %s message: %s\n", kind_name(kind), gradcomp::to_string(e));
+        rules_ok = false;
+      }
+    }
     // The payload check of `validate`, section by section (decode_section checks before it
     // writes). Buffers are bounded by the value payload, which lies inside the file.
     scratch_values.resize(s->kept);
@@ -154,7 +224,15 @@ gradcomp::errc inspect(gradcomp::span<const std::byte> msg) {
         msg, *s, gradcomp::span<std::uint32_t>(scratch_indices.data(), scratch_indices.size()),
         gradcomp::span<double>(scratch_values.data(), scratch_values.size()));
     std::printf("    payload %s\n", d ? "ok" : gradcomp::to_string(d.error()));
+    if (d && s->role == wire::section_role::state && s->values == wire::value_coding::fp64)
+      print_state_words(msg, *s, scratch_values);
     offset += s->bytes;
+  }
+  if (rules_ok && all_read) {
+    const gradcomp::errc e = rules.finish();
+    if (e != gradcomp::errc::ok)
+      std::printf("  rules of a %s message, after the last section: %s\n", kind_name(kind),
+                  gradcomp::to_string(e));
   }
   if (offset < end && offset >= wire::message_header_bytes && h)
     std::printf("  %" PRIu64 " bytes after the last section\n", end - offset);

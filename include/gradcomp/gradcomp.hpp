@@ -19,6 +19,7 @@
 #include "span.hpp"
 #include "tensor_message.hpp"
 #include "version.hpp"
+#include "wire/accumulate.hpp"
 #include "wire/crc32c.hpp"
 #include "wire/decode.hpp"
 #include "wire/encode.hpp"

@@ -476,9 +476,9 @@ TEST_CASE("the aggregator sums duplicates across workers, averages, and rejects 
   gradcomp::tensor_message<float> out_of_range{0, 8, false, {bad.data(), 2}, {v1.data(), 2}};
   CHECK(agg.add(out_of_range).error() == errc::index_out_of_range);
   gradcomp::tensor_message<float> wrong_numel{0, 9, false, {i1.data(), 2}, {v1.data(), 2}};
-  CHECK(agg.add(wrong_numel).error() == errc::size_mismatch);
+  CHECK(agg.add(wrong_numel).error() == errc::layout_mismatch);
   gradcomp::tensor_message<float> wrong_kind{1, 2, false, {i1.data(), 1}, {v1.data(), 1}};
-  CHECK(agg.add(wrong_kind).error() == errc::size_mismatch);
+  CHECK(agg.add(wrong_kind).error() == errc::layout_mismatch);
   gradcomp::tensor_message<float> unknown{2, 2, true, {}, {dense.data(), 2}};
   CHECK(agg.add(unknown).error() == errc::unknown_tensor);
   CHECK(std::vector<float>(agg.update(0).begin(), agg.update(0).end()) == std::vector<float>(8, 0.0f));

@@ -115,10 +115,10 @@ TEST_CASE("a snapshot is refused, and nothing changes, when it does not fit") {
   CHECK(other.step() == 0);
 
   dgc_config no_momentum = make_config(1);
-  no_momentum.momentum_correction = false;  // no momentum sections expected
+  no_momentum.momentum_correction = false;  // the snapshot records momentum correction
   dgc_compressor<float> nm(no_momentum);
   register_model(nm);
-  CHECK(restore_snapshot(nm, msg).error() == errc::layout_mismatch);
+  CHECK(restore_snapshot(nm, msg).error() == errc::config_mismatch);
 
   dgc_compressor<double> wider(make_config(1));  // fp64 state expected
   register_model(wider);

@@ -405,7 +405,7 @@ TEST_SUITE("real_data") {
       for (std::size_t t = 0; t < layout.num_tensors(); ++t) {
         const auto& info = layout.info(t);
         const std::size_t k = info.compressed ? gradcomp::kept_count(info.numel, r.final_density) : info.numel;
-        bound += gradcomp::wire::max_section_bytes(info.numel, k, !info.compressed, o.wire);
+        bound += gradcomp::wire::max_section_bytes(info.numel, k, !info.compressed, o.wire).value();
       }
       CHECK(r.bytes_per_step_final > 0.0);
       CHECK(r.bytes_per_step_final <= static_cast<double>(bound));

@@ -11,11 +11,18 @@
 //   - decode_section<float/double> accepts a section exactly when an independent bit-by-bit
 //     reference decoder does, then returns kept, strictly increasing indices below numel and the
 //     reference's values (all finite); on error it writes nothing; too-small outputs are refused;
+//   - decode_section refuses, with invalid_argument and without writing, a section header that
+//     differs from the message's in one field (offset, bytes, kept, numel, index_bytes, codings);
 //   - if validate succeeds every decode_section succeeds (float may refuse an fp64 value beyond
 //     its range with value_out_of_range, and only then);
+//   - validate and validate<float> report exactly the error of a model: per section in message
+//     order the rules of the message's kind (checked by an independent reference of the spec's
+//     "Rules of each kind": roles, dense snapshots, the state section and its words, residual /
+//     momentum pairing, receiver momentum, increasing ids, one coding, repeated tensors), then
+//     the payload; after the last section the pairing rule's end;
 //   - decode_accumulate, with a matching layout and with mismatched ones, fails with exactly the
 //     documented error and leaves the accumulators bitwise unchanged, or adds the decoded values;
-//   - the throwing decode<T> agrees with validate and decode_section;
+//   - the throwing decode<T> agrees with validate<T> and decode_section;
 //   - a valid section re-encoded with its own codings gives back the same bytes where the coding
 //     admits a single encoding (raw_u32, bitmap, dense, delta_varint; rice when the encoder
 //     picks the same parameter).
@@ -25,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <gradcomp/wire/decode.hpp>
@@ -195,6 +203,97 @@ errc reference_value_error(const reference_section& r) {
   return errc::ok;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Independent reference of the rules of each kind (docs/wire_format.md, "Rules of each kind"),
+// quadratic and direct: section i is judged against all sections before it, which obey the rules.
+// ---------------------------------------------------------------------------------------------
+
+constexpr std::uint32_t state_tensor = 0xffffffffu;
+
+// The error of the rules for section i (sections 0..i-1 obey them), or ok.
+errc reference_kind_error(wire::message_kind kind, const std::vector<section_header>& all,
+                          std::size_t i) {
+  using wire::section_role;
+  const section_header& s = all[i];
+  if (kind == wire::message_kind::gradients) {
+    if (s.role != section_role::gradient) return errc::section_not_allowed;
+    for (std::size_t j = 0; j < i; ++j)
+      if (all[j].tensor == s.tensor) return errc::duplicate_tensor;
+    return errc::ok;
+  }
+  // 1. What a section may be, whatever comes before it.
+  if (s.role == section_role::gradient || s.indices != index_coding::dense)
+    return errc::section_not_allowed;
+  if (s.role == section_role::state)
+    return i == 0 && s.tensor == state_tensor && s.values == value_coding::fp64 &&
+                   (s.numel == 9 || s.numel == 4)
+               ? errc::ok
+               : errc::section_not_allowed;
+  if (s.tensor == state_tensor ||
+      (s.values != value_coding::fp32 && s.values != value_coding::fp64))
+    return errc::section_not_allowed;
+  // 2. The form: a compressor snapshot starts with its state section, an aggregator's does not.
+  const bool compressor = all[0].role == section_role::state;
+  if (compressor == (s.role == section_role::receiver_momentum)) return errc::section_not_allowed;
+  // 3. The same role and tensor as an earlier section.
+  for (std::size_t j = 0; j < i; ++j)
+    if (all[j].role == s.role && all[j].tensor == s.tensor) return errc::duplicate_tensor;
+  // 4. Order, pairing and one value coding.
+  const std::size_t first = compressor ? 1 : 0;
+  if (i > first && s.values != all[first].values) return errc::section_not_allowed;
+  bool any_momentum = false, residual_pair = false;  // before i
+  for (std::size_t j = 0; j < i; ++j) {
+    any_momentum |= all[j].role == section_role::momentum;
+    if (j + 1 < i)
+      residual_pair |= all[j].role == section_role::residual && all[j + 1].role == section_role::residual;
+  }
+  switch (s.role) {
+    case section_role::receiver_momentum:
+      if (i > 0 && s.tensor < all[i - 1].tensor) return errc::section_not_allowed;
+      return errc::ok;
+    case section_role::residual:
+      for (std::size_t j = first; j < i; ++j)
+        if (all[j].role == section_role::residual && all[j].tensor > s.tensor)
+          return errc::section_not_allowed;
+      if (all[i - 1].role == section_role::residual && any_momentum) return errc::section_not_allowed;
+      return errc::ok;
+    case section_role::momentum:
+      if (all[i - 1].role != section_role::residual || all[i - 1].tensor != s.tensor ||
+          residual_pair)
+        return errc::section_not_allowed;
+      return errc::ok;
+    default:
+      return errc::section_not_allowed;
+  }
+}
+
+// The rule checked after the last section: with momentum sections, the last residual has one.
+errc reference_kind_end_error(wire::message_kind kind, const std::vector<section_header>& all) {
+  if (kind != wire::message_kind::snapshot || all.empty()) return errc::ok;
+  bool any_momentum = false;
+  for (const auto& s : all) any_momentum |= s.role == wire::section_role::momentum;
+  return any_momentum && all.back().role == wire::section_role::residual ? errc::section_not_allowed
+                                                                         : errc::ok;
+}
+
+// The words of a state section (sound payload): integers in their ranges, no negative zero.
+errc reference_state_words_error(const reference_section& r) {
+  auto count = [](double x, double limit) {
+    return !std::signbit(x) && x < limit && std::trunc(x) == x;
+  };
+  const double two32 = 4294967296.0, two53 = 9007199254740992.0;
+  const std::vector<double>& w = r.values;
+  bool ok = false;
+  if (w.size() == 9) {
+    ok = true;
+    for (int j = 0; j < 6; ++j) ok = ok && count(w[j], two32);
+    for (int j = 6; j < 9; ++j) ok = ok && (w[j] == 0.0 || w[j] == 1.0) && !std::signbit(w[j]);
+  } else if (w.size() == 4) {
+    ok = count(w[0], two53) && count(w[1], two53) && count(w[2], two32) && count(w[3], two32);
+  }
+  return ok ? errc::ok : errc::malformed_payload;
+}
+
 // True when the checksum flag is set and the trailer differs from the CRC-32C of the bytes
 // before it (the buffer holds at least the header and the trailer).
 bool crc_mismatch(const std::vector<std::byte>& buf) {
@@ -290,6 +389,31 @@ decoded<T> decode_and_check(span<const std::byte> msg, const section_header& s,
     FUZZ_CHECK(same_bytes(val.data(), val0.data(), val.size() * sizeof(T)));
   }
 
+  // A header that differs from the message's in one field is refused before anything is read
+  // through it (outputs large enough for the lie, so only the header check can refuse).
+  {
+    std::vector<section_header> lies(8, s);
+    lies[0].offset += 1;
+    lies[1].bytes += 1;
+    lies[2].kept += 1;
+    lies[3].numel ^= 1u;
+    lies[4].index_bytes += 8;
+    lies[5].values = s.values == value_coding::fp64 ? value_coding::fp32 : value_coding::fp64;
+    lies[6].indices = dense ? index_coding::raw_u32 : index_coding::dense;
+    lies[7].offset = msg.size() + 64;
+    std::vector<std::uint32_t> big_idx(std::size_t(s.kept) + 2, index_pattern);
+    std::vector<T> big_val(std::size_t(s.kept) + 2, value_pattern<T>(1));
+    for (const auto& lie : lies) {
+      const auto r = wire::decode_section<T>(msg, lie,
+                                             span<std::uint32_t>(big_idx.data(), big_idx.size()),
+                                             span<T>(big_val.data(), big_val.size()));
+      FUZZ_CHECK_ERRC(r.error(), errc::invalid_argument);
+    }
+    FUZZ_CHECK(std::all_of(big_idx.begin(), big_idx.end(),
+                           [](std::uint32_t x) { return x == index_pattern; }));
+    for (const T x : big_val) FUZZ_CHECK(same_bits(x, value_pattern<T>(1)));
+  }
+
   // A dense section does not touch `indices`, so an empty span must do.
   const auto r = dense ? wire::decode_section<T>(msg, s, span<std::uint32_t>(),
                                                  span<T>(val.data(), val.size()))
@@ -348,25 +472,40 @@ struct message_view {
   message_header header;
   errc walk_error = errc::ok;  // for_each_section's error (ok when it succeeded)
   std::vector<section_header> sections;  // sections whose headers were read
+  std::vector<errc> kind_errors;         // the reference's kind rule error of each section
+  std::vector<errc> state_errors;        // the reference's state word error of each section
+  errc kind_end_error = errc::ok;        // the reference's rule after the last section
   std::vector<decoded<float>> as_float;
   std::vector<decoded<double>> as_double;
 };
 
-// What validate_as<T> (validate for double, the first step of decode_accumulate<T>) must report:
-// the first payload error among the sections whose headers were read, else the walk's error.
+// What validate<T> (and detail::validate_as<T>, the first step of decode_accumulate<T>) must
+// report, and the index of the section it comes from (sections.size() when from none): per
+// section in order its kind rule error, then its payload error, then its state words; else the
+// walk's error; else the rule after the last section.
 template <class T>
-errc expected_validation_error(const message_view& m) {
+std::pair<errc, std::size_t> expected_validation(const message_view& m) {
   const auto& dec = [&]() -> const auto& {
     if constexpr (std::is_same_v<T, float>) return m.as_float;
     else return m.as_double;
   }();
-  for (const auto& d : dec)
-    if (d.error != errc::ok) return d.error;
-  return m.walk_error;
+  for (std::size_t i = 0; i < dec.size(); ++i) {
+    if (m.kind_errors[i] != errc::ok) return {m.kind_errors[i], i};
+    if (dec[i].error != errc::ok) return {dec[i].error, i};
+    if (m.state_errors[i] != errc::ok) return {m.state_errors[i], i};
+  }
+  if (m.walk_error != errc::ok) return {m.walk_error, dec.size()};
+  return {m.kind_end_error, dec.size()};
 }
 
+template <class T>
+errc expected_validation_error(const message_view& m) {
+  return expected_validation<T>(m).first;
+}
+
+// A section's fit with the accumulators (a role other than gradient is a kind rule error, part
+// of the validation error).
 errc layout_error(const section_header& s, const std::vector<std::size_t>& sizes) {
-  if (s.role != wire::section_role::gradient) return errc::layout_mismatch;
   if (s.tensor >= sizes.size()) return errc::unknown_tensor;
   if (sizes[s.tensor] < s.numel) return errc::output_too_small;
   if (sizes[s.tensor] > s.numel) return errc::size_mismatch;
@@ -374,13 +513,14 @@ errc layout_error(const section_header& s, const std::vector<std::size_t>& sizes
 }
 
 // The errors decode_accumulate<T> may report. For a sound message exactly one: the kind, then
-// each section's layout, in order. For a damaged message the documentation fixes no order
-// between the damage and the layout checks, so any of: the validation error, or a layout error
-// of the kind or of a section up to the damaged one; a damaged message header always comes first.
+// each section's layout, in order. For a damaged message (a broken kind rule included) the
+// documentation fixes no order between the damage and the layout checks, so any of: the
+// validation error, or a layout error of the kind or of a section up to the damaged one; a
+// damaged message header always comes first.
 template <class T>
 std::vector<errc> expected_accumulate_errors(const message_view& m,
                                              const std::vector<std::size_t>& sizes) {
-  const errc v = expected_validation_error<T>(m);
+  const auto [v, damaged] = expected_validation<T>(m);
   if (v == errc::ok) {
     if (m.header.kind != wire::message_kind::gradients) return {errc::layout_mismatch};
     for (const auto& s : m.sections)
@@ -390,14 +530,8 @@ std::vector<errc> expected_accumulate_errors(const message_view& m,
   if (m.header_error != errc::ok) return {v};
   std::vector<errc> allowed = {v};
   if (m.header.kind != wire::message_kind::gradients) allowed.push_back(errc::layout_mismatch);
-  const auto& dec = [&]() -> const auto& {
-    if constexpr (std::is_same_v<T, float>) return m.as_float;
-    else return m.as_double;
-  }();
-  for (std::size_t i = 0; i < m.sections.size(); ++i) {
+  for (std::size_t i = 0; i < m.sections.size() && i <= damaged; ++i)
     if (const errc e = layout_error(m.sections[i], sizes); e != errc::ok) allowed.push_back(e);
-    if (dec[i].error != errc::ok) break;  // the damaged section
-  }
   return allowed;
 }
 
@@ -477,10 +611,11 @@ void check_reencode(span<const std::byte> msg, const section_header& s,
   opt.values = s.values;
   opt.dense_values = s.values;
   const span<const gradcomp::tensor_message<double>> one(&tm, 1);
-  const std::uint64_t bound = wire::max_encoded_bytes(one, opt);
+  const auto bound = wire::max_encoded_bytes(one, opt);
+  FUZZ_CHECK_MSG(bound.has_value(), gradcomp::to_string(bound.error()));
   const auto size = wire::encoded_bytes(one, opt);
   FUZZ_CHECK_MSG(size.has_value(), gradcomp::to_string(size.error()));
-  FUZZ_CHECK(*size <= bound);
+  FUZZ_CHECK(*size <= *bound);
   std::vector<std::byte> out(*size);
   const auto n = wire::encode(one, opt, span<std::byte>(out.data(), out.size()));
   FUZZ_CHECK_MSG(n.has_value(), gradcomp::to_string(n.error()));
@@ -586,10 +721,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
 
+  // ---- the kind's rules, by the reference ----
+  for (std::size_t i = 0; i < m.sections.size(); ++i) {
+    m.kind_errors.push_back(reference_kind_error(m.header.kind, m.sections, i));
+    const bool state = m.sections[i].role == wire::section_role::state &&
+                       m.kind_errors.back() == errc::ok && m.as_double[i].error == errc::ok;
+    m.state_errors.push_back(state ? reference_state_words_error(reference_decode(m.msg, m.sections[i]))
+                                   : errc::ok);
+    if (m.kind_errors.back() != errc::ok) break;  // later sections are judged against sound ones
+  }
+  m.kind_errors.resize(m.sections.size(), errc::ok);
+  m.state_errors.resize(m.sections.size(), errc::ok);
+  if (walked) m.kind_end_error = reference_kind_end_error(m.header.kind, m.sections);
+
   // ---- validate reports the first error in message order, and succeeds when all is sound ----
   FUZZ_CHECK_ERRC(validated.error(), expected_validation_error<double>(m));
   if (validated)
     for (const auto& d : m.as_double) FUZZ_CHECK(d.error == errc::ok);
+  const auto validated_float = wire::validate<float>(m.msg);
+  FUZZ_CHECK_ERRC(validated_float.error(), expected_validation_error<float>(m));
+  FUZZ_CHECK_ERRC(wire::validate<double>(m.msg).error(), validated.error());
 
   // ---- decode_accumulate: matching layout, then two mismatched ones ----
   std::vector<std::size_t> sizes;
@@ -651,6 +802,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const gradcomp::error& e) {
     FUZZ_CHECK_MSG(!validated.has_value(), "decode<double> threw on a valid message");
     FUZZ_CHECK_ERRC(e.code(), validated.error());
+  }
+  try {
+    const auto all = wire::decode<float>(m.msg);
+    FUZZ_CHECK_MSG(validated_float.has_value(), "decode<float> accepted what validate<float> refused");
+    FUZZ_CHECK(all.size() == m.sections.size());
+  } catch (const gradcomp::error& e) {
+    FUZZ_CHECK_MSG(!validated_float.has_value(), "decode<float> threw on a valid message");
+    FUZZ_CHECK_ERRC(e.code(), validated_float.error());
   }
 
   // ---- re-encoding valid sections ----

@@ -633,6 +633,13 @@ void run(byte_reader& in, std::uint8_t b0) {
       value_error_first = true;
     }
   }
+  // A gradient message carries each tensor at most once: checked before any section.
+  for (std::size_t i = 0; i < st.messages.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (st.messages[i].tensor == st.messages[j].tensor) {
+        expected = expected_plan = errc::duplicate_tensor;
+        value_error_first = false;
+      }
 
   // A buffer for the sections encode gets to write: those before the first structural error
   // (that section fails before any size check), each of the size encoded_bytes announces for
@@ -648,14 +655,14 @@ void run(byte_reader& in, std::uint8_t b0) {
     room += *one - overhead;
 #if GRADCOMP_FUZZ_STRICT
     if (!m.dense && m.values.empty() && opt.indices != index_coding::bitmap)  // deviation 3
-      FUZZ_CHECK(wire::max_section_bytes(m.numel, 0, false, opt) == wire::section_header_bytes);
+      FUZZ_CHECK(*wire::max_section_bytes(m.numel, 0, false, opt) == wire::section_header_bytes);
 #endif
   }
   FUZZ_CHECK(room <= max_buffer_bytes);
   std::vector<std::byte> out(static_cast<std::size_t>(room));
   const auto n = wire::encode(sections, opt, span<std::byte>(out.data(), out.size()));
   const auto predicted = wire::encoded_bytes(sections, opt);
-  const std::uint64_t bound = wire::max_encoded_bytes(sections, opt);
+  const auto bound = wire::max_encoded_bytes(sections, opt);
 
   if (expected != errc::ok) {
     FUZZ_CHECK_MSG(!n.has_value(), "encode accepted an invalid step");
@@ -669,7 +676,16 @@ void run(byte_reader& in, std::uint8_t b0) {
     }
     // The allocating overload must throw the same error (deviation 2: it may first try to
     // allocate the unchecked bound, which the harness must not let it do).
-    if (bound <= max_buffer_bytes) {
+    if (!bound) {
+      // The bound itself is refused (a section beyond 2^32 - 1 elements or keeping more than
+      // it has): the allocating encode throws that error before allocating anything.
+      try {
+        (void)wire::encode(sections, opt);
+        FUZZ_CHECK_MSG(false, "the allocating encode accepted an invalid step");
+      } catch (const gradcomp::error& e) {
+        FUZZ_CHECK_ERRC(e.code(), bound.error());
+      }
+    } else if (*bound <= max_buffer_bytes) {
       try {
         (void)wire::encode(sections, opt);
         FUZZ_CHECK_MSG(false, "the allocating encode accepted an invalid step");
@@ -686,7 +702,8 @@ void run(byte_reader& in, std::uint8_t b0) {
   FUZZ_CHECK_MSG(predicted.has_value(), gradcomp::to_string(predicted.error()));
   FUZZ_CHECK(*predicted == *n);
   FUZZ_CHECK(*n == room);
-  FUZZ_CHECK(*n <= bound);
+  FUZZ_CHECK_MSG(bound.has_value(), gradcomp::to_string(bound.error()));
+  FUZZ_CHECK(*n <= *bound);
   out.resize(*n);
 
   // One byte less, or any shorter buffer, is refused (and written only within its bounds); the
@@ -700,7 +717,7 @@ void run(byte_reader& in, std::uint8_t b0) {
     const auto rp = wire::encode(sections, opt, span<std::byte>(part.data(), part.size()));
     FUZZ_CHECK(!rp.has_value());
     FUZZ_CHECK_ERRC(rp.error(), errc::output_too_small);
-    if (bound <= max_buffer_bytes) FUZZ_CHECK(wire::encode(sections, opt) == out);
+    if (*bound <= max_buffer_bytes) FUZZ_CHECK(wire::encode(sections, opt) == out);
   }
 
   check_encoded(st, out);

@@ -1,8 +1,12 @@
 // Writes the seed corpus of the fuzz harnesses, under the directory given (tests/fuzz):
 //   corpus/decode/     messages for fuzz_decode: a valid message for every index coding x value
 //                      coding (half of them with a CRC-32C, so each coding appears with and
-//                      without), multi-section, empty and snapshot messages, and damaged variants
-//                      (truncated, bad magic, wrong version, bit flips, bad padding, ...);
+//                      without), multi-section, empty and snapshot messages (compressor, legacy
+//                      state, aggregator), damaged variants (truncated, bad magic, wrong version,
+//                      bit flips, bad padding, ...) and messages whose bytes are sound but that
+//                      break a rule of their kind (named "semantic-...": a tensor carried twice,
+//                      a role or coding the kind does not allow, a snapshot without its state
+//                      section or with it elsewhere, unpaired momentum, a state word out of range);
 //   corpus/roundtrip/  step descriptions for fuzz_roundtrip (layout: fuzz_roundtrip.cpp);
 //   known_failures/    (none at present) inputs that expose a library bug not fixed yet. They are
 //                      not part of the corpus, which must pass; once the bug is fixed, they move
@@ -27,6 +31,8 @@
 
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
+
+#include "../wire/forge.hpp"
 
 namespace {
 
@@ -90,6 +96,12 @@ tensor_message<float> dense_msg(std::size_t tensor = 0) {
 
 bytes encode(const std::vector<tensor_message<float>>& ms, const wire::encode_options& opt) {
   return wire::encode(span<const tensor_message<float>>(ms.data(), ms.size()), opt);
+}
+
+wire::encode_options raw_options() {
+  wire::encode_options opt;
+  opt.indices = index_coding::raw_u32;
+  return opt;
 }
 
 void decode_seeds() {
@@ -156,24 +168,83 @@ void decode_seeds() {
     }
   }
 
-  // A snapshot (kind 1, non-gradient roles): valid, but not for decode_accumulate. Written as
-  // a gradient message whose kind and role bytes are then changed (checksum recomputed).
+  // Snapshots (kind 1, dense sections, non-gradient roles): valid, but not for
+  // decode_accumulate. Written byte by byte (tests/wire/forge.hpp).
+  using gradcomp_test::dense_section;
+  using gradcomp_test::forge;
+  using gradcomp_test::state_section;
+  using wire::message_kind;
+  using wire::section_role;
+  const auto res = [](std::uint32_t t, value_coding c = value_coding::fp32) {
+    return dense_section(section_role::residual, t, {0.5, -0.25, 3.0, 0.0}, c);
+  };
+  const auto mom = [](std::uint32_t t, value_coding c = value_coding::fp32) {
+    return dense_section(section_role::momentum, t, {1.0, 2.0, -1.5, 0.125}, c);
+  };
+  const auto recv = [](std::uint32_t t, value_coding c = value_coding::fp32) {
+    return dense_section(section_role::receiver_momentum, t, {0.75, -8.0}, c);
+  };
+  const auto words = gradcomp_test::state_words();
+  write("decode", "valid-snapshot-compressor-crc.bin",
+        forge(message_kind::snapshot, {state_section(words), res(0), mom(0), res(2), mom(2)}, true));
+  write("decode", "valid-snapshot-legacy-state.bin",
+        forge(message_kind::snapshot,
+              {state_section(gradcomp_test::legacy_state_words()), res(1, value_coding::fp64),
+               res(3, value_coding::fp64)}));
+  write("decode", "valid-snapshot-aggregator.bin",
+        forge(message_kind::snapshot, {recv(0), recv(1), recv(5)}));
+
+  // Sound bytes, broken rules of the kind.
   {
     wire::encode_options opt;
     opt.checksum = true;
-    bytes b = encode({sparse_msg(0), dense_msg(0)}, opt);
-    put_le(b, 8, static_cast<std::uint32_t>(wire::message_kind::snapshot), 4);
-    std::size_t at = wire::message_header_bytes;
-    const wire::section_role roles[] = {wire::section_role::residual, wire::section_role::momentum};
-    for (const auto role : roles) {
-      b[at + 23] = static_cast<std::byte>(role);
-      std::uint64_t len = 0;
-      for (int i = 0; i < 8; ++i) len |= static_cast<std::uint64_t>(b[at + i]) << (8 * i);
-      at += static_cast<std::size_t>(len);
-    }
+    bytes b = encode({sparse_msg(0), dense_msg(1)}, opt);
+    std::size_t second = wire::message_header_bytes;
+    for (int i = 0; i < 8; ++i)
+      second += static_cast<std::size_t>(b[wire::message_header_bytes + i]) << (8 * i);
+    put_le(b, second + 8, 0, 4);  // the second section names tensor 0 too
     fix_crc(b);
-    write("decode", "valid-snapshot-roles-crc.bin", b);
+    write("decode", "semantic-duplicate-tensor-crc.bin", b);
   }
+  {
+    const auto g = [](std::uint32_t t) {
+      return dense_section(section_role::gradient, t, {1.0, -1.0, 0.5});
+    };
+    write("decode", "semantic-duplicate-tensor-unordered.bin",
+          forge(message_kind::gradients, {g(5), g(2), g(9), g(5)}));
+  }
+  {
+    bytes b = encode({sparse_msg(0), dense_msg(1)}, raw_options());
+    b[wire::message_header_bytes + 23] = static_cast<std::byte>(section_role::residual);
+    write("decode", "semantic-residual-in-gradient.bin", b);
+  }
+  {
+    auto g = res(1);
+    g.role = section_role::gradient;
+    write("decode", "semantic-gradient-in-snapshot.bin",
+          forge(message_kind::snapshot, {state_section(words), res(0), g}));
+  }
+  write("decode", "semantic-fp16-residual-snapshot.bin",
+        forge(message_kind::snapshot,
+              {state_section(words), res(0, value_coding::fp16), mom(0, value_coding::fp16)}));
+  write("decode", "semantic-snapshot-without-state-crc.bin",
+        forge(message_kind::snapshot, {res(0), mom(0), res(1), mom(1)}, true));
+  write("decode", "semantic-state-not-first.bin",
+        forge(message_kind::snapshot, {res(0), state_section(words), mom(0)}));
+  write("decode", "semantic-momentum-unpaired.bin",
+        forge(message_kind::snapshot, {state_section(words), res(0), mom(0), res(4)}));
+  write("decode", "semantic-sparse-snapshot.bin",
+        forge(message_kind::snapshot,
+              {state_section(words),
+               gradcomp_test::raw_section(section_role::residual, 0, 100, {3, 50}, {1.0, 2.0})}));
+  {
+    auto bad = words;
+    bad[wire::state_word::nesterov] = 2.0;
+    write("decode", "semantic-state-word-range.bin",
+          forge(message_kind::snapshot, {state_section(bad), res(0), mom(0)}));
+  }
+  write("decode", "semantic-receiver-momentum-order.bin",
+        forge(message_kind::snapshot, {recv(3), recv(1)}));
 
   // An fp64 value beyond the range of float: valid, refused by decode_section<float>.
   {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/inputs.hpp"
+#include "wire/forge.hpp"
 
 using namespace gradcomp;
 using wire::index_coding;
@@ -60,7 +61,7 @@ case_result round_trip(std::uint32_t n, const std::vector<std::uint32_t>& idx,
   opt.indices = ic;
   opt.values = vc;
   opt.checksum = checksum;
-  std::vector<std::byte> buf(static_cast<std::size_t>(wire::max_encoded_bytes(one, opt)));
+  std::vector<std::byte> buf(wire::max_encoded_bytes(one, opt).value());
   const auto written = wire::encode(one, opt, span<std::byte>(buf.data(), buf.size()));
   REQUIRE(written);
   const auto exact = wire::encoded_bytes(one, opt);
@@ -165,19 +166,37 @@ TEST_CASE("dense sections and multi-section messages round trip; decode_accumula
   const std::vector<tensor_message<float>> msgs = {
       {0, 4, true, {}, {w.data(), 4}},
       {1, 4, false, {i1.data(), 2}, {v1.data(), 2}},
-      {1, 4, false, {i2.data(), 1}, {v2.data(), 1}},  // a second section for tensor 1 adds up
+      {2, 4, false, {i2.data(), 1}, {v2.data(), 1}},
   };
   wire::encode_options opt;
   opt.dense_values = value_coding::bf16;
   const auto bytes = wire::encode(span<const tensor_message<float>>(msgs.data(), msgs.size()), opt);
-  std::vector<double> acc0(4, 1.0), acc1(4, 0.0);
-  const std::vector<span<double>> dest = {span<double>(acc0.data(), 4), span<double>(acc1.data(), 4)};
+  std::vector<double> acc0(4, 1.0), acc1(4, 0.0), acc2(4, 1.0);
+  const std::vector<span<double>> dest = {span<double>(acc0.data(), 4), span<double>(acc1.data(), 4),
+                                          span<double>(acc2.data(), 4)};
   const auto h = wire::decode_accumulate<double>(span<const std::byte>(bytes.data(), bytes.size()),
                                                  span<const span<double>>(dest.data(), dest.size()));
   REQUIRE(h);
   CHECK(h->section_count == 3);
   CHECK(acc0 == std::vector<double>{2.0, 3.0, 4.0, 5.0});
-  CHECK(acc1 == std::vector<double>{10.0, 0.0, 0.0, 20.5});
+  CHECK(acc1 == std::vector<double>{10.0, 0.0, 0.0, 20.0});
+  CHECK(acc2 == std::vector<double>{1.0, 1.0, 1.0, 1.5});
+}
+
+TEST_CASE("a gradient message carries each tensor at most once") {
+  // Tensor 1 twice, written byte by byte (the encoder refuses to): refused by validate and by
+  // decode_accumulate, which leaves the accumulators unchanged.
+  const auto bytes = gradcomp_test::forge(
+      wire::message_kind::gradients,
+      {gradcomp_test::raw_section(wire::section_role::gradient, 1, 4, {0, 3}, {10.0, 20.0}),
+       gradcomp_test::raw_section(wire::section_role::gradient, 1, 4, {3}, {0.5})});
+  const span<const std::byte> msg(bytes.data(), bytes.size());
+  CHECK(wire::validate(msg).error() == errc::duplicate_tensor);
+  std::vector<double> acc0(4, 1.0), acc1(4, 1.0);
+  const std::vector<span<double>> dest = {span<double>(acc0.data(), 4), span<double>(acc1.data(), 4)};
+  CHECK(wire::decode_accumulate<double>(msg, span<const span<double>>(dest.data(), dest.size()))
+            .error() == errc::duplicate_tensor);
+  CHECK(acc1 == std::vector<double>(4, 1.0));
 }
 
 TEST_CASE("encoding rejects what the format cannot carry") {

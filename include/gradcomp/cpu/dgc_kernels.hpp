@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "../detail/magnitude.hpp"
@@ -24,20 +25,35 @@ struct norm_result {
   bool finite = true;
 };
 
-// True when no element of g is NaN or infinite: one read, cheaper than l2_norm's arithmetic,
-// for the check that needs no norm.
+// The largest magnitude key of g (magnitude_key order: a key at or above the key of infinity
+// means g holds a NaN or an infinity): one read, cheaper than l2_norm's arithmetic, for the
+// finiteness check that also bounds what the step can add to the state.
 template <class T>
-bool all_finite(span<const T> g) {
+key_t<T> largest_key(span<const T> g) {
   const T* p = g.data();
   const std::size_t n = g.size();
 #if GRADCOMP_HAVE_AVX2_KERNELS
   if constexpr (std::is_same_v<T, float>) {
-    if (use_avx2()) return all_finite_avx2(p, n);
+    if (use_avx2()) return largest_key_avx2(p, n);
   }
 #endif
   key_t<T> largest = 0;
   for (std::size_t i = 0; i < n; ++i) largest = std::max(largest, magnitude_key(p[i]));
-  return is_finite_key<T>(largest);
+  return largest;
+}
+
+// The largest magnitude of g, or NaN when g holds a NaN or an infinity.
+template <class T>
+double largest_magnitude(span<const T> g) {
+  const key_t<T> key = largest_key(g);
+  if (!is_finite_key<T>(key)) return std::numeric_limits<double>::quiet_NaN();
+  return static_cast<double>(value_of_key<T>(key));
+}
+
+// True when no element of g is NaN or infinite.
+template <class T>
+bool all_finite(span<const T> g) {
+  return is_finite_key<T>(largest_key(g));
 }
 
 template <class T>
@@ -200,6 +216,55 @@ void scale(T c, span<T> x) {
 template <class T>
 void fill_zero(span<T> x) {
   std::fill(x.begin(), x.end(), T(0));
+}
+
+// Largest magnitudes a step would leave in two state buffers (u: momentum, v: accumulator or
+// averaged update), computed without writing; `finite` is false when an element would overflow.
+struct state_magnitudes {
+  double u = 0.0;
+  double v = 0.0;
+  bool finite = true;
+};
+
+// The largest magnitude of acc[i] + values[j] over the positions an add would touch (i = idx[j];
+// i = j when idx is empty), with the add's arithmetic, writing nothing; NaN when a sum would not
+// be finite.
+template <class T>
+double largest_magnitude_of_sum(span<const T> acc, span<const std::uint32_t> idx, span<const T> values) {
+  key_t<T> largest = 0;
+  const bool dense = idx.empty();
+  for (std::size_t j = 0; j < values.size(); ++j) {
+    const T s = acc[dense ? j : idx[j]] + values[j];
+    largest = std::max(largest, magnitude_key(s));
+  }
+  if (!is_finite_key<T>(largest)) return std::numeric_limits<double>::quiet_NaN();
+  return static_cast<double>(value_of_key<T>(largest));
+}
+
+// What momentum_apply would leave in u and a (v: the update) after `a` is first multiplied by
+// `inv` (when `scaled`), with the same arithmetic, writing nothing.
+template <class T>
+state_magnitudes momentum_apply_magnitudes(momentum_kind kind, T m, T inv, bool scaled, span<const T> u,
+                                           span<const T> a) {
+  key_t<T> ku = 0, ka = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    T av = scaled ? a[i] * inv : a[i];
+    T uv = kind == momentum_kind::none ? T(0) : u[i];
+    if (kind == momentum_kind::vanilla) {
+      uv = m * uv + av;
+      av = uv;
+    } else if (kind == momentum_kind::nesterov) {
+      uv = m * (uv + av);
+      av = uv + av;
+    }
+    ku = std::max(ku, magnitude_key(uv));
+    ka = std::max(ka, magnitude_key(av));
+  }
+  state_magnitudes r;
+  r.finite = is_finite_key<T>(ku) && is_finite_key<T>(ka);
+  r.u = static_cast<double>(value_of_key<T>(ku));
+  r.v = static_cast<double>(value_of_key<T>(ka));
+  return r;
 }
 
 inline bool all_below(span<const std::uint32_t> idx, std::size_t n) {

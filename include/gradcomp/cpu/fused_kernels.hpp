@@ -57,6 +57,40 @@ inline T accumulated_at(T m, T c, const T* g, const T* u, const T* v, std::size_
   return accumulate_one<K>(m, c, g[i], uu, vv);
 }
 
+// The largest magnitudes one momentum_accumulate step would leave in u and v (before anything
+// is selected out of v), with the arithmetic of accumulate_one, writing nothing. `finite` is
+// false when some element would overflow to an infinity (or be NaN).
+template <momentum_kind K, class T>
+state_magnitudes accumulated_magnitudes_as(T m, T c, span<const T> g, span<const T> u, span<const T> v) {
+  key_t<T> ku = 0, kv = 0;
+  const T* gp = g.data();
+  const T* up = u.data();
+  const T* vp = v.data();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    T uu = K == momentum_kind::none ? T(0) : up[i];
+    T vv = vp[i];
+    accumulate_one<K>(m, c, gp[i], uu, vv);
+    ku = std::max(ku, magnitude_key(uu));
+    kv = std::max(kv, magnitude_key(vv));
+  }
+  state_magnitudes r;
+  r.finite = is_finite_key<T>(ku) && is_finite_key<T>(kv);
+  r.u = static_cast<double>(value_of_key<T>(ku));
+  r.v = static_cast<double>(value_of_key<T>(kv));
+  return r;
+}
+
+template <class T>
+state_magnitudes accumulated_magnitudes(momentum_kind kind, T m, T c, span<const T> g, span<const T> u,
+                                        span<const T> v) {
+  switch (kind) {
+    case momentum_kind::none: return accumulated_magnitudes_as<momentum_kind::none>(m, c, g, u, v);
+    case momentum_kind::vanilla: return accumulated_magnitudes_as<momentum_kind::vanilla>(m, c, g, u, v);
+    case momentum_kind::nesterov: break;
+  }
+  return accumulated_magnitudes_as<momentum_kind::nesterov>(m, c, g, u, v);
+}
+
 // Updates u and v over [first, last) and appends (index, key) of every updated v whose key is
 // >= cut after the `count` entries already stored, counting past `cap` without storing (and
 // without looking further once past it). Returns the new count; entries past it (below cap) may

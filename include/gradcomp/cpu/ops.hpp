@@ -81,6 +81,25 @@ struct ops<cpu_backend> {
     return cpu::all_finite(g);
   }
   template <class T>
+  static double largest_magnitude(const cpu_backend&, span<const T> g) {
+    return cpu::largest_magnitude(g);
+  }
+  template <class T>
+  static cpu::state_magnitudes accumulated_magnitudes(const cpu_backend&, momentum_kind kind, T m, T c,
+                                                      span<const T> g, span<const T> u, span<const T> v) {
+    return cpu::accumulated_magnitudes(kind, m, c, g, u, v);
+  }
+  template <class T>
+  static double largest_magnitude_of_sum(const cpu_backend&, span<const T> acc,
+                                         span<const std::uint32_t> idx, span<const T> values) {
+    return cpu::largest_magnitude_of_sum(acc, idx, values);
+  }
+  template <class T>
+  static cpu::state_magnitudes momentum_apply_magnitudes(const cpu_backend&, momentum_kind kind, T m, T inv,
+                                                         bool scaled, span<const T> u, span<const T> a) {
+    return cpu::momentum_apply_magnitudes(kind, m, inv, scaled, u, a);
+  }
+  template <class T>
   static void momentum_accumulate(const cpu_backend&, momentum_kind kind, T m, T c,
                                   span<const T> g, span<T> u, span<T> v) {
     cpu::momentum_accumulate(kind, m, c, g, u, v);

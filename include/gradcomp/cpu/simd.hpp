@@ -141,9 +141,9 @@ GRADCOMP_TARGET_AVX2 inline void sum_squares_avx2(const float* p, std::size_t n,
   }
 }
 
-// True when none of n floats is NaN or infinite: the largest magnitude key of four independent
-// vector maxima stays below the key of infinity.
-GRADCOMP_TARGET_AVX2 inline bool all_finite_avx2(const float* p, std::size_t n) {
+// The largest magnitude key of n floats, from four independent vector maxima (a key at or above
+// the key of infinity means a NaN or an infinity is among them).
+GRADCOMP_TARGET_AVX2 inline std::uint32_t largest_key_avx2(const float* p, std::size_t n) {
   const __m256i abs = _mm256_set1_epi32(0x7fffffff);
   __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
   std::size_t i = 0;
@@ -159,7 +159,7 @@ GRADCOMP_TARGET_AVX2 inline bool all_finite_avx2(const float* p, std::size_t n) 
   std::uint32_t largest = 0;
   for (const std::uint32_t key : lanes) largest = std::max(largest, key);
   for (; i < n; ++i) largest = std::max(largest, magnitude_key(p[i]));
-  return largest < magnitude_traits<float>::inf_key;
+  return largest;
 }
 
 // The bits of lanes whose magnitude key is >= cut (keys and cut below 2^31: key >= cut exactly

@@ -78,30 +78,53 @@ inline T load_value(const std::byte* p, wire::value_coding c, std::size_t j, err
 }
 
 // Checks `count` values of a payload: errc::ok, non_finite_input or value_out_of_range (fp64
-// beyond T). The coding is dispatched once, outside the loop.
+// beyond T), and sets `largest` to the largest magnitude among them (as T would hold it; 0 for an
+// empty payload) when they are sound. The coding is dispatched once, outside the loop; for the
+// 16- and 32-bit codings one integer maximum of the magnitude bits gives both answers.
 template <class T>
-errc check_values(const std::byte* p, wire::value_coding c, std::size_t count) noexcept {
+errc check_values(const std::byte* p, wire::value_coding c, std::size_t count, double& largest) noexcept {
+  largest = 0.0;
   switch (c) {
     case wire::value_coding::fp32: {
-      std::uint32_t bad = 0;
-      for (std::size_t j = 0; j < count; ++j)
-        bad |= static_cast<std::uint32_t>((load_le<std::uint32_t>(p + 4 * j) & 0x7f800000u) == 0x7f800000u);
-      return bad ? errc::non_finite_input : errc::ok;
+      std::uint32_t top = 0;
+      for (std::size_t j = 0; j < count; ++j) {
+        const std::uint32_t bits = load_le<std::uint32_t>(p + 4 * j) & 0x7fffffffu;
+        top = bits > top ? bits : top;
+      }
+      if (top >= 0x7f800000u) return errc::non_finite_input;
+      largest = static_cast<double>(bits_float(top));
+      return errc::ok;
     }
     case wire::value_coding::fp16:
     case wire::value_coding::bf16: {
-      const std::uint16_t exp = c == wire::value_coding::fp16 ? 0x7c00u : 0x7f80u;
-      std::uint32_t bad = 0;
-      for (std::size_t j = 0; j < count; ++j)
-        bad |= static_cast<std::uint32_t>((load_le<std::uint16_t>(p + 2 * j) & exp) == exp);
-      return bad ? errc::non_finite_input : errc::ok;
+      const bool half = c == wire::value_coding::fp16;
+      const std::uint16_t exp = half ? 0x7c00u : 0x7f80u;
+      std::uint16_t top = 0;
+      for (std::size_t j = 0; j < count; ++j) {
+        const auto bits = static_cast<std::uint16_t>(load_le<std::uint16_t>(p + 2 * j) & 0x7fffu);
+        top = bits > top ? bits : top;
+      }
+      if (top >= exp) return errc::non_finite_input;
+      largest = static_cast<double>(half ? half_to_float(top) : bf16_to_float(top));
+      return errc::ok;
     }
     default: {
       errc e = errc::ok;
-      for (std::size_t j = 0; j < count && e == errc::ok; ++j) (void)load_value<T>(p, c, j, e);
+      for (std::size_t j = 0; j < count && e == errc::ok; ++j) {
+        const double x = std::fabs(static_cast<double>(load_value<T>(p, c, j, e)));
+        largest = x > largest ? x : largest;
+      }
+      if (e != errc::ok) largest = 0.0;
       return e;
     }
   }
+}
+
+// check_values without the largest magnitude.
+template <class T>
+errc check_values(const std::byte* p, wire::value_coding c, std::size_t count) noexcept {
+  double unused = 0.0;
+  return check_values<T>(p, c, count, unused);
 }
 
 // acc[index(j)] += value j, for a payload already checked; index(j) gives the position.

@@ -101,8 +101,11 @@ struct dgc_config {
   /// instance while unscaling them for mixed precision: the step then reads each gradient once
   /// instead of twice. A non-finite gradient is then the caller's responsibility: it reaches the
   /// accumulators, a compressed tensor reports `errc::nan_input` (its state is then
-  /// unspecified) and a dense tensor passes it on. With clipping on, the norms need the read
-  /// anyway and the check stays.
+  /// unspecified) and a dense tensor passes it on. The same read bounds what a step can add to
+  /// the state, so without it the overflow guard of `compress` is off too: finite gradients
+  /// large enough to overflow the accumulators (near the largest float) are then also the
+  /// caller's responsibility. With clipping on, the norms need the read anyway and both checks
+  /// stay.
   bool check_finite = true;
   /// Threads `compress` spreads the tensors over (CPU backend), the calling thread included;
   /// 1, the default, uses only the calling thread. Results are bitwise the same for every value.
@@ -143,6 +146,30 @@ struct dgc_step_stats {
 namespace detail {
 struct snapshot_access;
 
+// Bounds of magnitudes that stay clear of overflow: a step whose magnitudes, bounded in double
+// arithmetic from exact inputs, stay below state_limit<T>() cannot produce an infinity in T (the
+// margin covers T's rounding of the few operations of a step); bounds carried to the next step
+// are widened by bound_slack for the same reason.
+template <class T>
+constexpr double state_limit() noexcept {
+  return static_cast<double>(std::numeric_limits<T>::max()) * (1.0 - 1.0 / 65536.0);
+}
+inline constexpr double bound_slack = 1.0 + 1.0 / 1048576.0;
+
+// The L2 norm of a vector of norms (the global norm over tensors), summed in order; when the
+// sum of squares overflows, recomputed scaled by the largest norm, so every finite gradient whose
+// global norm is below the largest double gets its true clip coefficient.
+inline double global_norm(const std::vector<double>& norms) noexcept {
+  double sq = 0.0;
+  for (const double x : norms) sq += x * x;
+  if (std::isfinite(sq)) return std::sqrt(sq);
+  double top = 0.0;
+  for (const double x : norms) top = std::max(top, x);
+  double scaled = 0.0;
+  for (const double x : norms) scaled += (x / top) * (x / top);
+  return top * std::sqrt(scaled);
+}
+
 inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
   std::size_t n = 1;
   for (std::size_t d : shape) {
@@ -167,11 +194,20 @@ inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
  * scale. Residuals are never poisoned by a bad gradient. A trainer that has checked its gradients
  * already can turn that read off with `dgc_config::check_finite` when it does not clip.
  *
+ * Overflow: finite gradients can still be large enough (near the largest float) to push the
+ * momentum or the residual accumulator to infinity. `compress` either succeeds with every state
+ * value finite or returns `errc::state_overflow` with every tensor's state bitwise unchanged (and
+ * the step counter not advanced). The rule costs nothing measurable: the read above also gives
+ * each gradient's largest magnitude (or its norm, which bounds it), and the compressor keeps an
+ * upper bound of each tensor's largest |U| and |V|; only when these bounds come near the largest
+ * finite value does `compress` compute the step's exact magnitudes first (one more read of the
+ * state, without writing).
+ *
  * Determinism: the same config, seed and gradients give bitwise the same messages on every run;
  * sampling depends only on (seed, tensor id, step), so all workers sample the same positions.
  * Not thread-safe; use one compressor per worker. With `dgc_config::threads` > 1, `compress`
- * spreads the tensors over its own threads (created on the first call, kept until destruction;
- * copies of the compressor create their own).
+ * spreads the tensors over its own threads (created on the first call and kept; a copy, or an
+ * object assigned to, creates its own for its configuration's thread count).
  *
  * @tparam T       float or double.
  * @tparam Backend where state lives and work runs.
@@ -192,15 +228,22 @@ class dgc_compressor {
     if (!(cfg_.clip_norm >= 0.0)) throw error(errc::invalid_argument, "clip_norm must be >= 0");
     if (cfg_.num_workers == 0) throw error(errc::invalid_argument, "num_workers must be >= 1");
     if (cfg_.threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
+    if (cfg_.selection != selection_method::sampled_threshold && cfg_.selection != selection_method::exact_topk)
+      throw error(errc::invalid_argument, "selection is not a selection_method");
+    if (cfg_.clipping != clip_scope::global_norm && cfg_.clipping != clip_scope::per_tensor)
+      throw error(errc::invalid_argument, "clipping is not a clip_scope");
     validate(cfg_.sampling).value();
   }
 
   /**
    * @brief Registers a tensor and allocates its state; returns its id (0, 1, 2, ...).
-   * Throws `gradcomp::error`: `errc::duplicate_tensor`, `errc::size_overflow`.
+   * Throws `gradcomp::error`: `errc::duplicate_tensor`, `errc::size_overflow`,
+   * `errc::invalid_argument` (a `mode` outside `tensor_mode`).
    */
   std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
                          tensor_mode mode = tensor_mode::automatic) {
+    if (mode != tensor_mode::automatic && mode != tensor_mode::compressed && mode != tensor_mode::dense)
+      throw error(errc::invalid_argument, "mode is not a tensor_mode");
     for (const auto& t : tensors_)
       if (t.info.name == name) throw error(errc::duplicate_tensor, name);
     tensor_state st;
@@ -210,18 +253,31 @@ class dgc_compressor {
     st.info.name = std::move(name);
     st.info.shape = std::move(shape);
     const std::size_t n = st.info.numel;
+    // Every size is checked before anything is registered: the workspace of every thread, the
+    // largest message and the snapshot fit size_t (always true with a 64-bit size_t: tensors
+    // have below 2^32 elements).
+    std::size_t ws_bytes = workspace_bytes_;
+    std::size_t cap = 0;
     if (st.info.compressed) {
-      std::size_t cap = 0;
       for (double d : cfg_.schedule.stages()) {
         const std::size_t k = kept_count(n, d);
         cap = std::max(cap, k);
         if (cfg_.selection == selection_method::sampled_threshold)
-          workspace_bytes_ = std::max(
-              workspace_bytes_,
-              ops::template accumulate_and_select_workspace_bytes<T>(backend_, cfg_.sampling, n, k));
+          ws_bytes = std::max(
+              ws_bytes, ops::template accumulate_and_select_workspace_bytes<T>(backend_, cfg_.sampling, n, k));
         else
-          workspace_bytes_ = std::max(workspace_bytes_, ops::template exact_topk_workspace_bytes<T>(backend_, n, k));
+          ws_bytes = std::max(ws_bytes, ops::template exact_topk_workspace_bytes<T>(backend_, n, k));
       }
+    }
+    constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
+    if (ws_bytes > size_max / cfg_.threads) throw error(errc::size_overflow, "workspace for all threads");
+    // What the tensor can add to a message (8-byte values, 5-byte indices) or to a snapshot (a
+    // residual and a momentum section of 8-byte values): at most two headers and 16 bytes each.
+    const std::uint64_t worst = 2 * wire::section_header_bytes + 16 * static_cast<std::uint64_t>(n);
+    if (worst > size_max - worst_bytes_) throw error(errc::size_overflow, "message or snapshot size of the model");
+    worst_bytes_ += static_cast<std::size_t>(worst);
+    workspace_bytes_ = ws_bytes;
+    if (st.info.compressed) {
       if (cfg_.sender_momentum() != momentum_kind::none) st.u.assign(n, T(0));
       st.v.assign(n, T(0));
       st.indices.assign(cap, 0);
@@ -229,7 +285,7 @@ class dgc_compressor {
     } else {
       st.values.assign(n, T(0));
     }
-    workspace_.assign(workspace_bytes_ * std::max<std::size_t>(cfg_.threads, 1), std::byte{0});
+    workspace_.assign(workspace_bytes_ * cfg_.threads, std::byte{0});
     tensors_.push_back(std::move(st));
     order_.push_back(tensors_.size() - 1);
     std::stable_sort(order_.begin(), order_.end(), [this](std::size_t a, std::size_t b) {
@@ -260,8 +316,10 @@ class dgc_compressor {
    * @brief One DGC step over all registered tensors.
    * @param grads one local gradient per tensor, in registration order, in the backend's memory.
    * @return the step's statistics, or `errc::wrong_tensor_count`, `errc::size_mismatch`,
-   *         `errc::non_finite_input` (nothing modified), `errc::nan_input` (the accumulator
-   *         overflowed to NaN; state is then unspecified).
+   *         `errc::non_finite_input` (nothing modified), `errc::state_overflow` (the step would
+   *         overflow the momentum or the accumulator; nothing modified), `errc::nan_input` (only
+   *         with `check_finite` off and no clipping: the accumulator overflowed to NaN; state is
+   *         then unspecified).
    */
   [[nodiscard]] result<dgc_step_stats> compress(span<const span<const T>> grads) {
     if (grads.size() != tensors_.size()) return fail(errc::wrong_tensor_count);
@@ -272,26 +330,36 @@ class dgc_compressor {
     // value is NaN or infinite (NaN marks a failed check). Without clipping the norms stay 0, so
     // every clip coefficient is exactly 1, and the check alone is a cheaper read; neither runs
     // when neither is wanted.
+    // The same read gives each gradient's largest magnitude, or a bound of it (the norm), from
+    // which the state overflow guard below works.
     const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     norms_.assign(tensors_.size(), 0.0);  // no reallocation after the first step
+    largest_.assign(tensors_.size(), std::numeric_limits<double>::infinity());  // inf: unknown
     if (local_threshold > 0.0) {
       auto norm_of = [&](std::size_t t, std::size_t) {
         const auto r = ops::l2_norm(backend_, grads[t]);
-        norms_[t] = r.finite ? r.norm : std::numeric_limits<double>::quiet_NaN();
+        norms_[t] = r.finite ? r.norm : nan;
+        largest_[t] = norms_[t];
       };
       for_each_tensor(norm_of);
     } else if (cfg_.check_finite) {
       auto check = [&](std::size_t t, std::size_t) {
-        if (!ops::all_finite(backend_, grads[t])) norms_[t] = std::numeric_limits<double>::quiet_NaN();
+        largest_[t] = ops::largest_magnitude(backend_, grads[t]);
+        if (std::isnan(largest_[t])) norms_[t] = nan;
       };
       for_each_tensor(check);
     }
-    double global_sq = 0.0;  // summed in tensor order whatever the thread count
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
       if (std::isnan(norms_[t])) return fail(errc::non_finite_input);
-      global_sq += norms_[t] * norms_[t];
+    // Summed in tensor order whatever the thread count.
+    const double global_coef = clip_coefficient(detail::global_norm(norms_), local_threshold);
+    for (auto& st : tensors_) {
+      const std::size_t t = static_cast<std::size_t>(&st - tensors_.data());
+      st.coef = cfg_.clipping == clip_scope::global_norm ? global_coef
+                                                          : clip_coefficient(norms_[t], local_threshold);
     }
-    const double global_coef = clip_coefficient(std::sqrt(global_sq), local_threshold);
+    if (const errc e = guard_state_overflow(grads); e != errc::ok) return fail(e);
 
     dgc_step_stats stats;
     stats.step = step_;
@@ -308,8 +376,6 @@ class dgc_compressor {
       tensor_state& st = tensors_[t];
       const std::size_t n = st.info.numel;
       const span<std::byte> ws(workspace_.data() + thread * workspace_bytes_, workspace_bytes_);
-      st.coef = cfg_.clipping == clip_scope::global_norm ? global_coef
-                                                          : clip_coefficient(norms_[t], local_threshold);
       const T c = static_cast<T>(st.coef);
       st.status = errc::ok;
       if (!st.info.compressed) {
@@ -357,8 +423,10 @@ class dgc_compressor {
     for_each_tensor(step_tensor);
 
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      const tensor_state& st = tensors_[t];
+      tensor_state& st = tensors_[t];
       if (st.status != errc::ok) return fail(st.status);
+      st.u_bound = st.next_u_bound;
+      st.v_bound = st.next_v_bound;
       const std::size_t n = st.info.numel;
       stats.total_elements += n;
       if (cfg_.clipping == clip_scope::per_tensor)
@@ -384,10 +452,11 @@ class dgc_compressor {
    * (it uses the largest density of the schedule). Reserve a buffer of this size once.
    */
   std::size_t max_message_bytes(const wire::encode_options& opt = {}) const noexcept {
+    // Registration checked that the sizes fit (numel below 2^32, the total below size_t's limit).
     std::uint64_t total = wire::message_overhead_bytes(opt);
     for (const auto& st : tensors_) {
       const std::size_t kept = st.info.compressed ? st.indices.size() : st.info.numel;
-      total += wire::max_section_bytes(st.info.numel, kept, !st.info.compressed, opt);
+      total += *wire::max_section_bytes(st.info.numel, kept, !st.info.compressed, opt);
     }
     return static_cast<std::size_t>(total);
   }
@@ -448,7 +517,62 @@ class dgc_compressor {
     detail::step_guide<T> guide{};  // last thresholds: guide the next step's pass, never its result
     double coef = 1.0;      // this step's clip coefficient
     errc status = errc::ok;  // this step's outcome
+    // Upper bounds of max |U| and max |V| (see guard_state_overflow), and the bounds the step in
+    // progress leaves.
+    double u_bound = 0.0, v_bound = 0.0;
+    double next_u_bound = 0.0, next_v_bound = 0.0;
   };
+
+  // The overflow rule of `compress`: before any state changes, bound for every compressed tensor
+  // the magnitudes this step can leave in U and V, from last step's bounds and the gradient's
+  // largest magnitude times its clip coefficient. Where the bound stays below the largest finite T
+  // (the common case, a few operations per tensor), the step cannot overflow. Where it does not,
+  // the exact magnitudes are computed with the step's own arithmetic, writing nothing; if one is
+  // not finite the step is refused with errc::state_overflow and nothing has changed. The new
+  // bounds are kept for the next step (exact ones after the exact pass). Without a read of the
+  // gradients (check_finite off and no clipping) there is no bound and no guard.
+  errc guard_state_overflow(span<const span<const T>> grads) {
+    const momentum_kind kind = cfg_.sender_momentum();
+    const double m = static_cast<double>(static_cast<T>(cfg_.momentum));
+    const double limit = detail::state_limit<T>();
+    const bool guarded = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers) > 0.0 || cfg_.check_finite;
+    bool exact_needed = false;
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      tensor_state& st = tensors_[t];
+      st.status = errc::ok;
+      if (!st.info.compressed) continue;
+      const double g = static_cast<double>(static_cast<T>(st.coef)) * largest_[t];
+      double u = 0.0, v = 0.0;
+      switch (kind) {
+        case momentum_kind::none: v = st.v_bound + g; break;
+        case momentum_kind::vanilla: u = m * st.u_bound + g; v = st.v_bound + u; break;
+        case momentum_kind::nesterov: u = m * (st.u_bound + g); v = st.v_bound + u + g; break;
+      }
+      st.next_u_bound = u * detail::bound_slack;
+      st.next_v_bound = v * detail::bound_slack;
+      if (guarded && !(st.next_u_bound <= limit && st.next_v_bound <= limit)) {
+        st.status = errc::state_overflow;  // marks the tensor for the exact pass
+        exact_needed = true;
+      }
+    }
+    if (!exact_needed) return errc::ok;
+    const T mt = static_cast<T>(cfg_.momentum);
+    auto exact = [&](std::size_t t, std::size_t) {
+      tensor_state& st = tensors_[t];
+      if (st.status != errc::state_overflow) return;
+      const auto r = ops::accumulated_magnitudes(backend_, kind, mt, static_cast<T>(st.coef), grads[t],
+                                                 span<const T>(st.u.data(), st.u.size()),
+                                                 span<const T>(st.v.data(), st.v.size()));
+      if (!r.finite) return;
+      st.status = errc::ok;
+      st.next_u_bound = r.u;
+      st.next_v_bound = r.v;
+    };
+    for_each_tensor(exact);
+    for (const auto& st : tensors_)
+      if (st.status != errc::ok) return st.status;
+    return errc::ok;
+  }
 
   // Runs f(t, thread) for every tensor, on cfg_.threads threads, largest tensors first.
   template <class F>
@@ -466,7 +590,10 @@ class dgc_compressor {
   std::vector<tensor_state> tensors_;
   buffer<std::byte> workspace_;
   std::size_t workspace_bytes_ = 0;
+  // Bound of the largest message or snapshot of the registered tensors (see add_tensor).
+  std::size_t worst_bytes_ = 2 * wire::message_header_bytes + wire::checksum_bytes;
   std::vector<double> norms_;
+  std::vector<double> largest_;  // per tensor: largest |g| or a bound of it (inf: unknown)
   std::vector<tensor_message<T>> messages_;
   std::size_t step_ = 0;
   std::size_t epoch_ = 0;
@@ -483,6 +610,15 @@ class dgc_compressor {
  * momentum-correct (dense tensors; all tensors when `momentum_correction` is off), applies
  * ordinary momentum with the receiver's own buffer. Every replica that aggregates the same
  * messages computes bitwise the same update.
+ *
+ * Nothing a sender can put in a message poisons the aggregator: every `add` checks the message
+ * completely against the layout first (tensor ids, each tensor exactly once for a whole message,
+ * dense or sparse form, sizes, positions, finite values) and is refused with nothing added when
+ * one check fails, or when an addition would make a sum overflow to infinity
+ * (`errc::state_overflow`: the sums keep bounds of their magnitudes, and only a message that
+ * comes near the largest finite value is checked element by element). `finish` likewise refuses
+ * (`errc::state_overflow`, nothing modified) an average whose receiver-side momentum would
+ * overflow.
  */
 template <class T, class Backend = cpu_backend>
 class dgc_aggregator {
@@ -506,6 +642,7 @@ class dgc_aggregator {
       tensors_.push_back(std::move(st));
     }
     sums_.resize(tensors_.size());
+    seen_.assign(tensors_.size(), 0);
     // Room to decode the positions of one message once (see wire::decode_accumulate).
     std::size_t scratch = 0;
     for (const auto& st : tensors_)
@@ -518,52 +655,79 @@ class dgc_aggregator {
     for (auto& st : tensors_) {
       ops::fill_zero(backend_, span<T>(st.sum.data(), st.sum.size()));
       st.messages = 0;
+      st.bound = 0.0;
     }
   }
 
   /**
    * @brief Adds one worker's message for one tensor (duplicate indices across workers add up).
-   * @return `errc::unknown_tensor`, `errc::size_mismatch` (numel, dense flag or value count
-   *         disagree with the layout), `errc::index_out_of_range`; nothing is added on error.
+   * @return `errc::unknown_tensor`, `errc::layout_mismatch` (numel or dense/sparse form differ
+   *         from the layout), `errc::size_mismatch` (value count disagrees with the indices or
+   *         the tensor), `errc::index_out_of_range`, `errc::indices_not_increasing` (indices
+   *         must be strictly increasing, as on the wire), `errc::non_finite_input` (a NaN or an
+   *         infinity among the values), `errc::state_overflow` (a sum would overflow); nothing
+   *         is added on error.
    */
   [[nodiscard]] result<void> add(const tensor_message<T>& msg) {
     if (msg.tensor >= tensors_.size()) return fail(errc::unknown_tensor);
     tensor_state& st = tensors_[msg.tensor];
     if (msg.numel != st.info.numel || msg.dense == st.info.compressed)
-      return fail(errc::size_mismatch);
+      return fail(errc::layout_mismatch);
     const span<T> sum(st.sum.data(), st.sum.size());
+    span<const std::uint32_t> idx;
     if (msg.dense) {
       if (msg.values.size() != st.info.numel) return fail(errc::size_mismatch);
-      ops::add(backend_, msg.values, sum);
     } else {
       if (msg.values.size() != msg.indices.size() || msg.indices.size() > st.info.numel)
         return fail(errc::size_mismatch);
       if (!ops::all_below(backend_, msg.indices, st.info.numel))
         return fail(errc::index_out_of_range);
-      ops::scatter_add(backend_, msg.indices, msg.values, sum);
+      for (std::size_t j = 1; j < msg.indices.size(); ++j)
+        if (msg.indices[j] <= msg.indices[j - 1]) return fail(errc::indices_not_increasing);
+      idx = msg.indices;
     }
+    const double largest = ops::largest_magnitude(backend_, msg.values);
+    if (std::isnan(largest)) return fail(errc::non_finite_input);
+    bool check_sums = false;
+    accept(st, largest, check_sums);
+    if (check_sums && std::isnan(ops::largest_magnitude_of_sum(backend_, span<const T>(sum), idx, msg.values)))
+      return fail(errc::state_overflow);
+    if (msg.dense)
+      ops::add(backend_, msg.values, sum);
+    else
+      ops::scatter_add(backend_, msg.indices, msg.values, sum);
+    commit(st);
     ++st.messages;
     return {};
   }
 
   /**
    * @brief Adds one worker's encoded step message (from `dgc_compressor::encode_message`): every
-   * section is decoded and added into its tensor's sum. The message is validated completely
-   * first, so a damaged message adds nothing.
-   * @return the errors of `wire::decode_accumulate` (`errc::unknown_tensor`,
-   *         `errc::output_too_small` or `errc::size_mismatch` when a section's tensor does not
-   *         match the layout, and every decoding error).
+   * section is decoded and added into its tensor's sum. The message is checked completely first,
+   * against the wire format and against the layout: it must carry every tensor exactly once, in
+   * the form the layout gives it (a dense section for a tensor sent dense, a sparse one for a
+   * compressed tensor) with the tensor's element count, and no sum may overflow. A message that
+   * fails any check adds nothing.
+   * @return `errc::unknown_tensor` (a tensor id beyond the layout), `errc::duplicate_tensor`
+   *         (a tensor carried twice), `errc::missing_tensor` (a tensor not carried),
+   *         `errc::layout_mismatch` (a section of the wrong form, or not a gradient message),
+   *         `errc::output_too_small` / `errc::size_mismatch` (a section's numel below / above
+   *         its tensor's), `errc::state_overflow`, and every decoding error of
+   *         `wire::decode_accumulate`.
    */
   [[nodiscard]] result<void> add(span<const std::byte> message) {
     for (std::size_t t = 0; t < tensors_.size(); ++t)  // views refreshed: objects may have moved
       sums_[t] = span<T>(tensors_[t].sum.data(), tensors_[t].sum.size());
+    std::fill(seen_.begin(), seen_.end(), static_cast<unsigned char>(0));
+    layout_rules rules{*this};
     const auto r = wire::decode_accumulate<T>(
         message, span<const span<T>>(sums_.data(), sums_.size()),
-        span<std::uint32_t>(index_scratch_.data(), index_scratch_.size()));
+        span<std::uint32_t>(index_scratch_.data(), index_scratch_.size()), rules);
     if (!r) return fail(r.error());
-    (void)wire::for_each_section(message, [&](const wire::section_header& s) {
-      ++tensors_[s.tensor].messages;
-    });
+    for (auto& st : tensors_) {
+      commit(st);
+      ++st.messages;
+    }
     return {};
   }
 
@@ -577,11 +741,29 @@ class dgc_aggregator {
     for (const auto& st : tensors_)
       if (st.messages != num_workers) return fail(errc::invalid_argument);
     const T inv = T(1) / static_cast<T>(num_workers);
+    // Overflow guard as in add: the bound of |U| after the step from the bounds of |U| and of the
+    // averaged sum; the exact magnitudes only where it comes near the largest finite value.
+    const double m = static_cast<double>(momentum_), limit = detail::state_limit<T>();
+    for (auto& st : tensors_) {
+      if (!st.receiver_momentum) continue;
+      const double a = st.bound * static_cast<double>(inv);
+      const double u = kind_ == momentum_kind::nesterov ? m * (st.u_bound + a) : m * st.u_bound + a;
+      const double out = kind_ == momentum_kind::nesterov ? u + a : u;
+      st.next_u_bound = u * detail::bound_slack;
+      if (st.next_u_bound <= limit && out * detail::bound_slack <= limit) continue;
+      const auto r = ops::momentum_apply_magnitudes(backend_, kind_, momentum_, inv, num_workers != 1,
+                                                    span<const T>(st.u.data(), st.u.size()),
+                                                    span<const T>(st.sum.data(), st.sum.size()));
+      if (!r.finite) return fail(errc::state_overflow);
+      st.next_u_bound = r.u;
+    }
     for (auto& st : tensors_) {
       const span<T> sum(st.sum.data(), st.sum.size());
       if (num_workers != 1) ops::scale(backend_, inv, sum);
-      if (st.receiver_momentum)
+      if (st.receiver_momentum) {
         ops::momentum_apply(backend_, kind_, momentum_, span<T>(st.u.data(), st.u.size()), sum);
+        st.u_bound = st.next_u_bound;
+      }
     }
     return {};
   }
@@ -602,12 +784,47 @@ class dgc_aggregator {
     buffer<T> u;
     bool receiver_momentum = false;
     std::size_t messages = 0;
+    double bound = 0.0;       // upper bound of max |sum| since begin()
+    double next_bound = 0.0;  // the bound once the add in progress is applied
+    double u_bound = 0.0;     // upper bound of max |u|
+    double next_u_bound = 0.0;
   };
+
+  // Decides the overflow check of an add of values whose largest magnitude is `largest`: the
+  // bound of the sum after it, and whether that bound needs the exact check.
+  static void accept(tensor_state& st, double largest, bool& check_sums) noexcept {
+    st.next_bound = (st.bound + largest) * detail::bound_slack;
+    check_sums = !(st.next_bound <= detail::state_limit<T>());
+    // After an exact check, no tighter bound is known than the largest finite value.
+    if (check_sums) st.next_bound = static_cast<double>(std::numeric_limits<T>::max());
+  }
+  static void commit(tensor_state& st) noexcept { st.bound = st.next_bound; }
+
+  // The layout an encoded message must follow (see add(span<const std::byte>)).
+  struct layout_rules {
+    dgc_aggregator& a;
+    errc section(const wire::section_header& s, double largest, bool& check_sums) noexcept {
+      // decode_accumulate has checked s.tensor against the number of tensors and numel.
+      tensor_state& st = a.tensors_[s.tensor];
+      if (a.seen_[s.tensor] != 0) return errc::duplicate_tensor;
+      a.seen_[s.tensor] = 1;
+      if ((s.indices == wire::index_coding::dense) == st.info.compressed) return errc::layout_mismatch;
+      accept(st, largest, check_sums);
+      return errc::ok;
+    }
+    errc complete() const noexcept {
+      for (const unsigned char seen : a.seen_)
+        if (seen == 0) return errc::missing_tensor;
+      return errc::ok;
+    }
+  };
+
   Backend backend_;
   T momentum_;
   momentum_kind kind_;
   std::vector<tensor_state> tensors_;
   std::vector<span<T>> sums_;
+  std::vector<unsigned char> seen_;  // tensors carried by the message being added
   std::vector<std::uint32_t> index_scratch_;
 };
 

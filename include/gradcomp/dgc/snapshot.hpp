@@ -8,6 +8,7 @@
 /// training had never stopped. Layout: docs/wire_format.md, "Compressor snapshots".
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -26,8 +27,14 @@
 namespace gradcomp {
 namespace detail {
 
-inline constexpr std::uint32_t snapshot_state_tensor = 0xffffffffu;
-inline constexpr std::size_t snapshot_state_words = 4;
+// The state section's layout (wire/format.hpp): step, epoch and seed as 32-bit halves, then the
+// settings the state depends on; earlier releases wrote four words (step, epoch, seed halves),
+// which restore still reads.
+using wire::snapshot_state_tensor;
+inline constexpr std::size_t snapshot_state_words = wire::snapshot_state_words;
+inline constexpr std::size_t snapshot_legacy_state_words = wire::snapshot_legacy_state_words;
+namespace word = wire::state_word;
+namespace legacy_word = wire::legacy_state_word;
 
 template <class T>
 constexpr wire::value_coding exact_coding() noexcept {
@@ -66,19 +73,59 @@ struct snapshot_access {
   }
   template <class T, class B>
   static void counters(const dgc_compressor<T, B>& c, double* words) {
-    words[0] = static_cast<double>(c.step_);
-    words[1] = static_cast<double>(c.epoch_);
-    words[2] = static_cast<double>(c.cfg_.seed & 0xffffffffu);
-    words[3] = static_cast<double>(c.cfg_.seed >> 32);
+    const auto low = [](std::uint64_t x) { return static_cast<double>(x & 0xffffffffu); };
+    const auto high = [](std::uint64_t x) { return static_cast<double>(x >> 32); };
+    words[word::step_low] = low(c.step_);
+    words[word::step_high] = high(c.step_);
+    words[word::epoch_low] = low(c.epoch_);
+    words[word::epoch_high] = high(c.epoch_);
+    words[word::seed_low] = low(c.cfg_.seed);
+    words[word::seed_high] = high(c.cfg_.seed);
+    words[word::momentum_correction] = c.cfg_.momentum_correction ? 1.0 : 0.0;
+    words[word::nesterov] = c.cfg_.nesterov ? 1.0 : 0.0;
+    words[word::selection] = static_cast<double>(static_cast<std::uint32_t>(
+        c.cfg_.selection == selection_method::exact_topk ? wire::snapshot_selection::exact_topk
+                                                         : wire::snapshot_selection::sampled_threshold));
+  }
+  // The settings a snapshot's state depends on must match the compressor's; returns the name of
+  // the first field that differs, or nullptr.
+  template <class T, class B>
+  static const char* config_difference(const dgc_compressor<T, B>& c, const double* words) {
+    double own[snapshot_state_words];
+    counters(c, own);
+    if (words[word::momentum_correction] != own[word::momentum_correction]) return "momentum_correction";
+    if (words[word::nesterov] != own[word::nesterov]) return "nesterov";
+    if (words[word::selection] != own[word::selection]) return "selection";
+    return nullptr;
   }
   template <class T, class B>
   static void set_counters(dgc_compressor<T, B>& c, const double* words) {
-    c.step_ = static_cast<std::size_t>(words[0]);
-    c.epoch_ = static_cast<std::size_t>(words[1]);
-    c.cfg_.seed = static_cast<std::uint64_t>(words[2]) | (static_cast<std::uint64_t>(words[3]) << 32);
+    const auto join = [](double low, double high) {
+      return static_cast<std::uint64_t>(low) | (static_cast<std::uint64_t>(high) << 32);
+    };
+    c.step_ = static_cast<std::size_t>(join(words[word::step_low], words[word::step_high]));
+    c.epoch_ = static_cast<std::size_t>(join(words[word::epoch_low], words[word::epoch_high]));
+    c.cfg_.seed = join(words[word::seed_low], words[word::seed_high]);
+  }
+  // After a restore: the overflow guard's bounds become the restored state's largest magnitudes.
+  template <class T, class B>
+  static void reset_bounds(dgc_compressor<T, B>& c) {
+    for (auto& st : c.tensors_) {
+      st.u_bound = magnitude_of(c.backend_, st.u);
+      st.v_bound = magnitude_of(c.backend_, st.v);
+    }
+  }
+  template <class T, class B>
+  static void reset_bounds(dgc_aggregator<T, B>& a) {
+    for (auto& st : a.tensors_) st.u_bound = magnitude_of(a.backend_, st.u);
   }
 
  private:
+  template <class B, class Buffer>
+  static double magnitude_of(const B& backend, const Buffer& b) {
+    using T = typename Buffer::value_type;
+    return ops<B>::largest_magnitude(backend, span<const T>(b.data(), b.size()));
+  }
   template <class T>
   static snapshot_item<T> item(wire::section_role role, std::size_t t, T* data, std::size_t n) {
     snapshot_item<T> it;
@@ -144,34 +191,59 @@ result<std::size_t> write_snapshot(const std::vector<snapshot_item<T>>& items, c
 
 inline bool is_count(double x, double limit) { return x >= 0.0 && x < limit && std::floor(x) == x; }
 
-// Checks a snapshot against the expected items (and state section), then restores it.
-template <class T>
+// Checks a snapshot against the expected items (and state section, whose recorded settings
+// `settings_differ(words)` compares: it returns the name of a field that differs, or nullptr),
+// then restores it.
+template <class T, class SettingsDiffer>
 result<void> read_snapshot(span<const std::byte> msg, const std::vector<snapshot_item<T>>& items,
-                           double* state) {
+                           double* state, SettingsDiffer&& settings_differ) {
   const auto h = wire::detail::validate_as<T>(msg);
   if (!h) return fail(h.error());
   if (h->kind != wire::message_kind::snapshot) return fail(errc::layout_mismatch);
+  // The settings first (a snapshot of another configuration is reported as such, not as the
+  // layout difference it also causes), then the layout.
   const std::size_t expected = items.size() + (state != nullptr ? 1 : 0);
-  if (h->section_count != expected) return fail(errc::layout_mismatch);
   std::vector<wire::section_header> sections;
-  sections.reserve(expected);
-  (void)wire::for_each_section(msg, [&](const wire::section_header& s) { sections.push_back(s); });
+  sections.reserve(std::min<std::size_t>(expected, h->section_count));
+  (void)wire::for_each_section(msg, [&](const wire::section_header& s) {
+    if (sections.size() < expected) sections.push_back(s);
+  });
   std::size_t next = 0;
-  double words[snapshot_state_words] = {0, 0, 0, 0};
+  double words[snapshot_state_words] = {};
   if (state != nullptr) {
+    if (sections.empty()) return fail(errc::layout_mismatch);
     const auto& s = sections[next++];
     if (s.role != wire::section_role::state || s.tensor != snapshot_state_tensor ||
-        s.numel != snapshot_state_words || s.indices != wire::index_coding::dense ||
-        s.values != wire::value_coding::fp64)
+        (s.numel != snapshot_state_words && s.numel != snapshot_legacy_state_words) ||
+        s.indices != wire::index_coding::dense || s.values != wire::value_coding::fp64)
       return fail(errc::layout_mismatch);
-    const auto r = wire::decode_section<double>(msg, s, span<std::uint32_t>(),
-                                                span<double>(words, snapshot_state_words));
+    const auto r = wire::decode_section<double>(msg, s, span<std::uint32_t>(), span<double>(words, s.numel));
     if (!r) return fail(r.error());
     const double two53 = 9007199254740992.0, two32 = 4294967296.0;
-    if (!is_count(words[0], two53) || !is_count(words[1], two53) || !is_count(words[2], two32) ||
-        !is_count(words[3], two32))
-      return fail(errc::malformed_payload);
+    if (s.numel == snapshot_legacy_state_words) {
+      // Step and epoch as whole numbers below 2^53; no settings recorded, so none are compared.
+      const double step = words[legacy_word::step], epoch = words[legacy_word::epoch];
+      const double seed_low = words[legacy_word::seed_low], seed_high = words[legacy_word::seed_high];
+      if (!is_count(step, two53) || !is_count(epoch, two53) || !is_count(seed_low, two32) ||
+          !is_count(seed_high, two32))
+        return fail(errc::malformed_payload);
+      words[word::step_low] = std::fmod(step, two32);
+      words[word::step_high] = std::floor(step / two32);
+      words[word::epoch_low] = std::fmod(epoch, two32);
+      words[word::epoch_high] = std::floor(epoch / two32);
+      words[word::seed_low] = seed_low;
+      words[word::seed_high] = seed_high;
+    } else {
+      for (std::size_t i = word::step_low; i <= word::seed_high; ++i)
+        if (!is_count(words[i], two32)) return fail(errc::malformed_payload);
+      if (!is_count(words[word::momentum_correction], 2.0) || !is_count(words[word::nesterov], 2.0) ||
+          !is_count(words[word::selection], 2.0))
+        return fail(errc::malformed_payload);
+      if (const char* field = settings_differ(static_cast<const double*>(words)))
+        return fail(errc::config_mismatch, field);
+    }
   }
+  if (h->section_count != expected) return fail(errc::layout_mismatch);
   for (const auto& it : items) {
     const auto& s = sections[next++];
     if (s.role != it.role || s.tensor != it.data.tensor || s.numel != it.data.numel ||
@@ -227,18 +299,28 @@ std::vector<std::byte> save_snapshot(const dgc_compressor<T, cpu_backend>& c, bo
 /**
  * @brief Restores a snapshot written by `save_snapshot` into `c`, which must have the same
  * tensors (names are not stored: ids, sizes and the compressed/dense split must match) and the
- * same momentum setting. The snapshot's seed replaces the configured one.
+ * same settings that the state depends on: `momentum_correction`, `nesterov` and `selection`
+ * (recorded in the snapshot; snapshots of earlier releases, which did not record them, are
+ * restored without that comparison). The snapshot's step, epoch and seed replace the
+ * compressor's; the other settings (learning-rate-like values such as `momentum`, clipping, the
+ * schedule, threads) are the compressor's own and may differ.
  *
  * The message is checked completely first: on any error `c` is unchanged.
- * @return `errc::layout_mismatch` (another layout, or not a snapshot), or any decoding error.
+ * @return `errc::layout_mismatch` (another layout, or not a snapshot), `errc::config_mismatch`
+ *         (a recorded setting differs; `detail()` names the field: `"momentum_correction"`,
+ *         `"nesterov"` or `"selection"`), `errc::malformed_payload` (counters that are not whole
+ *         numbers in range), or any decoding error.
  */
 template <class T>
 [[nodiscard]] result<void> restore_snapshot(dgc_compressor<T, cpu_backend>& c,
                                             span<const std::byte> msg) {
   double words[detail::snapshot_state_words];
-  auto r = detail::read_snapshot(msg, detail::snapshot_access::items(c), words);
+  auto r = detail::read_snapshot(msg, detail::snapshot_access::items(c), words, [&](const double* w) {
+    return detail::snapshot_access::config_difference(c, w);
+  });
   if (!r) return r;
   detail::snapshot_access::set_counters(c, words);
+  detail::snapshot_access::reset_bounds(c);
   return {};
 }
 
@@ -258,7 +340,11 @@ std::vector<std::byte> save_snapshot(const dgc_aggregator<T, cpu_backend>& a, bo
 template <class T>
 [[nodiscard]] result<void> restore_snapshot(dgc_aggregator<T, cpu_backend>& a,
                                             span<const std::byte> msg) {
-  return detail::read_snapshot<T>(msg, detail::snapshot_access::items(a), nullptr);
+  auto r = detail::read_snapshot<T>(msg, detail::snapshot_access::items(a), nullptr,
+                                    [](const double*) -> const char* { return nullptr; });
+  if (!r) return r;
+  detail::snapshot_access::reset_bounds(a);
+  return {};
 }
 
 }  // namespace gradcomp

@@ -14,10 +14,17 @@
 
 namespace gradcomp {
 
-/// Workspace bytes `exact_topk` needs for `n` elements and `k` results on `backend` (on the CPU,
-/// room for a sample and the candidates of large inputs; 0 for small ones).
+/**
+ * @brief Workspace bytes `exact_topk` needs for `n` elements and `k` results on `backend` (on the
+ * CPU, room for a sample and the candidates of large inputs; 0 for small ones).
+ * @return the size, or `errc::size_overflow` (more than 2^32 - 1 elements, which no selection
+ *         takes), `errc::k_exceeds_n`.
+ */
 template <class T, class Backend>
-std::size_t exact_topk_workspace_bytes(const Backend& backend, std::size_t n, std::size_t k) {
+[[nodiscard]] result<std::size_t> exact_topk_workspace_bytes(const Backend& backend, std::size_t n,
+                                                             std::size_t k) {
+  if (n > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
+  if (k > n) return fail(errc::k_exceeds_n);
   return detail::ops<Backend>::template exact_topk_workspace_bytes<T>(backend, n, k);
 }
 
@@ -46,7 +53,7 @@ template <class Backend, class T>
   if (values.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   if (k > values.size()) return fail(errc::k_exceeds_n);
   if (out_indices.size() < k) return fail(errc::output_too_small);
-  if (workspace.size() < exact_topk_workspace_bytes<T>(backend, values.size(), k))
+  if (workspace.size() < *exact_topk_workspace_bytes<T>(backend, values.size(), k))
     return fail(errc::workspace_too_small);
   T threshold{};
   return detail::ops<Backend>::exact_topk(backend, values, k, out_indices, workspace, &threshold);
@@ -57,7 +64,9 @@ template <class Backend, class T>
 template <class Backend, class T>
 [[nodiscard]] result<std::size_t> exact_topk(const Backend& backend, span<const T> values,
                                              std::size_t k, span<std::uint32_t> out_indices) {
-  std::vector<std::byte> ws(exact_topk_workspace_bytes<T>(backend, values.size(), k));
+  const auto bytes = exact_topk_workspace_bytes<T>(backend, values.size(), k);
+  if (!bytes) return fail(bytes.error());
+  std::vector<std::byte> ws(*bytes);
   return exact_topk(backend, values, k, out_indices, span<std::byte>(ws.data(), ws.size()));
 }
 

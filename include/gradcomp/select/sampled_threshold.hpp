@@ -29,11 +29,19 @@ inline result<void> validate(const sampled_threshold_config& cfg) noexcept {
   return {};
 }
 
-/// Workspace bytes `sampled_threshold_select` needs for `n` elements and target `k`.
+/**
+ * @brief Workspace bytes `sampled_threshold_select` needs for `n` elements and target `k`.
+ * @return the size, or `errc::size_overflow` (more than 2^32 - 1 elements, which no selection
+ *         takes), `errc::k_exceeds_n`, `errc::invalid_argument` (a `cfg` that `validate`
+ *         refuses).
+ */
 template <class T, class Backend>
-std::size_t sampled_threshold_workspace_bytes(const Backend& backend,
-                                              const sampled_threshold_config& cfg, std::size_t n,
-                                              std::size_t k) {
+[[nodiscard]] result<std::size_t> sampled_threshold_workspace_bytes(const Backend& backend,
+                                                                    const sampled_threshold_config& cfg,
+                                                                    std::size_t n, std::size_t k) {
+  if (n > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
+  if (k > n) return fail(errc::k_exceeds_n);
+  if (auto v = validate(cfg); !v) return fail(v.error());
   return detail::ops<Backend>::template sampled_threshold_workspace_bytes<T>(backend, cfg, n, k);
 }
 
@@ -76,7 +84,7 @@ template <class Backend, class T>
   if (values.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   if (k > values.size()) return fail(errc::k_exceeds_n);
   if (out_indices.size() < k) return fail(errc::output_too_small);
-  if (workspace.size() < sampled_threshold_workspace_bytes<T>(backend, cfg, values.size(), k))
+  if (workspace.size() < *sampled_threshold_workspace_bytes<T>(backend, cfg, values.size(), k))
     return fail(errc::workspace_too_small);
   return detail::ops<Backend>::sampled_threshold_select(backend, values, k, cfg, seed,
                                                         out_indices, workspace);
@@ -87,8 +95,9 @@ template <class Backend, class T>
 [[nodiscard]] result<selection_result<T>> sampled_threshold_select(
     const Backend& backend, span<const T> values, std::size_t k,
     const sampled_threshold_config& cfg, std::uint64_t seed, span<std::uint32_t> out_indices) {
-  if (auto v = validate(cfg); !v) return fail(v.error());
-  std::vector<std::byte> ws(sampled_threshold_workspace_bytes<T>(backend, cfg, values.size(), k));
+  const auto bytes = sampled_threshold_workspace_bytes<T>(backend, cfg, values.size(), k);
+  if (!bytes) return fail(bytes.error());
+  std::vector<std::byte> ws(*bytes);
   return sampled_threshold_select(backend, values, k, cfg, seed, out_indices,
                                   span<std::byte>(ws.data(), ws.size()));
 }

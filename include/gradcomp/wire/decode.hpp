@@ -6,11 +6,20 @@
 /// tensor and against its predecessor, and every value must be finite. Each kind of damage has
 /// its own `errc` (listed in docs/wire_format.md). Functions that write into caller memory check
 /// the whole input first, so an error leaves the destination unchanged.
+///
+/// Layers: `peek` reads the message header; `for_each_section` walks the section headers;
+/// `validate` and `decode` check everything, including the rules of the message's kind (which
+/// roles, codings and tensor ids its sections may have: `detail::kind_rules`).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <new>
+#include <set>
+#include <type_traits>
 #include <vector>
 
 #include "../detail/bytes.hpp"
@@ -79,11 +88,14 @@ inline result<message_header> peek(span<const std::byte> msg) noexcept {
 
 /**
  * @brief Reads and checks the header of the section at `offset`, which must end by `end` (the
- * start of the checksum, or the message end). Payloads are not decoded.
- * @return the section header, or `errc::truncated` (the section runs past `end`),
- *         `errc::size_overflow` (a section length beyond the whole message), `errc::kept_exceeds_numel`,
- *         `errc::unknown_coding`, `errc::reserved_field` (a parameter on a coding that has
- *         none), `errc::malformed_payload` (payload lengths that disagree with the codings).
+ * start of the checksum, or the message end). Payloads are not decoded, and the rules of the
+ * message's kind are not applied.
+ * @return the section header, or `errc::truncated` (fewer than 32 bytes before `end`, or a
+ *         `section_bytes` that runs past `end`, however large), `errc::kept_exceeds_numel`,
+ *         `errc::unknown_coding`, `errc::reserved_field` (a parameter on a coding that has none,
+ *         or a Rice parameter of 32 or more), `errc::malformed_payload` (a `section_bytes` below
+ *         32, payload lengths that disagree with the codings, a dense section with
+ *         `kept < numel`).
  */
 [[nodiscard]] inline result<section_header> read_section_header(span<const std::byte> msg,
                                                                 std::uint64_t offset,
@@ -104,8 +116,7 @@ inline result<message_header> peek(span<const std::byte> msg) noexcept {
   const auto role = static_cast<std::uint8_t>(p[23]);
   s.index_bytes = load_le<std::uint64_t>(p + 24);
   if (s.bytes < section_header_bytes) return fail(errc::malformed_payload);
-  if (s.bytes > end) return fail(errc::size_overflow);  // longer than the whole message
-  if (s.bytes > end - offset) return fail(errc::truncated);
+  if (s.bytes > end - offset) return fail(errc::truncated);  // past the section area
   if (s.kept > s.numel) return fail(errc::kept_exceeds_numel);
   if (ic > static_cast<std::uint8_t>(index_coding::bitmap)) return fail(errc::unknown_coding);
   s.indices = static_cast<index_coding>(ic);
@@ -176,6 +187,195 @@ errc check_section(span<const std::byte> msg, const section_header& s) noexcept 
   return gradcomp::detail::check_values<T>(value_payload(msg, s), s.values, s.kept);
 }
 
+/**
+ * @brief The rules of a message's kind (docs/wire_format.md, "Rules of each kind"), applied to
+ * its section headers one by one in message order, then `finish()` after the last one.
+ *
+ * Gradient messages: every section has role `gradient`, and each tensor id appears at most once.
+ * Snapshots: dense sections only, no `gradient` role, and one of two forms: a compressor
+ * snapshot (a state section first, then a `residual` section per compressed tensor in increasing
+ * tensor id order, each directly followed by a `momentum` section with the same id either always
+ * or never, all in one value coding, fp32 or fp64) or an aggregator snapshot (only
+ * `receiver_momentum` sections, tensor ids strictly increasing, all in one value coding, fp32 or
+ * fp64; possibly none).
+ *
+ * Errors: `errc::section_not_allowed` (a role, coding, tensor id or position the kind does not
+ * allow), `errc::duplicate_tensor` (a section whose role and tensor id repeat those of an earlier
+ * section, its role, codings and form being allowed; repeats are checked before the order of ids
+ * and the residual / momentum pairing), and `errc::size_overflow`
+ * when the memory to remember the tensor ids seen cannot be allocated. Once an error was
+ * reported, later calls are meaningless. The state section's payload is checked by
+ * `check_state_words`, not here.
+ *
+ * Time is linear in the section count when tensor ids come in increasing order (as gradcomp's
+ * encoder writes them) and O(n log n) otherwise; memory is O(section count): the ids seen.
+ */
+class kind_rules {
+ public:
+  /// Starts the rules of `h`'s kind; `h` was returned by `peek` or an equivalent header check.
+  explicit kind_rules(const message_header& h) noexcept
+      : kind_(h.kind), count_(h.section_count) {}
+
+  /// Checks the next section header (already checked by `read_section_header`).
+  errc section(const section_header& s) noexcept {
+    try {
+      const errc e = kind_ == message_kind::gradients ? gradient_section(s) : snapshot_section(s);
+      prev_role_ = s.role;
+      prev_tensor_ = s.tensor;
+      ++seen_;
+      return e;
+    } catch (const std::bad_alloc&) {
+      return errc::size_overflow;
+    }
+  }
+
+  /// Checks what only the end of the message can tell (a momentum section missing after the
+  /// last residual section).
+  errc finish() const noexcept {
+    if (kind_ == message_kind::snapshot && form_ == form::compressor &&
+        momentum_ == momentum::with && prev_role_ == section_role::residual)
+      return errc::section_not_allowed;
+    return errc::ok;
+  }
+
+ private:
+  enum class form : std::uint8_t { undecided, compressor, aggregator };
+  enum class momentum : std::uint8_t { undecided, with, without };
+
+  // Tensor ids accepted in increasing order: a sorted vector, so that "seen before" costs nothing
+  // for an id above the last one and a binary search otherwise.
+  struct increasing_ids {
+    std::vector<std::uint32_t> ids;
+    bool contains(std::uint32_t t) const noexcept {
+      if (ids.empty() || t > ids.back()) return false;
+      return std::binary_search(ids.begin(), ids.end(), t);
+    }
+    void add(std::uint32_t t, std::uint32_t count) {
+      // One allocation for the usual model sizes; beyond that the vector grows as ids come.
+      if (ids.empty()) ids.reserve(std::min<std::uint32_t>(count, 4096));
+      ids.push_back(t);
+    }
+  };
+
+  errc gradient_section(const section_header& s) {
+    if (s.role != section_role::gradient) return errc::section_not_allowed;
+    if (!unordered_) {
+      if (ids_.ids.empty() || s.tensor > ids_.ids.back()) {
+        ids_.add(s.tensor, count_);
+        return errc::ok;
+      }
+      if (ids_.contains(s.tensor)) return errc::duplicate_tensor;
+      // Ids out of order: from here on, a balanced tree of every id seen.
+      unordered_ = true;
+      for (const std::uint32_t t : ids_.ids) unordered_ids_.insert(unordered_ids_.end(), t);
+      std::vector<std::uint32_t>().swap(ids_.ids);
+    }
+    return unordered_ids_.insert(s.tensor).second ? errc::ok : errc::duplicate_tensor;
+  }
+
+  static bool exact_coding(value_coding c) noexcept {
+    return c == value_coding::fp32 || c == value_coding::fp64;
+  }
+
+  // The checks that do not depend on earlier sections, then the form, then repeated ids, then
+  // the order of ids and sections.
+  errc snapshot_section(const section_header& s) {
+    if (s.role == section_role::gradient) return errc::section_not_allowed;
+    if (s.indices != index_coding::dense) return errc::section_not_allowed;
+    if (s.role == section_role::state) {
+      if (seen_ != 0 || s.tensor != snapshot_state_tensor || s.values != value_coding::fp64 ||
+          (s.numel != snapshot_state_words && s.numel != snapshot_legacy_state_words))
+        return errc::section_not_allowed;
+      form_ = form::compressor;
+      return errc::ok;
+    }
+    if (s.tensor == snapshot_state_tensor || !exact_coding(s.values))
+      return errc::section_not_allowed;
+    if (seen_ == 0) {
+      if (s.role != section_role::receiver_momentum) return errc::section_not_allowed;
+      form_ = form::aggregator;
+    }
+    if ((form_ == form::aggregator) != (s.role == section_role::receiver_momentum))
+      return errc::section_not_allowed;
+    if (s.role == section_role::receiver_momentum) {
+      if (ids_.contains(s.tensor)) return errc::duplicate_tensor;
+      if (!ids_.ids.empty() && (s.tensor < ids_.ids.back() || s.values != coding_))
+        return errc::section_not_allowed;
+      coding_ = s.values;
+      ids_.add(s.tensor, count_);
+      return errc::ok;
+    }
+    if (s.role == section_role::residual) {
+      if (ids_.contains(s.tensor)) return errc::duplicate_tensor;
+      if (!ids_.ids.empty() && (s.tensor < ids_.ids.back() || s.values != coding_))
+        return errc::section_not_allowed;
+      if (prev_role_ == section_role::residual) {  // the previous residual had no momentum
+        if (momentum_ == momentum::with) return errc::section_not_allowed;
+        momentum_ = momentum::without;
+      }
+      coding_ = s.values;
+      ids_.add(s.tensor, count_);
+      return errc::ok;
+    }
+    // momentum
+    if (momentum_ids_.contains(s.tensor)) return errc::duplicate_tensor;
+    if (prev_role_ != section_role::residual || prev_tensor_ != s.tensor ||
+        momentum_ == momentum::without || s.values != coding_)
+      return errc::section_not_allowed;
+    momentum_ = momentum::with;
+    momentum_ids_.add(s.tensor, count_);
+    return errc::ok;
+  }
+
+  message_kind kind_;
+  std::uint32_t count_;     // the header's section count, to reserve memory once
+  std::uint32_t seen_ = 0;  // sections checked so far
+  section_role prev_role_ = section_role::gradient;
+  std::uint32_t prev_tensor_ = 0;
+  // Gradient messages: ids seen, in a sorted vector while they increase, then in a tree.
+  // Snapshots: ids of the residual or receiver_momentum sections (always increasing).
+  increasing_ids ids_;
+  bool unordered_ = false;
+  std::set<std::uint32_t> unordered_ids_;
+  // Compressor snapshots.
+  form form_ = form::undecided;
+  momentum momentum_ = momentum::undecided;
+  increasing_ids momentum_ids_;
+  value_coding coding_ = value_coding::fp32;  // of the first residual / receiver_momentum
+};
+
+// True when x is an integer in [0, limit) stored exactly (negative zero is not).
+inline bool is_state_count(double x, double limit) noexcept {
+  return !std::signbit(x) && x < limit && std::floor(x) == x;
+}
+
+// The words of a state section (role state, fp64, dense, 9 or 4 words, payload already checked
+// by check_section): errc::ok or errc::malformed_payload.
+inline errc check_state_words(span<const std::byte> msg, const section_header& s) noexcept {
+  const std::byte* v = value_payload(msg, s);
+  double w[snapshot_state_words] = {};
+  if (s.values != value_coding::fp64 || s.kept > snapshot_state_words) return errc::malformed_payload;
+  for (std::uint32_t j = 0; j < s.kept; ++j)
+    w[j] = gradcomp::detail::bits_double(gradcomp::detail::load_le<std::uint64_t>(v + 8 * j));
+  const double two32 = 4294967296.0, two53 = 9007199254740992.0;
+  if (s.kept == snapshot_state_words) {
+    for (std::size_t j = state_word::step_low; j <= state_word::seed_high; ++j)
+      if (!is_state_count(w[j], two32)) return errc::malformed_payload;
+    for (std::size_t j = state_word::momentum_correction; j <= state_word::selection; ++j)
+      if (!is_state_count(w[j], 2.0)) return errc::malformed_payload;
+    return errc::ok;
+  }
+  if (s.kept == snapshot_legacy_state_words) {
+    if (!is_state_count(w[legacy_state_word::step], two53) ||
+        !is_state_count(w[legacy_state_word::epoch], two53) ||
+        !is_state_count(w[legacy_state_word::seed_low], two32) ||
+        !is_state_count(w[legacy_state_word::seed_high], two32))
+      return errc::malformed_payload;
+    return errc::ok;
+  }
+  return errc::malformed_payload;
+}
+
 // Walks every section header; f(section_header) returns errc::ok to continue.
 template <class F>
 result<message_header> walk(span<const std::byte> msg, F&& f) noexcept {
@@ -210,20 +410,36 @@ inline result<message_header> checked_header(span<const std::byte> msg) noexcept
   return read_header_rest(msg, *frame);
 }
 
+// validate, checking values as decode_section<T> would. Per section: its header, the kind's
+// rules, its payload (and a state section's words); after the last: the kind's final rule.
 template <class T>
 result<message_header> validate_as(span<const std::byte> msg) noexcept {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "values are checked as float or double");
   auto h = checked_header(msg);
   if (!h) return h;
-  return walk(msg, [&](const section_header& s) { return check_section<T>(msg, s); });
+  kind_rules rules(*h);
+  auto walked = walk(msg, [&](const section_header& s) {
+    errc e = rules.section(s);
+    if (e == errc::ok) e = check_section<T>(msg, s);
+    if (e == errc::ok && s.role == section_role::state) e = check_state_words(msg, s);
+    return e;
+  });
+  if (!walked) return walked;
+  if (const errc e = rules.finish(); e != errc::ok) return fail(e);
+  return walked;
 }
 
 }  // namespace detail
 
 /**
  * @brief Calls `f(const section_header&)` for each section, in order, after checking the message
- * header, the checksum and each section header (payloads are not decoded: use `validate` first
- * to know they are sound). `f` returns nothing.
- * @return the message header, or the first error found.
+ * header, the checksum and each section header. This is a walk over headers: payloads are not
+ * decoded and the rules of the message's kind are not applied (use `validate` first to know the
+ * message is sound). `f` returns nothing.
+ * @return the message header, or the first error found (see `peek`, `read_section_header`, plus
+ *         `errc::checksum_mismatch`, `errc::trailing_bytes` when the sections end before the
+ *         declared length).
  */
 template <class F>
 [[nodiscard]] result<message_header> for_each_section(span<const std::byte> msg, F&& f) {
@@ -236,31 +452,74 @@ template <class F>
 }
 
 /**
- * @brief Checks a whole message: header, checksum, every section header and every payload (all
- * indices strictly increasing and in range, payloads consumed exactly with zero padding, all
- * values finite).
- * @return the message header, or the first error found (see `peek`, `read_section_header`,
- *         plus `errc::checksum_mismatch`, `errc::index_out_of_range`,
- *         `errc::indices_not_increasing`, `errc::non_finite_input`, `errc::trailing_bytes` when
- *         the sections end before the declared length).
+ * @brief Checks a whole message: header, checksum, every section header, the rules of the
+ * message's kind (see `detail::kind_rules`: roles, codings, tensor ids, the snapshot layouts and
+ * the state words) and every payload (all indices strictly increasing and in range, payloads
+ * consumed exactly with zero padding, all values finite).
+ *
+ * Values are checked as binary64: an fp64 value is accepted whatever its magnitude, so a message
+ * this accepts may still be refused by `decode_section<float>`, `decode<float>` or
+ * `decode_accumulate<float>` with `errc::value_out_of_range`. Use `validate<float>` to check
+ * for a float destination.
+ *
+ * @return the message header, or the first error found, in the order: header, checksum, then
+ *         for each section its header, the kind's rules and its payload, then the kind's final
+ *         rule (see `peek`, `read_section_header`, plus `errc::checksum_mismatch`,
+ *         `errc::section_not_allowed`, `errc::duplicate_tensor`, `errc::index_out_of_range`,
+ *         `errc::indices_not_increasing`, `errc::non_finite_input`, `errc::malformed_payload`
+ *         for state words out of their range, `errc::trailing_bytes` when the sections end
+ *         before the declared length, `errc::size_overflow` when memory for the tensor ids seen
+ *         cannot be allocated).
  */
 [[nodiscard]] inline result<message_header> validate(span<const std::byte> msg) noexcept {
   return detail::validate_as<double>(msg);
 }
 
 /**
+ * @brief `validate` for a destination type `T` (`float` or `double`): checks the values as
+ * `decode_section<T>`, `decode<T>` and `decode_accumulate<T>` read them, so an fp64 value beyond
+ * the range of `T` gives `errc::value_out_of_range`. `validate<double>` is `validate`.
+ * @return as `validate`, plus `errc::value_out_of_range`.
+ */
+template <class T>
+[[nodiscard]] result<message_header> validate(span<const std::byte> msg) noexcept {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "validate<T> takes float or double");
+  return detail::validate_as<T>(msg);
+}
+
+/**
  * @brief Decodes one section (from `for_each_section`) into caller memory: the first `kept`
  * entries of `indices` and `values` (for a dense section all `numel` values, and `indices` is
  * not touched).
- * @return `kept`, or `errc::output_too_small`, any payload error of `validate`, or
- *         `errc::value_out_of_range` (an fp64 value beyond the range of `T`); on error nothing
- *         is written.
+ *
+ * `s` is not trusted: the section header at `s.offset` is read again from `msg` (within the
+ * message's section area) and must equal `s` in every field, so a forged or stale header can
+ * never make this read outside `msg`. The rules of the message's kind are not applied (that is
+ * `validate`'s job).
+ *
+ * @return `kept`, or any error of `peek`'s frame checks on `msg` (`errc::truncated`,
+ *         `errc::trailing_bytes`, `errc::bad_magic`, `errc::unsupported_version`,
+ *         `errc::reserved_field`, `errc::malformed_payload`), `errc::invalid_argument` (`s` is
+ *         not the header of a sound section at `s.offset` of `msg`), `errc::output_too_small`,
+ *         any payload error of `validate`, or `errc::value_out_of_range` (an fp64 value beyond
+ *         the range of `T`); on error nothing is written.
  */
 template <class T>
 [[nodiscard]] result<std::size_t> decode_section(span<const std::byte> msg,
                                                  const section_header& s,
                                                  span<std::uint32_t> indices, span<T> values) {
-  if (s.offset > msg.size() || s.bytes > msg.size() - s.offset) return fail(errc::truncated);
+  const auto frame = detail::read_frame(msg);
+  if (!frame) return fail(frame.error());
+  const std::uint64_t end = frame->total_bytes - (frame->has_checksum() ? checksum_bytes : 0);
+  if (s.offset < message_header_bytes || s.offset > end) return fail(errc::invalid_argument);
+  const auto again = read_section_header(msg, s.offset, end);
+  if (!again || again->bytes != s.bytes || again->tensor != s.tensor ||
+      again->numel != s.numel || again->kept != s.kept || again->indices != s.indices ||
+      again->values != s.values || again->index_parameter != s.index_parameter ||
+      again->role != s.role || again->index_bytes != s.index_bytes ||
+      again->value_bytes != s.value_bytes)
+    return fail(errc::invalid_argument);
   if (values.size() < s.kept || (s.indices != index_coding::dense && indices.size() < s.kept))
     return fail(errc::output_too_small);
   if (const errc e = detail::check_section<T>(msg, s); e != errc::ok) return fail(e);
@@ -273,100 +532,6 @@ template <class T>
   return static_cast<std::size_t>(s.kept);
 }
 
-/**
- * @brief The receiving side of an allgather: adds every section of a gradient message into
- * `dest[section.tensor]` (`dest[t]` holds tensor t's dense accumulator, in host memory).
- *
- * The whole message is validated first, and every section checked against `dest`, so an error
- * leaves every accumulator unchanged: a message is applied completely or not at all.
- *
- * `index_scratch` is optional working memory: when it holds at least the total `kept` of the
- * message's sparse sections, positions are decoded once (into it) instead of twice (once to
- * validate, once to apply). Its content on return is unspecified.
- *
- * @return the message header, or any error of `validate`, `errc::layout_mismatch` (not a
- *         gradient message, or a section whose role is not `gradient`), `errc::unknown_tensor`
- *         (a tensor id beyond `dest`), `errc::output_too_small` (an accumulator shorter than
- *         its tensor), `errc::size_mismatch` (an accumulator longer than its tensor).
- */
-template <class T>
-[[nodiscard]] result<message_header> decode_accumulate(span<const std::byte> msg,
-                                                       span<const span<T>> dest,
-                                                       span<std::uint32_t> index_scratch) {
-  auto h = detail::checked_header(msg);
-  if (!h) return h;
-  if (h->kind != message_kind::gradients) return fail(errc::layout_mismatch);
-  // Positions of gap and bitmap codings go to the scratch while it has room; raw and dense
-  // positions are cheap to read again.
-  auto stored = [](const section_header& s) {
-    return s.indices == index_coding::delta_varint || s.indices == index_coding::rice ||
-           s.indices == index_coding::bitmap;
-  };
-  std::uint64_t used = 0;
-  auto checked = detail::walk(msg, [&](const section_header& s) {
-    if (s.role != section_role::gradient) return errc::layout_mismatch;
-    if (s.tensor >= dest.size()) return errc::unknown_tensor;
-    if (dest[s.tensor].size() < s.numel) return errc::output_too_small;
-    if (dest[s.tensor].size() > s.numel) return errc::size_mismatch;
-    errc e = errc::ok;
-    if (stored(s) && s.kept <= index_scratch.size() - used) {
-      std::uint32_t* out = index_scratch.data() + used;
-      e = detail::for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
-      used += s.kept;
-    } else {
-      e = detail::for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
-    }
-    if (e != errc::ok) return e;
-    return gradcomp::detail::check_values<T>(detail::value_payload(msg, s), s.values, s.kept);
-  });
-  if (!checked) return checked;
-  used = 0;
-  (void)detail::walk(msg, [&](const section_header& s) {
-    T* acc = dest[s.tensor].data();
-    const std::byte* v = detail::value_payload(msg, s);
-    if (stored(s) && s.kept <= index_scratch.size() - used) {
-      const std::uint32_t* idx = index_scratch.data() + used;
-      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [idx](std::size_t j) { return idx[j]; });
-      used += s.kept;
-      return errc::ok;
-    }
-    if (s.indices == index_coding::raw_u32) {
-      const std::byte* raw = msg.data() + s.offset + section_header_bytes;
-      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [raw](std::size_t j) {
-        return gradcomp::detail::load_le<std::uint32_t>(raw + 4 * j);
-      });
-      return errc::ok;
-    }
-    if (s.indices == index_coding::dense) {
-      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [](std::size_t j) { return j; });
-      return errc::ok;
-    }
-    // Without room in the scratch: decode positions in blocks on the stack, add each block.
-    constexpr std::uint32_t block = 256;
-    std::uint32_t positions[block];
-    const wire::value_coding coding = s.values;
-    const std::size_t value_size = value_bytes_per_element(coding);
-    auto flush = [&](std::uint32_t first, std::uint32_t count) {
-      gradcomp::detail::add_values<T>(v + value_size * first, coding, count, acc,
-                                      [&positions](std::size_t j) { return positions[j]; });
-    };
-    (void)detail::for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) {
-      positions[j % block] = i;
-      if (j % block == block - 1) flush(j - (block - 1), block);
-    });
-    if (s.kept % block != 0) flush(s.kept - s.kept % block, s.kept % block);
-    return errc::ok;
-  });
-  return h;
-}
-
-/// `decode_accumulate` without scratch memory: positions of compact codings are decoded twice.
-template <class T>
-[[nodiscard]] result<message_header> decode_accumulate(span<const std::byte> msg,
-                                                       span<const span<T>> dest) {
-  return decode_accumulate<T>(msg, dest, span<std::uint32_t>());
-}
-
 /// A section decoded into owned memory (see `decode`).
 template <class T>
 struct decoded_section {
@@ -376,8 +541,9 @@ struct decoded_section {
 };
 
 /**
- * @brief Convenience: validates and decodes every section into vectors. Throws `gradcomp::error`
- * with the first error found. Allocations are bounded by the message length.
+ * @brief Convenience: validates (as `validate<T>`, kind rules included) and decodes every section
+ * into vectors. Throws `gradcomp::error` with the first error found. Allocations are bounded by
+ * the message length.
  */
 template <class T>
 std::vector<decoded_section<T>> decode(span<const std::byte> msg) {
@@ -398,3 +564,6 @@ std::vector<decoded_section<T>> decode(span<const std::byte> msg) {
 
 }  // namespace wire
 }  // namespace gradcomp
+
+// decode_accumulate, the receiving side of an allgather, builds on the checks above.
+#include "accumulate.hpp"  // IWYU pragma: export

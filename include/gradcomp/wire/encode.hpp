@@ -106,11 +106,27 @@ inline bool add_overflows(std::uint64_t& total, std::uint64_t add) noexcept {
   return false;
 }
 
+// True when two sections name the same tensor: linear when the ids increase (as a compressor
+// writes them), else a comparison of every pair (sections come from the caller's own model, and
+// nothing is allocated).
+template <class T>
+bool has_duplicate_tensor(span<const tensor_message<T>> sections) noexcept {
+  bool increasing = true;
+  for (std::size_t i = 1; i < sections.size() && increasing; ++i)
+    increasing = sections[i].tensor > sections[i - 1].tensor;
+  if (increasing) return false;
+  for (std::size_t i = 1; i < sections.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (sections[i].tensor == sections[j].tensor) return true;
+  return false;
+}
+
 // Sections + header + trailer of a message, or size_overflow.
 template <class T>
 result<std::uint64_t> plan_message(span<const tensor_message<T>> sections,
                                    const encode_options& opt) {
   if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
+  if (has_duplicate_tensor(sections)) return fail(errc::duplicate_tensor);
   std::uint64_t total = message_header_bytes + (opt.checksum ? checksum_bytes : 0);
   for (std::size_t s = 0; s < sections.size(); ++s) {
     auto p = plan_section(sections[s], opt);
@@ -170,6 +186,7 @@ template <class T>
 result<std::size_t> encode_message(span<const tensor_message<T>> sections,
                                    const encode_options& opt, span<std::byte> out) {
   if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
+  if (has_duplicate_tensor(sections)) return fail(errc::duplicate_tensor);
   const std::uint64_t trailer = opt.checksum ? checksum_bytes : 0;
   if (out.size() < message_header_bytes + trailer) return fail(errc::output_too_small);
   std::byte* const base = out.data();
@@ -197,9 +214,14 @@ result<std::size_t> encode_message(span<const tensor_message<T>> sections,
  * @brief An upper bound of the encoded size of a section of `numel` elements keeping `kept`, known
  * before the indices are: encoding into a buffer of the sum over sections plus
  * `message_overhead_bytes(opt)` always succeeds (barring invalid input).
+ * @return the bound, or `errc::size_overflow` (`numel` above 2^32 - 1, which no section holds),
+ *         `errc::kept_exceeds_numel`.
  */
-inline std::uint64_t max_section_bytes(std::uint64_t numel, std::uint64_t kept, bool dense,
-                                       const encode_options& opt) noexcept {
+inline result<std::uint64_t> max_section_bytes(std::uint64_t numel, std::uint64_t kept, bool dense,
+                                               const encode_options& opt) noexcept {
+  if (numel > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
+  if (kept > numel) return fail(errc::kept_exceeds_numel);
+  // Below 2^32 elements of at most 8 bytes with at most 5 index bytes each: no product overflows.
   if (dense) return section_header_bytes + numel * value_bytes_per_element(opt.dense_values);
   std::uint64_t index = 0;
   const std::uint64_t bitmap = (numel + 7) / 8;
@@ -222,13 +244,23 @@ constexpr std::uint64_t message_overhead_bytes(const encode_options& opt) noexce
   return message_header_bytes + (opt.checksum ? checksum_bytes : 0);
 }
 
-/// Upper bound of `encode`'s output for these sections (reads only their sizes).
+/**
+ * @brief Upper bound of `encode`'s output for these sections (reads only their sizes).
+ * @return the bound, or `errc::size_overflow` (a section of more than 2^32 - 1 elements, more
+ *         than 2^32 - 1 sections, or a total beyond `size_t`), `errc::kept_exceeds_numel`.
+ */
 template <class T>
-std::uint64_t max_encoded_bytes(span<const tensor_message<T>> sections,
-                                const encode_options& opt) noexcept {
+[[nodiscard]] result<std::size_t> max_encoded_bytes(span<const tensor_message<T>> sections,
+                                                    const encode_options& opt) noexcept {
+  if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   std::uint64_t total = message_overhead_bytes(opt);
-  for (const auto& m : sections) total += max_section_bytes(m.numel, m.values.size(), m.dense, opt);
-  return total;
+  for (const auto& m : sections) {
+    const auto b = max_section_bytes(m.numel, m.values.size(), m.dense, opt);
+    if (!b) return fail(b.error());
+    if (detail::add_overflows(total, *b)) return fail(errc::size_overflow);
+  }
+  if (total > std::numeric_limits<std::size_t>::max()) return fail(errc::size_overflow);
+  return static_cast<std::size_t>(total);
 }
 
 /**
@@ -260,7 +292,9 @@ template <class T>
  *         `errc::kept_exceeds_numel`, `errc::index_out_of_range`, `errc::indices_not_increasing`,
  *         `errc::non_finite_input`, `errc::value_out_of_range`, `errc::unknown_coding`,
  *         `errc::invalid_argument` (index coding `dense` for a sparse section),
- *         `errc::size_overflow`. On error the content of `out` is unspecified.
+ *         `errc::duplicate_tensor` (two sections for one tensor: a gradient message carries each
+ *         tensor at most once), `errc::size_overflow`. On error the content of `out` is
+ *         unspecified.
  */
 template <class T>
 [[nodiscard]] result<std::size_t> encode(span<const tensor_message<T>> sections,
@@ -271,7 +305,7 @@ template <class T>
 /// Convenience: encodes into a new vector; throws `gradcomp::error`.
 template <class T>
 std::vector<std::byte> encode(span<const tensor_message<T>> sections, const encode_options& opt = {}) {
-  std::vector<std::byte> out(static_cast<std::size_t>(max_encoded_bytes(sections, opt)));
+  std::vector<std::byte> out(max_encoded_bytes(sections, opt).value());
   const auto n = encode(sections, opt, span<std::byte>(out.data(), out.size()));
   out.resize(n.value());
   return out;

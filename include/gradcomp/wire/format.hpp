@@ -25,7 +25,7 @@ inline constexpr std::uint16_t flag_checksum = 0x0001;
 /// What a message carries (message header, offset 8).
 enum class message_kind : std::uint32_t {
   gradients = 0,  ///< One worker's step: one section per tensor.
-  snapshot = 1,   ///< A compressor's saved state (see dgc/snapshot.hpp).
+  snapshot = 1,   ///< A compressor's or an aggregator's saved state (see dgc/snapshot.hpp).
 };
 
 /// How a section stores its kept positions (section header, offset 20).
@@ -54,6 +54,48 @@ enum class section_role : std::uint8_t {
   momentum = 2,           ///< A compressor's momentum buffer U (snapshots).
   receiver_momentum = 3,  ///< An aggregator's momentum buffer (snapshots).
   state = 4,              ///< A compressor's counters (snapshots).
+};
+
+/// Tensor id of a compressor snapshot's state section (docs/wire_format.md, "Snapshots"). No
+/// other section of a snapshot may carry it.
+inline constexpr std::uint32_t snapshot_state_tensor = 0xffffffffu;
+/// Words (fp64 values, `numel == kept`) of the state section in the current layout.
+inline constexpr std::uint32_t snapshot_state_words = 9;
+/// Words of the state section in the layout written by earlier releases, still readable.
+inline constexpr std::uint32_t snapshot_legacy_state_words = 4;
+
+/**
+ * @brief Positions of the words of a state section of `snapshot_state_words` words. Each word is
+ * an integer stored exactly as a binary64 value: the 64-bit counters and the seed are split into
+ * their low and high 32 bits (each in [0, 2^32)), the flags are 0 or 1.
+ */
+namespace state_word {
+inline constexpr std::size_t step_low = 0;             ///< Step counter, bits 0-31.
+inline constexpr std::size_t step_high = 1;            ///< Step counter, bits 32-63.
+inline constexpr std::size_t epoch_low = 2;            ///< Epoch counter, bits 0-31.
+inline constexpr std::size_t epoch_high = 3;           ///< Epoch counter, bits 32-63.
+inline constexpr std::size_t seed_low = 4;             ///< Sampling seed, bits 0-31.
+inline constexpr std::size_t seed_high = 5;            ///< Sampling seed, bits 32-63.
+inline constexpr std::size_t momentum_correction = 6;  ///< 1 when momentum correction is on, else 0.
+inline constexpr std::size_t nesterov = 7;             ///< 1 for Nesterov momentum, else 0.
+inline constexpr std::size_t selection = 8;            ///< A `snapshot_selection` value.
+}  // namespace state_word
+
+/**
+ * @brief Positions of the words of a legacy state section (`snapshot_legacy_state_words` words):
+ * step and epoch as integers in [0, 2^53), the seed split into its low and high 32 bits.
+ */
+namespace legacy_state_word {
+inline constexpr std::size_t step = 0;       ///< Step counter.
+inline constexpr std::size_t epoch = 1;      ///< Epoch counter.
+inline constexpr std::size_t seed_low = 2;   ///< Sampling seed, bits 0-31.
+inline constexpr std::size_t seed_high = 3;  ///< Sampling seed, bits 32-63.
+}  // namespace legacy_state_word
+
+/// Selection method recorded in word `state_word::selection` of a state section.
+enum class snapshot_selection : std::uint32_t {
+  sampled_threshold = 0,  ///< Threshold estimated from a sample (the default).
+  exact_topk = 1,         ///< Exact top-k.
 };
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
