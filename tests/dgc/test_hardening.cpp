@@ -78,6 +78,24 @@ std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
   return out;
 }
 
+// Compresses `g` step after step until a step is refused (at most `steps`); every accepted step
+// must leave the state finite, the refused one must report state_overflow and change nothing.
+// Returns whether a step was refused.
+template <class T>
+bool run_until_refused(dgc_compressor<T>& c, const std::vector<std::vector<T>>& g, int steps = 100) {
+  for (int s = 0; s < steps; ++s) {
+    const auto before = state_of(c);
+    const auto r = c.compress(views(g));
+    if (!r) {
+      CHECK(r.error() == errc::state_overflow);
+      CHECK(state_of(c) == before);
+      return true;
+    }
+    CHECK(all_finite(state_of(c)));
+  }
+  return false;
+}
+
 // The layout of the message tests: two compressed 8x8 weights and a dense bias of 8.
 dgc_compressor<float> small_layout() {
   dgc_config cfg;
@@ -215,6 +233,36 @@ TEST_CASE("case 3: a finite double gradient whose sum of squares overflows gets 
   CHECK(m.values[0] > 0.4);
 }
 
+TEST_CASE("case 3: norms beyond the double range still give their clip coefficient, global and per tensor") {
+  const double big = 1.5e308;
+  for (const clip_scope scope : {clip_scope::global_norm, clip_scope::per_tensor}) {
+    CAPTURE(static_cast<int>(scope));
+    dgc_config cfg;
+    cfg.clip_norm = 2.0;
+    cfg.clipping = scope;
+    cfg.schedule = warmup_schedule::constant(1.0);
+    cfg.momentum_correction = false;
+    // Three one-element tensors (each norm finite, the global norm sqrt(3) * 1.5e308 is not) and
+    // a tensor whose own norm, sqrt(3) * 1.5e308, is beyond the double range.
+    dgc_compressor<double> c(cfg);
+    for (const char* name : {"a", "b", "c"}) c.add_tensor(name, {1, 1});
+    c.add_tensor("d", {3, 1});
+    const std::vector<std::vector<double>> g = {{big}, {-big}, {big}, {big, -big, big}};
+    const auto r = c.compress(views(g));
+    REQUIRE(r);
+    const double global = std::sqrt(6.0) * big;  // the exact global norm, as a ratio below
+    for (std::size_t t = 0; t < 4; ++t) {
+      CAPTURE(t);
+      const double norm_t = t < 3 ? big : std::sqrt(3.0) * big;
+      const double expected = scope == clip_scope::global_norm ? 2.0 / global : 2.0 / norm_t;
+      const double sent = c.message(t).values[0];
+      CHECK(std::isfinite(sent));
+      CHECK(sent / g[t][0] == doctest::Approx(expected).epsilon(1e-12));
+      CHECK(sent != 0.0);
+    }
+  }
+}
+
 // ---- 4. Accumulator overflow -------------------------------------------------------------------
 
 TEST_CASE("case 4: a step that would overflow momentum or residual is refused with state_overflow and no state change") {
@@ -233,19 +281,7 @@ TEST_CASE("case 4: a step that would overflow momentum or residual is refused wi
       std::vector<std::vector<float>> g = {std::vector<float>(4096, 1e37f), std::vector<float>(64, 1.0f)};
       // Steps of 1e37 everywhere: the accumulators grow by 1e37 (or more with momentum) per step
       // and overflow within a few dozen steps; no step may leave an infinity behind.
-      bool refused = false;
-      for (int s = 0; s < 100 && !refused; ++s) {
-        const auto before = state_of(c);
-        const auto r = c.compress(views(g));
-        if (!r) {
-          CHECK(r.error() == errc::state_overflow);
-          CHECK(state_of(c) == before);
-          refused = true;
-        } else {
-          CHECK(all_finite(state_of(c)));
-        }
-      }
-      CHECK(refused);
+      CHECK(run_until_refused(c, g));
       // The compressor is not bricked: the last accepted step still encodes and the state can
       // be saved (the trainer can lower its loss scale, skip the step or restart).
       std::vector<std::byte> out(c.max_message_bytes());
@@ -258,8 +294,7 @@ TEST_CASE("case 4: a step that would overflow momentum or residual is refused wi
 TEST_CASE("case 4: the guard's exact pass lets a step through when the bound is loose but the state fits") {
   // One huge entry per step is always selected (density 1/64 keeps the 64 largest) and moved out,
   // and masking zeroes its momentum: the bounds grow past the largest float but the state stays
-  // small, so every step must succeed, bitwise as a double run of the same compressor would not
-  // matter here: what matters is success and finiteness.
+  // small, so every step must succeed with a finite state.
   dgc_config cfg;
   cfg.schedule = warmup_schedule::constant(1.0 / 64.0);
   cfg.selection = selection_method::exact_topk;
@@ -280,18 +315,8 @@ TEST_CASE("case 4: double compressors refuse an overflowing step too") {
   cfg.schedule = warmup_schedule::constant(1.0 / 16.0);
   dgc_compressor<double> c(cfg);
   c.add_tensor("w", {4, 4});
-  std::vector<std::vector<double>> g = {std::vector<double>(16, 1e307)};
-  bool refused = false;
-  for (int s = 0; s < 100 && !refused; ++s) {
-    const auto before = state_of(c);
-    const auto r = c.compress(views(g));
-    if (!r) {
-      CHECK(r.error() == errc::state_overflow);
-      CHECK(state_of(c) == before);
-      refused = true;
-    }
-  }
-  CHECK(refused);
+  const std::vector<std::vector<double>> g = {std::vector<double>(16, 1e307)};
+  CHECK(run_until_refused(c, g));
 }
 
 // ---- 5. Aggregator sum overflow -------------------------------------------------------------
@@ -347,6 +372,34 @@ TEST_CASE("case 5: finish refuses receiver-side momentum that would overflow, mo
     }
   }
   CHECK(refused);
+}
+
+TEST_CASE("case 5: the bounds follow the update after finish, so an add before the next begin stays guarded") {
+  dgc_config cfg;
+  dgc_compressor<float> layout(cfg);
+  layout.add_tensor("bias", {2});
+  dgc_aggregator<float> agg(layout);
+  agg.begin();
+  const std::vector<float> big = {1e38f, 0.0f};
+  REQUIRE(agg.add(dense(0, 2, big)));
+  REQUIRE(agg.finish(1));  // the update is 1e38 (momentum 0.9 on a zero buffer)
+  // Adding to the update without begin() is a misuse, but it must not make an infinity.
+  const std::vector<float> more = {3e38f, 0.0f};
+  const auto before = sums_of(agg);
+  CHECK(agg.add(dense(0, 2, more)).error() == errc::state_overflow);
+  CHECK(same_sums(sums_of(agg), before));
+}
+
+TEST_CASE("case 2: add(bytes) reports a section of another element count as layout_mismatch") {
+  auto layout = small_layout();
+  dgc_aggregator<float> agg(layout);
+  agg.begin();
+  const std::vector<float> nine(9, 1.0f);
+  const auto wrong_numel = encode_with_crc({sparse(0, kIdx0, kVal0), sparse(1, kIdx1, kVal1), dense(2, 9, nine)});
+  CHECK(add_bytes(agg, wrong_numel).error() == errc::layout_mismatch);
+  const std::vector<float> seven(7, 1.0f);
+  const auto fewer = encode_with_crc({sparse(0, kIdx0, kVal0), sparse(1, kIdx1, kVal1), dense(2, 7, seven)});
+  CHECK(add_bytes(agg, fewer).error() == errc::layout_mismatch);
 }
 
 // ---- 6. Size arithmetic ----------------------------------------------------------------------
@@ -559,4 +612,12 @@ TEST_CASE("case 9: restore refuses a snapshot taken with other momentum, Nestero
   auto target = trained(other);
   const auto snap = save_snapshot(trained(dgc_config{}));
   CHECK(restore_snapshot(target, span<const std::byte>(snap.data(), snap.size())));
+  // Without momentum correction the sender's state does not depend on the Nesterov setting.
+  dgc_config plain;
+  plain.momentum_correction = false;
+  dgc_config plain_nesterov = plain;
+  plain_nesterov.nesterov = true;
+  const auto ef = save_snapshot(trained(plain));
+  auto ef_target = trained(plain_nesterov);
+  CHECK(restore_snapshot(ef_target, span<const std::byte>(ef.data(), ef.size())));
 }

@@ -18,11 +18,15 @@ namespace gradcomp {
 namespace detail {
 namespace cpu {
 
-// L2 norm in double. finite is false when an element is NaN or infinite. A sum of squares that
-// overflows double (only possible for double input) is recomputed scaled by the largest magnitude.
+// L2 norm in double, kept as scale * root: finite is false when an element is NaN or infinite.
+// Normally scale is 1 and root the norm. A sum of squares that overflows double (only possible for
+// double input) is recomputed scaled by the largest magnitude, which becomes `scale`; the norm
+// itself (their product) may then exceed the double range, the pair never does.
 struct norm_result {
-  double norm = 0.0;
+  double norm = 0.0;   // scale * root (infinite when beyond the double range)
   bool finite = true;
+  double scale = 1.0;  // 1, or the largest magnitude when the plain sum overflowed
+  double root = 0.0;   // the norm divided by scale
 };
 
 // The largest magnitude key of g (magnitude_key order: a key at or above the key of infinity
@@ -92,7 +96,7 @@ norm_result l2_norm(span<const T> g) {
     for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
   const double sum = part[0];
   if (std::isfinite(sum)) {
-    r.norm = std::sqrt(sum);
+    r.norm = r.root = std::sqrt(sum);
     return r;
   }
   key_t<T> largest = 0;
@@ -106,7 +110,9 @@ norm_result l2_norm(span<const T> g) {
     const double x = static_cast<double>(p[k]) / top;
     scaled += x * x;
   }
-  r.norm = top * std::sqrt(scaled);
+  r.scale = top;
+  r.root = std::sqrt(scaled);
+  r.norm = top * r.root;
   return r;
 }
 
@@ -226,6 +232,16 @@ struct state_magnitudes {
   bool finite = true;
 };
 
+// The magnitudes of the largest keys of the two buffers (finite: both keys below infinity's).
+template <class T>
+state_magnitudes magnitudes_of_keys(key_t<T> ku, key_t<T> kv) noexcept {
+  state_magnitudes r;
+  r.finite = is_finite_key<T>(ku) && is_finite_key<T>(kv);
+  r.u = static_cast<double>(value_of_key<T>(ku));
+  r.v = static_cast<double>(value_of_key<T>(kv));
+  return r;
+}
+
 // The largest magnitude of acc[i] + values[j] over the positions an add would touch (i = idx[j];
 // i = j when idx is empty), with the add's arithmetic, writing nothing; NaN when a sum would not
 // be finite.
@@ -260,11 +276,7 @@ state_magnitudes momentum_apply_magnitudes(momentum_kind kind, T m, T inv, bool 
     ku = std::max(ku, magnitude_key(uv));
     ka = std::max(ka, magnitude_key(av));
   }
-  state_magnitudes r;
-  r.finite = is_finite_key<T>(ku) && is_finite_key<T>(ka);
-  r.u = static_cast<double>(value_of_key<T>(ku));
-  r.v = static_cast<double>(value_of_key<T>(ka));
-  return r;
+  return magnitudes_of_keys<T>(ku, ka);
 }
 
 inline bool all_below(span<const std::uint32_t> idx, std::size_t n) {

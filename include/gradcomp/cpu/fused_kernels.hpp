@@ -73,11 +73,7 @@ state_magnitudes accumulated_magnitudes_as(T m, T c, span<const T> g, span<const
     ku = std::max(ku, magnitude_key(uu));
     kv = std::max(kv, magnitude_key(vv));
   }
-  state_magnitudes r;
-  r.finite = is_finite_key<T>(ku) && is_finite_key<T>(kv);
-  r.u = static_cast<double>(value_of_key<T>(ku));
-  r.v = static_cast<double>(value_of_key<T>(kv));
-  return r;
+  return magnitudes_of_keys<T>(ku, kv);
 }
 
 template <class T>

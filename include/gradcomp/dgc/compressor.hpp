@@ -156,18 +156,42 @@ constexpr double state_limit() noexcept {
 }
 inline constexpr double bound_slack = 1.0 + 1.0 / 1048576.0;
 
-// The L2 norm of a vector of norms (the global norm over tensors), summed in order; when the
-// sum of squares overflows, recomputed scaled by the largest norm, so every finite gradient whose
-// global norm is below the largest double gets its true clip coefficient.
-inline double global_norm(const std::vector<double>& norms) noexcept {
+// A norm as scale * root (see cpu::norm_result), so that a norm beyond the double range still
+// gives its clip coefficient.
+struct scaled_norm {
+  double scale = 1.0;
+  double root = 0.0;
+};
+
+// clip_coefficient for a scaled norm: threshold / norm when the norm exceeds a positive
+// threshold, else exactly 1; with scale 1, bitwise clip_coefficient(root, threshold).
+inline double clip_coefficient(scaled_norm n, double threshold) noexcept {
+  if (n.scale == 1.0) return gradcomp::clip_coefficient(n.root, threshold);
+  if (!(threshold > 0.0)) return 1.0;
+  const double t = threshold / n.scale;
+  return n.root > t ? t / n.root : 1.0;
+}
+
+// The L2 norm of a vector of norms (the global norm over tensors), summed in tensor order. When a
+// norm is scaled or the sum of squares overflows, the norms are recomputed relative to the
+// largest one (its scale, or its root when unscaled), so every finite gradient gets its true
+// clip coefficient; otherwise the plain sum, so ordinary steps keep their bits.
+inline scaled_norm global_norm(const std::vector<scaled_norm>& norms) noexcept {
   double sq = 0.0;
-  for (const double x : norms) sq += x * x;
-  if (std::isfinite(sq)) return std::sqrt(sq);
+  bool plain = true;
+  for (const auto& n : norms) {
+    plain = plain && n.scale == 1.0;
+    sq += n.root * n.root;
+  }
+  if (plain && std::isfinite(sq)) return {1.0, std::sqrt(sq)};
   double top = 0.0;
-  for (const double x : norms) top = std::max(top, x);
+  for (const auto& n : norms) top = std::max(top, n.scale == 1.0 ? n.root : n.scale);
   double scaled = 0.0;
-  for (const double x : norms) scaled += (x / top) * (x / top);
-  return top * std::sqrt(scaled);
+  for (const auto& n : norms) {
+    const double x = n.scale == 1.0 ? n.root / top : (n.scale / top) * n.root;
+    scaled += x * x;
+  }
+  return {top, std::sqrt(scaled)};
 }
 
 inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
@@ -197,7 +221,8 @@ inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
  * Overflow: finite gradients can still be large enough (near the largest float) to push the
  * momentum or the residual accumulator to infinity. `compress` either succeeds with every state
  * value finite or returns `errc::state_overflow` with every tensor's state bitwise unchanged (and
- * the step counter not advanced). The rule costs nothing measurable: the read above also gives
+ * the step counter not advanced). (This needs the read of the gradients: with `check_finite`
+ * off and no clipping, overflow is the caller's responsibility, as non-finite gradients are.) The rule costs nothing measurable: the read above also gives
  * each gradient's largest magnitude (or its norm, which bounds it), and the compressor keeps an
  * upper bound of each tensor's largest |U| and |V|; only when these bounds come near the largest
  * finite value does `compress` compute the step's exact magnitudes first (one more read of the
@@ -234,6 +259,23 @@ class dgc_compressor {
       throw error(errc::invalid_argument, "clipping is not a clip_scope");
     validate(cfg_.sampling).value();
   }
+
+  /// Copies configuration, tensors and state; the copy creates its own threads when it needs them.
+  dgc_compressor(const dgc_compressor&) = default;
+  /// Moves everything, threads included.
+  dgc_compressor(dgc_compressor&&) = default;
+  /// Copy assignment with the strong guarantee: if copying throws, `*this` is unchanged, so its
+  /// configuration, workspace and threads always agree.
+  dgc_compressor& operator=(const dgc_compressor& other) {
+    if (this != &other) {
+      dgc_compressor copy(other);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  /// Move assignment.
+  dgc_compressor& operator=(dgc_compressor&&) = default;
+  ~dgc_compressor() = default;
 
   /**
    * @brief Registers a tensor and allocates its state; returns its id (0, 1, 2, ...).
@@ -334,30 +376,31 @@ class dgc_compressor {
     // which the state overflow guard below works.
     const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    norms_.assign(tensors_.size(), 0.0);  // no reallocation after the first step
+    norms_.assign(tensors_.size(), detail::scaled_norm{});  // no reallocation after the first step
     largest_.assign(tensors_.size(), std::numeric_limits<double>::infinity());  // inf: unknown
     if (local_threshold > 0.0) {
       auto norm_of = [&](std::size_t t, std::size_t) {
         const auto r = ops::l2_norm(backend_, grads[t]);
-        norms_[t] = r.finite ? r.norm : nan;
-        largest_[t] = norms_[t];
+        norms_[t] = r.finite ? detail::scaled_norm{r.scale, r.root} : detail::scaled_norm{1.0, nan};
+        // The norm bounds the largest magnitude; a scaled norm's scale is the largest magnitude.
+        largest_[t] = r.scale == 1.0 ? norms_[t].root : r.scale;
       };
       for_each_tensor(norm_of);
     } else if (cfg_.check_finite) {
       auto check = [&](std::size_t t, std::size_t) {
         largest_[t] = ops::largest_magnitude(backend_, grads[t]);
-        if (std::isnan(largest_[t])) norms_[t] = nan;
+        if (std::isnan(largest_[t])) norms_[t].root = nan;
       };
       for_each_tensor(check);
     }
     for (std::size_t t = 0; t < tensors_.size(); ++t)
-      if (std::isnan(norms_[t])) return fail(errc::non_finite_input);
+      if (std::isnan(norms_[t].root)) return fail(errc::non_finite_input);
     // Summed in tensor order whatever the thread count.
-    const double global_coef = clip_coefficient(detail::global_norm(norms_), local_threshold);
+    const double global_coef = detail::clip_coefficient(detail::global_norm(norms_), local_threshold);
     for (auto& st : tensors_) {
       const std::size_t t = static_cast<std::size_t>(&st - tensors_.data());
       st.coef = cfg_.clipping == clip_scope::global_norm ? global_coef
-                                                          : clip_coefficient(norms_[t], local_threshold);
+                                                          : detail::clip_coefficient(norms_[t], local_threshold);
     }
     if (const errc e = guard_state_overflow(grads); e != errc::ok) return fail(e);
 
@@ -563,7 +606,10 @@ class dgc_compressor {
       const auto r = ops::accumulated_magnitudes(backend_, kind, mt, static_cast<T>(st.coef), grads[t],
                                                  span<const T>(st.u.data(), st.u.size()),
                                                  span<const T>(st.v.data(), st.v.size()));
-      if (!r.finite) return;
+      // The exact pass refuses what comes within the margin of the largest finite value too, so
+      // that a build whose scalar arithmetic rounds differently from the vector kernels (a fused
+      // multiply-add) cannot let an infinity through.
+      if (!r.finite || !(r.u <= limit && r.v <= limit)) return;
       st.status = errc::ok;
       st.next_u_bound = r.u;
       st.next_v_bound = r.v;
@@ -591,8 +637,9 @@ class dgc_compressor {
   buffer<std::byte> workspace_;
   std::size_t workspace_bytes_ = 0;
   // Bound of the largest message or snapshot of the registered tensors (see add_tensor).
-  std::size_t worst_bytes_ = 2 * wire::message_header_bytes + wire::checksum_bytes;
-  std::vector<double> norms_;
+  std::size_t worst_bytes_ = wire::message_header_bytes + wire::checksum_bytes + wire::section_header_bytes +
+                             8 * wire::snapshot_state_words;
+  std::vector<detail::scaled_norm> norms_;
   std::vector<double> largest_;  // per tensor: largest |g| or a bound of it (inf: unknown)
   std::vector<tensor_message<T>> messages_;
   std::size_t step_ = 0;
@@ -649,6 +696,22 @@ class dgc_aggregator {
       if (st.info.compressed) scratch += kept_count(st.info.numel, layout.config().schedule.max_density());
     index_scratch_.assign(scratch, 0);
   }
+
+  /// Copies layout, sums and momentum.
+  dgc_aggregator(const dgc_aggregator&) = default;
+  /// Moves everything.
+  dgc_aggregator(dgc_aggregator&&) = default;
+  /// Copy assignment with the strong guarantee: if copying throws, `*this` is unchanged.
+  dgc_aggregator& operator=(const dgc_aggregator& other) {
+    if (this != &other) {
+      dgc_aggregator copy(other);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  /// Move assignment.
+  dgc_aggregator& operator=(dgc_aggregator&&) = default;
+  ~dgc_aggregator() = default;
 
   /// Zeroes the sums; call once per step before `add`.
   void begin() {
@@ -710,9 +773,8 @@ class dgc_aggregator {
    * fails any check adds nothing.
    * @return `errc::unknown_tensor` (a tensor id beyond the layout), `errc::duplicate_tensor`
    *         (a tensor carried twice), `errc::missing_tensor` (a tensor not carried),
-   *         `errc::layout_mismatch` (a section of the wrong form, or not a gradient message),
-   *         `errc::output_too_small` / `errc::size_mismatch` (a section's numel below / above
-   *         its tensor's), `errc::state_overflow`, and every decoding error of
+   *         `errc::layout_mismatch` (a section of the wrong form or element count, or not a
+   *         gradient message), `errc::state_overflow`, and every decoding error of
    *         `wire::decode_accumulate`.
    */
   [[nodiscard]] result<void> add(span<const std::byte> message) {
@@ -723,6 +785,9 @@ class dgc_aggregator {
     const auto r = wire::decode_accumulate<T>(
         message, span<const span<T>>(sums_.data(), sums_.size()),
         span<std::uint32_t>(index_scratch_.data(), index_scratch_.size()), rules);
+    // The accumulators have the layout's sizes: a size error is a section of another numel.
+    if (!r && (r.error() == errc::output_too_small || r.error() == errc::size_mismatch))
+      return fail(errc::layout_mismatch);
     if (!r) return fail(r.error());
     for (auto& st : tensors_) {
       commit(st);
@@ -734,7 +799,8 @@ class dgc_aggregator {
   /**
    * @brief Averages over `num_workers` and applies receiver-side momentum where due.
    * @return `errc::invalid_argument` if `num_workers` is 0 or some tensor did not receive exactly
-   *         `num_workers` messages since `begin()` (nothing is modified then).
+   *         `num_workers` messages since `begin()`, `errc::state_overflow` if the receiver-side
+   *         momentum would overflow; nothing is modified then.
    */
   [[nodiscard]] result<void> finish(std::size_t num_workers) {
     if (num_workers == 0) return fail(errc::invalid_argument);
@@ -743,27 +809,33 @@ class dgc_aggregator {
     const T inv = T(1) / static_cast<T>(num_workers);
     // Overflow guard as in add: the bound of |U| after the step from the bounds of |U| and of the
     // averaged sum; the exact magnitudes only where it comes near the largest finite value.
+    // The bounds then describe the update the sums hold, so that a later add (before the next
+    // begin) stays guarded.
     const double m = static_cast<double>(momentum_), limit = detail::state_limit<T>();
     for (auto& st : tensors_) {
+      const double a = num_workers != 1 ? st.bound * static_cast<double>(inv) * detail::bound_slack : st.bound;
+      st.next_bound = a;
+      st.next_u_bound = st.u_bound;
       if (!st.receiver_momentum) continue;
-      const double a = st.bound * static_cast<double>(inv);
       const double u = kind_ == momentum_kind::nesterov ? m * (st.u_bound + a) : m * st.u_bound + a;
       const double out = kind_ == momentum_kind::nesterov ? u + a : u;
       st.next_u_bound = u * detail::bound_slack;
-      if (st.next_u_bound <= limit && out * detail::bound_slack <= limit) continue;
+      st.next_bound = out * detail::bound_slack;
+      if (st.next_u_bound <= limit && st.next_bound <= limit) continue;
       const auto r = ops::momentum_apply_magnitudes(backend_, kind_, momentum_, inv, num_workers != 1,
                                                     span<const T>(st.u.data(), st.u.size()),
                                                     span<const T>(st.sum.data(), st.sum.size()));
       if (!r.finite) return fail(errc::state_overflow);
       st.next_u_bound = r.u;
+      st.next_bound = r.v;
     }
     for (auto& st : tensors_) {
       const span<T> sum(st.sum.data(), st.sum.size());
       if (num_workers != 1) ops::scale(backend_, inv, sum);
-      if (st.receiver_momentum) {
+      if (st.receiver_momentum)
         ops::momentum_apply(backend_, kind_, momentum_, span<T>(st.u.data(), st.u.size()), sum);
-        st.u_bound = st.next_u_bound;
-      }
+      st.u_bound = st.next_u_bound;
+      st.bound = st.next_bound;
     }
     return {};
   }

@@ -94,7 +94,9 @@ struct snapshot_access {
     double own[snapshot_state_words];
     counters(c, own);
     if (words[word::momentum_correction] != own[word::momentum_correction]) return "momentum_correction";
-    if (words[word::nesterov] != own[word::nesterov]) return "nesterov";
+    // Without momentum correction the state does not depend on the Nesterov setting (only the
+    // receiver's momentum does).
+    if (own[word::momentum_correction] != 0.0 && words[word::nesterov] != own[word::nesterov]) return "nesterov";
     if (words[word::selection] != own[word::selection]) return "selection";
     return nullptr;
   }
@@ -299,7 +301,8 @@ std::vector<std::byte> save_snapshot(const dgc_compressor<T, cpu_backend>& c, bo
 /**
  * @brief Restores a snapshot written by `save_snapshot` into `c`, which must have the same
  * tensors (names are not stored: ids, sizes and the compressed/dense split must match) and the
- * same settings that the state depends on: `momentum_correction`, `nesterov` and `selection`
+ * same settings that the state depends on: `momentum_correction`, `nesterov` (with momentum
+ * correction only) and `selection`
  * (recorded in the snapshot; snapshots of earlier releases, which did not record them, are
  * restored without that comparison). The snapshot's step, epoch and seed replace the
  * compressor's; the other settings (learning-rate-like values such as `momentum`, clipping, the

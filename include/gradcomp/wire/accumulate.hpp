@@ -99,7 +99,7 @@ template <class T, class Rules>
            s.indices == index_coding::bitmap;
   };
   std::uint64_t used = 0;
-  detail::kind_rules kind(*h);  // gradient roles only, each tensor at most once
+  detail::kind_rules kind(*h, msg);  // gradient roles only, each tensor at most once
   auto checked = detail::walk(msg, [&](const section_header& s) {
     if (const errc e = kind.section(s); e != errc::ok) return e;
     if (s.tensor >= dest.size()) return errc::unknown_tensor;

@@ -208,13 +208,19 @@ errc check_section(span<const std::byte> msg, const section_header& s) noexcept 
  * `check_state_words`, not here.
  *
  * Time is linear in the section count when tensor ids come in increasing order (as gradcomp's
- * encoder writes them) and O(n log n) otherwise; memory is O(section count): the ids seen.
+ * encoder writes them) and O(n log n) otherwise; memory is O(section count): the ids seen. Given
+ * the message itself, a gradient message whose ids increase is checked without any memory: the
+ * ids of earlier sections are read back from the message only if an id comes out of order.
  */
 class kind_rules {
  public:
   /// Starts the rules of `h`'s kind; `h` was returned by `peek` or an equivalent header check.
   explicit kind_rules(const message_header& h) noexcept
       : kind_(h.kind), count_(h.section_count) {}
+  /// The same for the message `msg` whose header is `h`, whose section headers are passed to
+  /// `section` in order after `read_section_header` checked them: allocates nothing for a
+  /// gradient message whose tensor ids increase.
+  kind_rules(const message_header& h, span<const std::byte> msg) noexcept : kind_rules(h) { msg_ = msg; }
 
   /// Checks the next section header (already checked by `read_section_header`).
   errc section(const section_header& s) noexcept {
@@ -260,7 +266,20 @@ class kind_rules {
   errc gradient_section(const section_header& s) {
     if (s.role != section_role::gradient) return errc::section_not_allowed;
     if (!unordered_) {
-      if (ids_.ids.empty() || s.tensor > ids_.ids.back()) {
+      const bool increasing = seen_ == 0 || s.tensor > prev_tensor_;
+      if (!msg_.empty()) {
+        if (increasing) return errc::ok;  // the ids seen so far are in the message
+        // Ids out of order: the earlier sections' ids, read back from the message (their headers
+        // were checked, so their lengths chain up to this section), then a balanced tree.
+        std::uint64_t offset = message_header_bytes;
+        for (std::uint32_t i = 0; i < seen_; ++i) {
+          unordered_ids_.insert(gradcomp::detail::load_le<std::uint32_t>(msg_.data() + offset + 8));
+          offset += gradcomp::detail::load_le<std::uint64_t>(msg_.data() + offset);
+        }
+        unordered_ = true;
+        return unordered_ids_.insert(s.tensor).second ? errc::ok : errc::duplicate_tensor;
+      }
+      if (increasing) {
         ids_.add(s.tensor, count_);
         return errc::ok;
       }
@@ -328,6 +347,7 @@ class kind_rules {
   }
 
   message_kind kind_;
+  span<const std::byte> msg_;  // the message, when given: ids are read back instead of kept
   std::uint32_t count_;     // the header's section count, to reserve memory once
   std::uint32_t seen_ = 0;  // sections checked so far
   section_role prev_role_ = section_role::gradient;
@@ -418,7 +438,7 @@ result<message_header> validate_as(span<const std::byte> msg) noexcept {
                 "values are checked as float or double");
   auto h = checked_header(msg);
   if (!h) return h;
-  kind_rules rules(*h);
+  kind_rules rules(*h, msg);
   auto walked = walk(msg, [&](const section_header& s) {
     errc e = rules.section(s);
     if (e == errc::ok) e = check_section<T>(msg, s);
