@@ -26,19 +26,6 @@ struct forged_section {
   gradcomp::wire::value_coding coding = gradcomp::wire::value_coding::fp32;
 };
 
-inline forged_section dense_section(gradcomp::wire::section_role role, std::uint32_t tensor,
-                                    std::vector<double> values,
-                                    gradcomp::wire::value_coding coding =
-                                        gradcomp::wire::value_coding::fp32) {
-  forged_section s;
-  s.role = role;
-  s.tensor = tensor;
-  s.numel = static_cast<std::uint32_t>(values.size());
-  s.values = std::move(values);
-  s.coding = coding;
-  return s;
-}
-
 inline forged_section raw_section(gradcomp::wire::section_role role, std::uint32_t tensor,
                                   std::uint32_t numel, std::vector<std::uint32_t> indices,
                                   std::vector<double> values,
@@ -52,6 +39,16 @@ inline forged_section raw_section(gradcomp::wire::section_role role, std::uint32
   s.indices = std::move(indices);
   s.values = std::move(values);
   s.coding = coding;
+  return s;
+}
+
+inline forged_section dense_section(gradcomp::wire::section_role role, std::uint32_t tensor,
+                                    std::vector<double> values,
+                                    gradcomp::wire::value_coding coding =
+                                        gradcomp::wire::value_coding::fp32) {
+  const auto numel = static_cast<std::uint32_t>(values.size());
+  forged_section s = raw_section(role, tensor, numel, {}, std::move(values), coding);
+  s.dense = true;
   return s;
 }
 
