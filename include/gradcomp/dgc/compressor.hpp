@@ -221,12 +221,12 @@ inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
  * Overflow: finite gradients can still be large enough (near the largest float) to push the
  * momentum or the residual accumulator to infinity. `compress` either succeeds with every state
  * value finite or returns `errc::state_overflow` with every tensor's state bitwise unchanged (and
- * the step counter not advanced). (This needs the read of the gradients: with `check_finite`
- * off and no clipping, overflow is the caller's responsibility, as non-finite gradients are.) The rule costs nothing measurable: the read above also gives
+ * the step counter not advanced). The rule costs nothing measurable: the read above also gives
  * each gradient's largest magnitude (or its norm, which bounds it), and the compressor keeps an
  * upper bound of each tensor's largest |U| and |V|; only when these bounds come near the largest
  * finite value does `compress` compute the step's exact magnitudes first (one more read of the
- * state, without writing).
+ * state, without writing). The rule needs that read: with `check_finite` off and no clipping,
+ * overflow is the caller's responsibility, as non-finite gradients are.
  *
  * Determinism: the same config, seed and gradients give bitwise the same messages on every run;
  * sampling depends only on (seed, tensor id, step), so all workers sample the same positions.
