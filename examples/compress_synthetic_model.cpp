@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   std::printf("(the others are sent dense)\n\n");
 
   // Reference state of every worker, kept here to check conservation bitwise: U and V of each
-  // compressed tensor, updated with the formulas of ALGORITHMS.md 1.2-1.4.
+  // compressed tensor, updated with the formulas of docs/algorithms.md (momentum correction, clipping).
   std::vector<std::vector<std::vector<float>>> ref_u(workers), ref_v(workers);
   for (std::size_t r = 0; r < workers; ++r)
     for (const auto& l : kModel) {

@@ -1,4 +1,4 @@
-// Properties of the composed DGC step (ALGORITHMS.md sections 1 and 6).
+// Properties of the composed DGC step (docs/algorithms.md).
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/dgc/momentum.hpp>
 

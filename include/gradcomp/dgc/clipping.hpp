@@ -1,5 +1,5 @@
 /// @file clipping.hpp
-/// @brief Local gradient clipping with the N^(-1/2) rule (ALGORITHMS.md section 1.4).
+/// @brief Local gradient clipping with the N^(-1/2) rule (docs/algorithms.md).
 #pragma once
 
 #include <cmath>

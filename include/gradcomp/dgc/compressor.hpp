@@ -58,7 +58,7 @@ enum class tensor_mode : unsigned char {
 };
 
 /**
- * @brief Which tensors are sparsified (ALGORITHMS.md section 1.6).
+ * @brief Which tensors are sparsified (docs/algorithms.md, "Which tensors are compressed").
  *
  * The default is the DGC authors' rule: tensors of rank <= 1 (biases, normalisation parameters)
  * go dense, every other tensor is compressed. `min_compressed_elements` additionally sends small

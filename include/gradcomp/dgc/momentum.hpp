@@ -1,5 +1,5 @@
 /// @file momentum.hpp
-/// @brief Momentum correction and momentum factor masking (ALGORITHMS.md sections 1.2 and 1.3).
+/// @brief Momentum correction and momentum factor masking (docs/algorithms.md).
 #pragma once
 
 #include <cstddef>

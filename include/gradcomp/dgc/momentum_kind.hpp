@@ -7,7 +7,7 @@
 namespace gradcomp {
 
 /**
- * @brief Which velocity the DGC accumulator receives (ALGORITHMS.md section 1.2).
+ * @brief Which velocity the DGC accumulator receives (docs/algorithms.md, "Momentum correction").
  *
  * With `U` the worker's momentum buffer, `V` its residual accumulator, `g` the (clipped) local
  * gradient and `m` the momentum:

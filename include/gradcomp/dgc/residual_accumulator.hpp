@@ -1,5 +1,5 @@
 /// @file residual_accumulator.hpp
-/// @brief Error feedback: the residual accumulator keeps every unsent value (ALGORITHMS.md 1.1).
+/// @brief Error feedback: the residual accumulator keeps every unsent value (docs/algorithms.md).
 #pragma once
 
 #include <cstddef>

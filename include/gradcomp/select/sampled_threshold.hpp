@@ -47,7 +47,7 @@ template <class T, class Backend>
 
 /**
  * @brief Selects about `k` elements of largest magnitude by estimating the threshold from a sample
- * (the DGC hot path, ALGORITHMS.md section 1.7).
+ * (the DGC hot path; docs/algorithms.md).
  *
  * 1. Draw `max(ceil(sample_ratio * n), ceil(2 / density))` samples (density = k / n), strided
  *    from a random offset or uniform, from a generator seeded by `seed` only: workers passing

@@ -26,7 +26,7 @@ enum class truncation_mode : std::uint8_t {
 };
 
 /**
- * @brief Parameters of DGC's sampled-threshold selection (ALGORITHMS.md section 1.7).
+ * @brief Parameters of DGC's sampled-threshold selection (docs/algorithms.md).
  *
  * Defaults reproduce the authors' code except for the sample-ratio floor (any ratio in (0, 1] is
  * allowed here) and the truncation, which keeps the k largest instead of the k lowest indices.
