@@ -160,3 +160,40 @@ TEST_CASE("no allocation: dgc_compressor::compress and encode_message after the 
     }
   }
 }
+
+TEST_CASE("no allocation: dgc_aggregator receiving encoded messages, and finish") {
+  gradcomp::dgc_config cfg;
+  cfg.schedule = gradcomp::warmup_schedule::constant(0.01);
+  gradcomp::dgc_compressor<float> c(cfg);
+  const std::vector<std::vector<std::size_t>> shapes = {{256, 300}, {64, 1000}, {300}};
+  std::vector<std::vector<float>> grads;
+  std::vector<span<const float>> views;
+  for (std::size_t t = 0; t < shapes.size(); ++t) {
+    c.add_tensor(std::string(1, static_cast<char>('a' + t)), shapes[t]);
+    std::size_t n = 1;
+    for (auto d : shapes[t]) n *= d;
+    grads.push_back(random_vector<float>(n, dist::gaussian, 70 + t));
+    views.emplace_back(grads.back().data(), n);
+  }
+  gradcomp::dgc_aggregator<float> agg(c);
+  for (const bool checksum : {false, true}) {
+    CAPTURE(checksum);
+    gradcomp::wire::encode_options opt;
+    opt.checksum = checksum;
+    std::vector<std::byte> message(c.max_message_bytes(opt));
+    REQUIRE(c.compress(views));
+    const auto bytes = c.encode_message(opt, span<std::byte>(message.data(), message.size()));
+    REQUIRE(bytes);
+    const span<const std::byte> msg(message.data(), *bytes);
+    bool ok = true;
+    const std::size_t n = allocations_during([&] {
+      for (int step = 0; step < 3; ++step) {
+        agg.begin();
+        for (int worker = 0; worker < 4; ++worker) ok &= static_cast<bool>(agg.add(msg));
+        ok &= static_cast<bool>(agg.finish(4));
+      }
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+  }
+}
