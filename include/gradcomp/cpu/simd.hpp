@@ -5,6 +5,9 @@
 // elsewhere. Both compute the same operations in the same order (multiplications and additions
 // are never fused into FMA), so their results are bitwise identical: only the speed differs.
 //
+// Every compiler sees the same bodies (nvcc included: its host compiler takes the target
+// attributes), so translation units built by different compilers agree on these inline functions.
+//
 // The level can be pinned with the environment variable GRADCOMP_CPU_SIMD=portable (read once)
 // or, for tests, with simd_override.
 #pragma once
@@ -20,7 +23,7 @@
 #include "../dgc/momentum_kind.hpp"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__CUDACC__) && !defined(GRADCOMP_NO_AVX2)
+    !defined(GRADCOMP_NO_AVX2)
 #define GRADCOMP_HAVE_AVX2_KERNELS 1
 #include <immintrin.h>
 #define GRADCOMP_TARGET_AVX2 __attribute__((target("avx2")))
