@@ -372,7 +372,7 @@ std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cf
                   exact_topk_workspace_bytes<T>(n, k));
 }
 
-// The sampled-threshold selection in parts, so that the fused DGC step (dgc_kernels.hpp) can
+// The sampled-threshold selection in parts, so that the fused DGC step (fused_kernels.hpp) can
 // sample and count the accumulator while it updates it.
 template <class T>
 struct sampled_state {

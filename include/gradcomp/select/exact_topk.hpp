@@ -59,8 +59,10 @@ template <class Backend, class T>
   return detail::ops<Backend>::exact_topk(backend, values, k, out_indices, workspace, &threshold);
 }
 
-/// As above, allocating the workspace when the backend needs one (the CPU needs none, so on the
-/// CPU this overload never allocates).
+/// As above, allocating on every call the workspace that `exact_topk_workspace_bytes` reports
+/// (on the CPU, the sample and candidates of inputs of 2^15 elements or more; none for smaller
+/// ones). Steps that run every iteration should reserve the workspace once and use the overload
+/// above.
 template <class Backend, class T>
 [[nodiscard]] result<std::size_t> exact_topk(const Backend& backend, span<const T> values,
                                              std::size_t k, span<std::uint32_t> out_indices) {
