@@ -212,7 +212,8 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
   double kept = 0.0, target = 0.0;
   bool ok = true;
   auto body = [&] {
-    const auto r = c.compress(grads);
+    const auto issued = c.compress(grads);
+    const auto r = issued ? c.stats() : gradcomp::fail(issued.error());
     ok &= static_cast<bool>(r);
     if (r) {
       kept += static_cast<double>(r->kept_elements);
@@ -252,7 +253,7 @@ struct fused_pass {
   std::vector<std::uint32_t> idx;
   std::vector<float> values;
   std::vector<std::byte> workspace;
-  gradcomp::detail::step_guide<float> guide{};
+  gradcomp::detail::cpu::step_guide<float> guide{};
   gradcomp::detail::cpu::candidate_move move;
 };
 
@@ -338,7 +339,7 @@ void bm_model(benchmark::State& state, double density, std::size_t threads) {
   // Clipping needs the norm of every gradient before the first update: the checked stream is
   // the one that reads the bytes this step must read.
   stream_dgc plain(n), checked(n, true);
-  timed(state, n, 20, [&] { ok &= static_cast<bool>(c.compress(views)); },
+  timed(state, n, 20, [&] { ok &= c.compress(views) && c.stats(); },
         {{"ratio_to_stream", std::ref(plain)}, {"ratio_to_checked_stream", std::ref(checked)}});
   if (!ok) {
     state.SkipWithError("compress failed");

@@ -30,7 +30,7 @@ std::vector<float> gradient(std::size_t n, std::size_t step) {
 
 bool compress_step(gradcomp::dgc_compressor<float>& c, std::size_t step) {
   const auto w = gradient(128 * 256, step), b = gradient(128, step);
-  return static_cast<bool>(c.compress({gradcomp::as_const_span(w), gradcomp::as_const_span(b)}));
+  return c.compress({gradcomp::as_const_span(w), gradcomp::as_const_span(b)}) && c.stats();
 }
 
 }  // namespace

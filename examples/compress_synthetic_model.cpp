@@ -129,7 +129,8 @@ int main(int argc, char** argv) {
         source.fill(grads[t], t, r, step);
         views.push_back(gradcomp::as_const_span(grads[t]));
       }
-      const auto stats = compressors[r].compress(views);
+      const auto issued = compressors[r].compress(views);
+      const auto stats = issued ? compressors[r].stats() : gradcomp::fail(issued.error());
       if (!stats) {
         std::fprintf(stderr, "compress failed: %s\n", gradcomp::to_string(stats.error()));
         return 1;

@@ -33,8 +33,10 @@ int main() {
       g_weight[i] = std::sin(0.001f * static_cast<float>(i * (r + 1)));
     for (std::size_t i = 0; i < g_bias.size(); ++i) g_bias[i] = 0.01f;
 
-    const auto stats = workers[r].compress({gradcomp::as_const_span(g_weight),
-                                            gradcomp::as_const_span(g_bias)});
+    // compress issues the step; stats() waits for it and says whether it was accepted (a NaN
+    // or an infinity in a gradient refuses it, changing nothing).
+    const auto issued = workers[r].compress({gradcomp::as_const_span(g_weight), gradcomp::as_const_span(g_bias)});
+    const auto stats = issued ? workers[r].stats() : gradcomp::fail(issued.error());
     if (!stats) {
       std::printf("compress failed: %s\n", gradcomp::to_string(stats.error()));
       return 1;

@@ -245,7 +245,8 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         if (step == 0) res.first_loss += br.loss / double(o.workers);
 
         const auto t0 = clock::now();
-        const auto stats = workers[r].compress(views);
+        check(workers[r].compress(views), "compress");
+        const auto stats = workers[r].stats();  // the step's outcome and statistics
         check(stats, "compress");
         const auto bytes = workers[r].encode_message(o.wire, gradcomp::span<std::byte>(wire.data(), wire.size()));
         check(bytes, "encode");

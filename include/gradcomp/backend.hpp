@@ -3,23 +3,31 @@
 ///
 /// A backend is a small type usable both as a template parameter and as a value. Stateful
 /// components take it as a template parameter (it fixes where their buffers live); every
-/// operation takes a backend value as its first argument (it fixes, for example, the stream of
-/// that call). Operations dispatch through `detail::ops<Backend>`, which each backend specialises
-/// in its own header (`cpu/...` for the CPU; a CUDA backend specialises it in `.cuh` headers that
-/// need nvcc), so adding a backend never changes the public API.
+/// operation takes a backend value (it fixes, for example, the stream of that call: the
+/// compressors take one per call as an optional first argument). Operations dispatch through
+/// `detail::ops<Backend>`, which each backend specialises in its own header (`cpu/ops.hpp` for
+/// the CPU), so adding a backend is adding files. docs/backends.md is the contract a backend
+/// fulfils: its memory space, its buffers and copies, where it may synchronise, and every
+/// operation with its determinism promise.
 #pragma once
 
 #include <type_traits>
 
+#include "span.hpp"
+
 namespace gradcomp {
 
 /**
- * @brief The CPU backend: host memory, work on the calling thread.
+ * @brief The CPU backend: host memory, work on the calling thread (and, for the compressors,
+ * the threads `dgc_config::threads` asks for).
  *
  * Every pointer passed with a `cpu_backend` is a host pointer. Calls are synchronous and
- * deterministic; distinct objects may be used from distinct threads concurrently.
+ * deterministic; distinct objects may be used from distinct threads concurrently. The value
+ * carries no state: every `cpu_backend{}` is the same execution context.
  */
-struct cpu_backend {};
+struct cpu_backend {
+  using memory_space = host_space;  ///< Ordinary host memory.
+};
 
 /// True for types that are gradcomp backend policies. Specialise to `std::true_type` for a new
 /// backend.
@@ -34,11 +42,20 @@ struct is_backend<cpu_backend> : std::true_type {};
 template <class Backend>
 inline constexpr bool is_backend_v = is_backend<Backend>::value;
 
+/// The memory space of a backend's buffers and of the spans its operations take.
+template <class Backend>
+using memory_space_t = typename Backend::memory_space;
+
+/// A view of `T`s in `Backend`'s memory space: `backend_span<const float, cpu_backend>` is
+/// `span<const float>`.
+template <class T, class Backend>
+using backend_span = span<T, memory_space_t<Backend>>;
+
 namespace detail {
 
-/// Per-backend implementation of every kernel; specialised by each backend's headers. The
-/// primary template is intentionally left undefined so that a missing backend header is a
-/// compile error naming `ops<Backend>`.
+/// Per-backend implementation of every operation; specialised by each backend's headers
+/// (docs/backends.md lists the members). The primary template is intentionally left undefined
+/// so that a missing backend header is a compile error naming `ops<Backend>`.
 template <class Backend>
 struct ops;
 

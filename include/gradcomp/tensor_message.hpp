@@ -11,16 +11,17 @@ namespace gradcomp {
 
 /**
  * @brief One tensor's part of a step message: either sparse (ascending indices and their values)
- * or dense (all values). Compressors produce it, the wire format encodes and decodes it, and
- * aggregators consume it. It only views memory; the producer documents how long.
+ * or dense (all values). Compressors produce it, the wire format encodes and decodes it (in host
+ * memory), and aggregators consume it. It only views memory, of the memory space `Space`; the
+ * producer documents how long.
  */
-template <class T>
+template <class T, class Space = host_space>
 struct tensor_message {
-  std::size_t tensor = 0;               ///< Tensor id (registration order).
-  std::size_t numel = 0;                ///< Elements of the tensor.
-  bool dense = false;                   ///< True: `values` holds all `numel` values.
-  span<const std::uint32_t> indices;    ///< Sent positions, strictly ascending (empty when dense).
-  span<const T> values;                 ///< Sent values.
+  std::size_t tensor = 0;                    ///< Tensor id (registration order).
+  std::size_t numel = 0;                     ///< Elements of the tensor.
+  bool dense = false;                        ///< True: `values` holds all `numel` values.
+  span<const std::uint32_t, Space> indices;  ///< Sent positions, strictly ascending (empty when dense).
+  span<const T, Space> values;               ///< Sent values.
 };
 
 }  // namespace gradcomp

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/inputs.hpp"
+#include "support/step.hpp"
 
 using gradcomp::dgc_aggregator;
 using gradcomp::dgc_compressor;
@@ -123,7 +124,7 @@ TEST_CASE_TEMPLATE("conservation: residual_new + sent == residual_old + velocity
             std::sqrt(sq), gradcomp::local_clip_threshold(cfg.clip_norm, cfg.num_workers));
         clipped_once |= coef < 1.0;
         const T cc = static_cast<T>(coef);
-        const auto stats = c.compress(views(g));
+        const auto stats = gradcomp_test::compress_step(c, views(g));
         REQUIRE(stats);
         CHECK(stats->clip_coefficient == coef);
         CHECK(stats->kept_elements <= stats->target_elements);
@@ -304,7 +305,7 @@ TEST_CASE("a NaN or infinite gradient is rejected and changes nothing") {
                     -std::numeric_limits<float>::infinity()}) {
     auto g = model_gradients<float>(2);
     g[1][5] = bad;  // the second tensor: the first was already readable
-    const auto r = c.compress(views(g));
+    const auto r = gradcomp_test::compress_step(c, views(g));
     CHECK(r.error() == errc::non_finite_input);
     CHECK(c.step() == 1);
     CHECK(bitwise_equal(c.residual(0), v_before));
@@ -340,13 +341,13 @@ TEST_CASE("check_finite = false: the same steps for finite gradients, one read f
   bad[compressed][7] = std::numeric_limits<float>::quiet_NaN();
 
   // Without the read the NaN reaches the accumulator, and the selection reports it.
-  CHECK(unchecked.compress(views(bad)).error() == errc::nan_input);
+  CHECK(gradcomp_test::compress_step(unchecked, views(bad)).error() == errc::nan_input);
 
   // With clipping the norms need the read, so the check stays whatever the flag says.
   unchecked_cfg.clip_norm = 1.0;
   dgc_compressor<float> clipped(unchecked_cfg);
   register_model(clipped);
-  CHECK(clipped.compress(views(bad)).error() == errc::non_finite_input);
+  CHECK(gradcomp_test::compress_step(clipped, views(bad)).error() == errc::non_finite_input);
   CHECK(clipped.step() == 0);
   for (std::size_t t = 0; t < clipped.num_tensors(); ++t)
     for (const float x : clipped.residual(t)) REQUIRE(x == 0.0f);
@@ -386,7 +387,7 @@ TEST_CASE("the warm-up schedule drives the number of kept elements") {
     c.set_epoch(e);
     CHECK(c.compress(std::vector<span<const float>>{}).error() == errc::wrong_tensor_count);
     const auto g = random_vector<float>(100000, dist::gaussian, 600 + e);
-    const auto s = c.compress(std::vector<span<const float>>{span<const float>(g.data(), g.size())});
+    const auto s = gradcomp_test::compress_step(c, std::vector<span<const float>>{span<const float>(g.data(), g.size())});
     REQUIRE(s);
     CAPTURE(e);
     CHECK(s->stage == std::min<std::size_t>(e, 4));
@@ -404,8 +405,8 @@ TEST_CASE("the same seed gives the same messages on every worker") {
   for (std::size_t step = 0; step < 3; ++step) {
     const auto g = random_vector<float>(2000000, dist::student_t, 50 + step);
     const std::vector<span<const float>> gs{span<const float>(g.data(), g.size())};
-    const auto ra = a.compress(gs);
-    const auto rb = b.compress(gs);
+    const auto ra = gradcomp_test::compress_step(a, gs);
+    const auto rb = gradcomp_test::compress_step(b, gs);
     REQUIRE(ra);
     REQUIRE(rb);
     CHECK(ra->kept_elements <= 2000);
@@ -431,7 +432,7 @@ TEST_CASE("local clipping per tensor and with the global norm") {
     dgc_compressor<float> c(cfg);
     c.add_tensor("a", {2}, tensor_mode::compressed);
     c.add_tensor("b", {2}, tensor_mode::compressed);
-    const auto s = c.compress(gs);
+    const auto s = gradcomp_test::compress_step(c, gs);
     REQUIRE(s);
     const auto a = c.message(0).values, b = c.message(1).values;
     if (scope == gradcomp::clip_scope::global_norm) {
@@ -570,7 +571,7 @@ TEST_CASE_TEMPLATE("the fused step selects exactly what update-then-select selec
         for (std::size_t step = 0; step < 4; ++step) {
           const auto g = random_vector<T>(n, dist::student_t, 1000 + step);
           const std::vector<span<const T>> grads = {span<const T>(g.data(), n)};
-          const auto stats = c.compress(grads);
+          const auto stats = gradcomp_test::compress_step(c, grads);
           REQUIRE(stats);
           const T coef = static_cast<T>(stats->clip_coefficient);
           CHECK(coef < T(1));
@@ -630,8 +631,8 @@ TEST_CASE("compress gives bitwise the same result on any number of threads") {
       for (auto d : shapes[t]) n *= d;
       g.push_back(random_vector<float>(n, dist::student_t, 1000 * step + t));
     }
-    const auto a = one.compress(views(g));
-    const auto b = three.compress(views(g));
+    const auto a = gradcomp_test::compress_step(one, views(g));
+    const auto b = gradcomp_test::compress_step(three, views(g));
     REQUIRE(a);
     REQUIRE(b);
     CHECK(a->kept_elements == b->kept_elements);
@@ -654,6 +655,6 @@ TEST_CASE("compress gives bitwise the same result on any number of threads") {
     bad.emplace_back(n, 0.5f);
   }
   bad[4][123] = std::numeric_limits<float>::infinity();
-  CHECK(three.compress(views(bad)).error() == errc::non_finite_input);
+  CHECK(gradcomp_test::compress_step(three, views(bad)).error() == errc::non_finite_input);
   CHECK(three.step() == 6);
 }

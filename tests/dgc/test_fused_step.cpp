@@ -35,7 +35,7 @@ struct outcome {
 template <class T>
 void check_fused(momentum_kind kind, const std::vector<T>& g, std::vector<T>& u, std::vector<T>& v,
                  std::size_t k, const sampled_threshold_config& cfg, std::uint64_t seed,
-                 gradcomp::detail::step_guide<T>& guide, bool masking = true,
+                 gradcomp::detail::cpu::step_guide<T>& guide, bool masking = true,
                  cpu::candidate_move move = cpu::candidate_move::always) {
   const std::size_t n = g.size();
   const T m = T(0.9), c = T(0.75);
@@ -94,7 +94,7 @@ TEST_CASE_TEMPLATE("fused step: every guide gives the unfused result", T, float,
         // the pool holds), kept thresholds far above and far below the truth (nothing, then every
         // candidate moved out during the pass), and the previous step's guide while the
         // gradient's scale jumps up or down tenfold.
-        gradcomp::detail::step_guide<T> guide{};
+        gradcomp::detail::cpu::step_guide<T> guide{};
         check_fused<T>(kind, random_vector<T>(n, dist::student_t, 1), u, v, k, cfg, 11, guide, true, move);
         check_fused<T>(kind, random_vector<T>(n, dist::student_t, 2), u, v, k, cfg, 12, guide, true, move);
         check_fused<T>(kind, random_vector<T>(n, dist::gaussian, 3), u, v, k, cfg, 13, guide, true, move);
@@ -130,7 +130,7 @@ TEST_CASE_TEMPLATE("fused step: a NaN in the accumulator fails with the state up
   const T m = T(0.9), c = T(1);
   sampled_threshold_config cfg;
   std::vector<T> u(n, T(0)), v(n, T(0));
-  gradcomp::detail::step_guide<T> guide{};
+  gradcomp::detail::cpu::step_guide<T> guide{};
   check_fused<T>(momentum_kind::vanilla, random_vector<T>(n, dist::student_t, 1), u, v, k, cfg, 1, guide);
   REQUIRE(guide.sample > T(0));
   v[777] = std::numeric_limits<T>::quiet_NaN();
@@ -164,7 +164,7 @@ TEST_CASE_TEMPLATE("fused step: adaptation rounds from the candidate pool match 
   cfg.upper_bound = 4.0;
   cfg.truncation = gradcomp::truncation_mode::index_order;
   std::vector<T> u(n, T(0)), v(n, T(0));
-  gradcomp::detail::step_guide<T> guide{};
+  gradcomp::detail::cpu::step_guide<T> guide{};
   for (std::uint64_t step = 0; step < 6; ++step) {
     CAPTURE(step);
     check_fused<T>(momentum_kind::vanilla, random_vector<T>(n, dist::gaussian, 40 + step), u, v, k, cfg,
@@ -177,14 +177,14 @@ TEST_CASE("fused step: the uniform sampling mode ignores the guide and still mat
   sampled_threshold_config cfg;
   cfg.sampling = gradcomp::sampling_mode::uniform;
   std::vector<float> u(n, 0.0f), v(n, 0.0f);
-  gradcomp::detail::step_guide<float> guide{};
+  gradcomp::detail::cpu::step_guide<float> guide{};
   for (std::uint64_t step = 0; step < 3; ++step)
     check_fused<float>(momentum_kind::nesterov, random_vector<float>(n, dist::student_t, 90 + step), u, v,
                        100, cfg, step, guide);
 }
 
 TEST_CASE("fused step: the guide's cut margin narrows while it suffices and widens after a miss") {
-  using guide_t = gradcomp::detail::step_guide<float>;
+  using guide_t = gradcomp::detail::cpu::step_guide<float>;
   guide_t g;
   CHECK(g.cut_margin() == guide_t::initial_margin);
   g.cut_sufficed();
@@ -220,7 +220,7 @@ TEST_CASE("fused step: the guide's cut margin narrows while it suffices and wide
   const std::size_t n = 200003, k = 2000;
   sampled_threshold_config cfg;
   std::vector<float> u(n, 0.0f), v(n, 0.0f);
-  gradcomp::detail::step_guide<float> guide{};
+  gradcomp::detail::cpu::step_guide<float> guide{};
   for (std::uint64_t step = 0; step < 12; ++step) {
     CAPTURE(step);
     check_fused<float>(momentum_kind::vanilla, random_vector<float>(n, dist::student_t, 300 + step), u, v, k,

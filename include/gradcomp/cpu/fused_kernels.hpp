@@ -17,7 +17,7 @@
 #include <type_traits>
 
 #include "../detail/magnitude.hpp"
-#include "../detail/step_guide.hpp"
+#include "step_guide.hpp"
 #include "../dgc/momentum_kind.hpp"
 #include "../error.hpp"
 #include "../select/selection_types.hpp"

@@ -1,22 +1,74 @@
-// detail::ops<cpu_backend>: the CPU implementation of every kernel the public API dispatches to.
-// A CUDA backend provides the same static members in its own specialisation.
+// detail::ops<cpu_backend>: the CPU implementation of every operation the public API and the
+// compressors dispatch to (docs/backends.md is the contract). Another backend provides the same
+// members in its own specialisation.
 #pragma once
 
-#include <vector>
+#include <cstring>
+#include <type_traits>
 
 #include "../backend.hpp"
+#include "../dgc/step_plan.hpp"
+#include "buffer.hpp"
 #include "dgc_kernels.hpp"
 #include "fused_kernels.hpp"
 #include "select_kernels.hpp"
+#include "step_guide.hpp"
+#include "task_pool.hpp"
 
 namespace gradcomp {
 namespace detail {
 
 template <>
 struct ops<cpu_backend> {
+  // --- Memory -----------------------------------------------------------------------------
   // Owning storage in this backend's memory space.
   template <class T>
-  using buffer = std::vector<T>;
+  using buffer = cpu::host_buffer<T>;
+
+  // n elements, every byte zero (T is trivially copyable).
+  template <class T>
+  static buffer<T> allocate(const cpu_backend&, std::size_t n) {
+    static_assert(std::is_trivially_copyable<T>::value, "backend buffers hold trivially copyable types");
+    buffer<T> b(n);
+    if (n != 0) std::memset(static_cast<void*>(b.data()), 0, n * sizeof(T));
+    return b;
+  }
+  // Copies between host memory and this backend's memory; the CPU's are plain copies, finished
+  // when they return.
+  template <class T>
+  static void copy_to_host(const cpu_backend&, span<const T> from, span<T> to) {
+    if (!from.empty()) std::memcpy(static_cast<void*>(to.data()), from.data(), from.size_bytes());
+  }
+  template <class T>
+  static void copy_to_backend(const cpu_backend&, span<const T> from, span<T> to) {
+    if (!from.empty()) std::memcpy(static_cast<void*>(to.data()), from.data(), from.size_bytes());
+  }
+  // The host waits for every operation issued on the backend value: nothing to wait for here.
+  static void synchronize(const cpu_backend&) noexcept {}
+
+  // --- Work over tensors --------------------------------------------------------------------
+  // Runs independent per-tensor work: on `threads` host threads (the calling one included),
+  // created on first use and kept; a copy creates its own.
+  struct executor {
+    std::size_t threads = 1;
+    cpu::lazy_task_pool pool;
+  };
+  static executor make_executor(std::size_t threads) { return executor{threads, {}}; }
+  // Workspace slots the executor uses at once (the `slot` argument of for_each's calls).
+  static std::size_t executor_slots(const executor& e) noexcept { return e.threads; }
+  // Calls f(t, slot) for every t in `order` (any order, any thread; `order` lists the largest
+  // tensors first, so that a parallel run balances).
+  template <class F>
+  static void for_each(const cpu_backend&, executor& e, span<const std::size_t> order, F& f) {
+    if (e.threads <= 1 || order.size() <= 1) {
+      for (std::size_t t : order) f(t, std::size_t(0));
+      return;
+    }
+    auto item = [&](std::size_t i, std::size_t thread) { f(order[i], thread); };
+    e.pool.get(e.threads).run(order.size(), item);
+  }
+
+  // --- Kernels ------------------------------------------------------------------------------
 
   template <class T>
   static void fill_zero(const cpu_backend&, span<T> x) {
@@ -68,7 +120,7 @@ struct ops<cpu_backend> {
       const cpu_backend&, momentum_kind kind, T m, T c, span<const T> g, span<T> u, span<T> v,
       std::size_t k, const sampled_threshold_config& cfg, std::uint64_t seed,
       span<std::uint32_t> out, span<T> values, bool masking, span<std::byte> workspace,
-      step_guide<T>* guide) {
+      cpu::step_guide<T>* guide) {
     return cpu::accumulate_and_select<T>(kind, m, c, g, u, v, k, cfg, seed, out, values, masking, workspace,
                                          guide);
   }
@@ -136,6 +188,100 @@ struct ops<cpu_backend> {
   }
   static bool all_below(const cpu_backend&, span<const std::uint32_t> idx, std::size_t n) {
     return cpu::all_below(idx, n);
+  }
+
+  // --- The DGC step (dgc/step_plan.hpp) ------------------------------------------------------
+  // Per-tensor state a backend keeps for the sampled selection: the CPU's guide of the fused pass.
+  template <class T>
+  using selection_state = cpu::step_guide<T>;
+
+  // Reads gradient t before the step: its norm (with its largest magnitude, or a bound of it)
+  // or its largest magnitude into record t.
+  template <class T>
+  static void dgc_read_gradient(const cpu_backend&, gradient_read read, span<const T> g,
+                                span<dgc_tensor_record<T>> records, std::size_t t) {
+    dgc_tensor_record<T>& r = records[t];
+    if (read == gradient_read::norm) {
+      const auto n = cpu::l2_norm(g);
+      r.norm_scale = n.finite ? n.scale : 1.0;
+      r.norm_root = n.finite ? n.root : std::numeric_limits<double>::quiet_NaN();
+      // The norm bounds the largest magnitude; a scaled norm's scale is the largest magnitude.
+      r.largest = n.scale == 1.0 ? r.norm_root : n.scale;
+    } else if (read == gradient_read::largest) {
+      r.largest = cpu::largest_magnitude(g);
+    }
+  }
+  template <class T>
+  static void dgc_plan(const cpu_backend&, span<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
+                       span<dgc_step_record> step) {
+    plan_dgc_step(records.data(), records.size(), plan, step.data());
+  }
+  // The overflow guard's exact pass for tensor t, where plan_dgc_step marked it: the step's
+  // exact magnitudes, computed with its own arithmetic and nothing written but the record.
+  template <class T>
+  static void dgc_exact_bounds(const cpu_backend&, momentum_kind kind, T m, span<const T> g, span<const T> u,
+                               span<const T> v, span<dgc_tensor_record<T>> records, std::size_t t) {
+    dgc_tensor_record<T>& r = records[t];
+    if (r.status != static_cast<std::int32_t>(errc::state_overflow)) return;
+    const auto e = cpu::accumulated_magnitudes(kind, m, static_cast<T>(r.coef), g, u, v);
+    settle_exact_bounds(r, e.u, e.v, e.finite);
+  }
+  template <class T>
+  static void dgc_settle_guard(const cpu_backend&, span<const dgc_tensor_record<T>> records,
+                               span<dgc_step_record> step) {
+    settle_dgc_guard(records.data(), records.size(), step.data());
+  }
+  // A dense tensor's step: the clipped gradient, whole.
+  template <class T>
+  static void dgc_dense_step(const cpu_backend&, span<const T> g, span<T> values,
+                             span<dgc_tensor_record<T>> records, std::size_t t, span<const dgc_step_record> step) {
+    if (!step_may_run(step[0])) return;
+    cpu::scale_copy(static_cast<T>(records[t].coef), g, values);
+    records[t].kept = g.size();
+  }
+  // A compressed tensor's step: momentum correction into the residual accumulator, selection,
+  // the selected entries moved out (exact conservation) and momentum factor masking; the
+  // sampled threshold does all four in one fused pass.
+  template <class T>
+  static void dgc_compressed_step(const cpu_backend&, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+                                  span<const T> g, span<T> u, span<T> v, span<std::uint32_t> idx, span<T> values,
+                                  span<std::byte> workspace, selection_state<T>& guide,
+                                  span<dgc_tensor_record<T>> records, std::size_t t,
+                                  span<const dgc_step_record> step) {
+    if (!step_may_run(step[0])) return;
+    dgc_tensor_record<T>& r = records[t];
+    const T c = static_cast<T>(r.coef);
+    const span<std::uint32_t> out(idx.data(), p.k);
+    const span<T> out_values(values.data(), p.k);
+    if (!p.exact) {
+      const auto s = cpu::accumulate_and_select<T>(p.kind, p.momentum, c, g, u, v, p.k, cfg, p.seed, out,
+                                                   out_values, p.masking, workspace, &guide);
+      if (!s) {
+        r.status = static_cast<std::int32_t>(s.error());
+        return;
+      }
+      r.selection = *s;
+      r.kept = s->count;
+      return;
+    }
+    cpu::momentum_accumulate(p.kind, p.momentum, c, g, u, v);
+    selection_result<T> sel;
+    const auto s = cpu::exact_topk<T>(span<const T>(v), p.k, out, workspace, &sel.threshold);
+    if (!s) {
+      r.status = static_cast<std::int32_t>(s.error());
+      return;
+    }
+    sel.count = *s;
+    sel.target = p.k;
+    sel.exact = true;
+    r.selection = sel;
+    r.kept = sel.count;
+    cpu::gather_and_zero(v, span<const std::uint32_t>(idx.data(), sel.count), span<T>(values.data(), sel.count),
+                         p.masking ? u : span<T>());
+  }
+  template <class T>
+  static void dgc_commit(const cpu_backend&, span<dgc_tensor_record<T>> records, span<dgc_step_record> step) {
+    commit_dgc_step(records.data(), records.size(), step.data());
   }
 };
 

@@ -30,7 +30,6 @@
 #include "../backend.hpp"
 #include "../cpu/ops.hpp"
 #include "../detail/rng.hpp"
-#include "../detail/task_pool.hpp"
 #include "../error.hpp"
 #include "../select/sampled_threshold.hpp"
 #include "../select/selection_types.hpp"
@@ -38,6 +37,7 @@
 #include "../tensor_message.hpp"
 #include "clipping.hpp"
 #include "momentum_kind.hpp"
+#include "step_plan.hpp"
 #include "../wire/decode.hpp"
 #include "../wire/encode.hpp"
 #include "warmup_schedule.hpp"
@@ -146,54 +146,6 @@ struct dgc_step_stats {
 namespace detail {
 struct snapshot_access;
 
-// Bounds of magnitudes that stay clear of overflow: a step whose magnitudes, bounded in double
-// arithmetic from exact inputs, stay below state_limit<T>() cannot produce an infinity in T (the
-// margin covers T's rounding of the few operations of a step); bounds carried to the next step
-// are widened by bound_slack for the same reason.
-template <class T>
-constexpr double state_limit() noexcept {
-  return static_cast<double>(std::numeric_limits<T>::max()) * (1.0 - 1.0 / 65536.0);
-}
-inline constexpr double bound_slack = 1.0 + 1.0 / 1048576.0;
-
-// A norm as scale * root (see cpu::norm_result), so that a norm beyond the double range still
-// gives its clip coefficient.
-struct scaled_norm {
-  double scale = 1.0;
-  double root = 0.0;
-};
-
-// clip_coefficient for a scaled norm: threshold / norm when the norm exceeds a positive
-// threshold, else exactly 1; with scale 1, bitwise clip_coefficient(root, threshold).
-inline double clip_coefficient(scaled_norm n, double threshold) noexcept {
-  if (n.scale == 1.0) return gradcomp::clip_coefficient(n.root, threshold);
-  if (!(threshold > 0.0)) return 1.0;
-  const double t = threshold / n.scale;
-  return n.root > t ? t / n.root : 1.0;
-}
-
-// The L2 norm of a vector of norms (the global norm over tensors), summed in tensor order. When a
-// norm is scaled or the sum of squares overflows, the norms are recomputed relative to the
-// largest one (its scale, or its root when unscaled), so every finite gradient gets its true
-// clip coefficient; otherwise the plain sum, so ordinary steps keep their bits.
-inline scaled_norm global_norm(const std::vector<scaled_norm>& norms) noexcept {
-  double sq = 0.0;
-  bool plain = true;
-  for (const auto& n : norms) {
-    plain = plain && n.scale == 1.0;
-    sq += n.root * n.root;
-  }
-  if (plain && std::isfinite(sq)) return {1.0, std::sqrt(sq)};
-  double top = 0.0;
-  for (const auto& n : norms) top = std::max(top, n.scale == 1.0 ? n.root : n.scale);
-  double scaled = 0.0;
-  for (const auto& n : norms) {
-    const double x = n.scale == 1.0 ? n.root / top : (n.scale / top) * n.root;
-    scaled += x * x;
-  }
-  return {top, std::sqrt(scaled)};
-}
-
 inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
   std::size_t n = 1;
   for (std::size_t d : shape) {
@@ -209,42 +161,62 @@ inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
  * @brief The sending side of DGC for a whole model, on one worker.
  *
  * Register tensors once with `add_tensor` (this allocates all state); then each step call
- * `compress` with one gradient per tensor, in registration order, and read `message(t)`.
- * `compress` allocates nothing.
+ * `compress` with one gradient per tensor, in registration order, and `encode_message` (or read
+ * `message(t)`). `compress` and `encode_message` allocate nothing.
  *
- * Non-finite gradients: `compress` first reads every gradient once (the L2 norms needed for
- * clipping); if any holds a NaN or an infinity it returns `errc::non_finite_input` and modifies
- * nothing (the step counter does not advance), so the trainer can skip the step or lower its loss
- * scale. Residuals are never poisoned by a bad gradient. A trainer that has checked its gradients
- * already can turn that read off with `dgc_config::check_finite` when it does not clip.
+ * Host plan, backend execution: the host plans each step from what never depends on the data
+ * (the layout, the warm-up schedule, each tensor's k, the sampling seeds); every per-tensor state
+ * (residual, momentum, selection results, counts, norms, clip coefficients, workspaces) lives in
+ * the backend's memory, and `compress` issues the whole step there without waiting for it. The
+ * step's outcome and its statistics stay in backend memory until asked for: `stats()`,
+ * `encode_message`, `message`, `selection` and the next `compress` wait for the step (on a
+ * device, one synchronisation; `compress` followed by `encode_message` synchronises once). On
+ * the CPU the step is complete when `compress` returns and waiting costs nothing.
+ *
+ * Non-finite gradients: the step first reads every gradient once (the L2 norms needed for
+ * clipping, or the largest magnitudes); if any holds a NaN or an infinity, the step is refused
+ * with `errc::non_finite_input` and nothing is modified (the step counter does not advance), so
+ * the trainer can skip the step or lower its loss scale. Residuals are never poisoned by a bad
+ * gradient. The decision is taken on the backend, and the refusal is what `stats()` and
+ * `encode_message` return. A trainer that has checked its gradients already can turn that read
+ * off with `dgc_config::check_finite` when it does not clip.
  *
  * Overflow: finite gradients can still be large enough (near the largest float) to push the
- * momentum or the residual accumulator to infinity. `compress` either succeeds with every state
- * value finite or returns `errc::state_overflow` with every tensor's state bitwise unchanged (and
- * the step counter not advanced). The rule costs nothing measurable: the read above also gives
- * each gradient's largest magnitude (or its norm, which bounds it), and the compressor keeps an
- * upper bound of each tensor's largest |U| and |V|; only when these bounds come near the largest
- * finite value does `compress` compute the step's exact magnitudes first (one more read of the
+ * momentum or the residual accumulator to infinity. A step either succeeds with every state
+ * value finite or is refused with `errc::state_overflow`, every tensor's state bitwise unchanged
+ * (and the step counter not advanced). The rule costs nothing measurable: the read above also
+ * gives each gradient's largest magnitude (or its norm, which bounds it), and the compressor keeps
+ * an upper bound of each tensor's largest |U| and |V|; only when these bounds come near the
+ * largest finite value does the step compute its exact magnitudes first (one more read of the
  * state, without writing). The rule needs that read: with `check_finite` off and no clipping,
  * overflow is the caller's responsibility, as non-finite gradients are.
  *
- * Determinism: the same config, seed and gradients give bitwise the same messages on every run;
- * sampling depends only on (seed, tensor id, step), so all workers sample the same positions.
- * Not thread-safe; use one compressor per worker. With `dgc_config::threads` > 1, `compress`
- * spreads the tensors over its own threads (created on the first call and kept; a copy, or an
- * object assigned to, creates its own for its configuration's thread count).
+ * Determinism: the same config, seed and gradients give bitwise the same messages on every run
+ * and every backend that passes the conformance suite; sampling depends only on (seed, tensor
+ * id, step), so all workers sample the same positions. Not thread-safe; use one compressor per
+ * worker. With `dgc_config::threads` > 1, the CPU backend spreads the tensors over its own
+ * threads (created on the first call and kept; a copy, or an object assigned to, creates its own
+ * for its configuration's thread count).
  *
  * @tparam T       float or double.
- * @tparam Backend where state lives and work runs.
+ * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
 class dgc_compressor {
   static_assert(detail::is_selectable_v<T>, "dgc_compressor supports float and double");
   using ops = detail::ops<Backend>;
+  using space = memory_space_t<Backend>;
   template <class U>
   using buffer = typename ops::template buffer<U>;
+  using record = detail::dgc_tensor_record<T>;
+  // Host code reads the backend's records and messages in place where it can, and through
+  // staged copies where it cannot.
+  static constexpr bool host_memory = is_host_accessible_v<space>;
 
  public:
+  /// A gradient (or any tensor) in the backend's memory.
+  using tensor_view = backend_span<const T, Backend>;
+
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`) for a bad value.
   explicit dgc_compressor(dgc_config cfg, Backend backend = Backend{})
       : cfg_(std::move(cfg)), backend_(backend) {
@@ -258,6 +230,8 @@ class dgc_compressor {
     if (cfg_.clipping != clip_scope::global_norm && cfg_.clipping != clip_scope::per_tensor)
       throw error(errc::invalid_argument, "clipping is not a clip_scope");
     validate(cfg_.sampling).value();
+    exec_ = ops::make_executor(cfg_.threads);
+    step_record_ = ops::template allocate<detail::dgc_step_record>(backend_, 1);
   }
 
   /// Copies configuration, tensors and state; the copy creates its own threads when it needs them.
@@ -280,7 +254,7 @@ class dgc_compressor {
   /**
    * @brief Registers a tensor and allocates its state; returns its id (0, 1, 2, ...).
    * Throws `gradcomp::error`: `errc::duplicate_tensor`, `errc::size_overflow`,
-   * `errc::invalid_argument` (a `mode` outside `tensor_mode`).
+   * `errc::invalid_argument` (a `mode` outside `tensor_mode`). Waits for a step in progress.
    */
   std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
                          tensor_mode mode = tensor_mode::automatic) {
@@ -295,7 +269,7 @@ class dgc_compressor {
     st.info.name = std::move(name);
     st.info.shape = std::move(shape);
     const std::size_t n = st.info.numel;
-    // Every size is checked before anything is registered: the workspace of every thread, the
+    // Every size is checked before anything is registered: the workspace of every slot, the
     // largest message and the snapshot fit size_t (always true with a 64-bit size_t: tensors
     // have below 2^32 elements).
     std::size_t ws_bytes = workspace_bytes_;
@@ -312,28 +286,65 @@ class dgc_compressor {
       }
     }
     constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
-    if (ws_bytes > size_max / cfg_.threads) throw error(errc::size_overflow, "workspace for all threads");
+    const std::size_t slots = ops::executor_slots(exec_);
+    if (ws_bytes > size_max / slots) throw error(errc::size_overflow, "workspace for all threads");
     // What the tensor can add to a message (8-byte values, 5-byte indices) or to a snapshot (a
     // residual and a momentum section of 8-byte values): at most two headers and 16 bytes each.
     const std::uint64_t worst = 2 * wire::section_header_bytes + 16 * static_cast<std::uint64_t>(n);
     if (worst > size_max - worst_bytes_) throw error(errc::size_overflow, "message or snapshot size of the model");
+    wait();  // the records are read and rewritten below
+    // Everything that can throw is allocated before anything changes.
+    if (st.info.compressed) {
+      if (cfg_.sender_momentum() != momentum_kind::none) st.u = ops::template allocate<T>(backend_, n);
+      st.v = ops::template allocate<T>(backend_, n);
+      st.indices = ops::template allocate<std::uint32_t>(backend_, cap);
+      st.values = ops::template allocate<T>(backend_, cap);
+    } else {
+      st.values = ops::template allocate<T>(backend_, n);
+    }
+    std::vector<record> host(tensors_.size() + 1);
+    if (!tensors_.empty())
+      ops::copy_to_host(backend_, readonly(records_.view()), span<record>(host.data(), tensors_.size()));
+    ops::synchronize(backend_);
+    host.back().compressed = st.info.compressed ? 1 : 0;
+    auto records = ops::template allocate<record>(backend_, host.size());
+    ops::copy_to_backend(backend_, span<const record>(host.data(), host.size()), records.view());
+    auto workspace = ops::template allocate<std::byte>(backend_, ws_bytes * slots);
+    std::vector<record> staged_records(host.size());
+    std::vector<std::uint32_t> staged_indices(host_memory ? 0 : staged_index_count_ + (st.info.compressed ? cap : 0));
+    std::vector<T> staged_values(host_memory ? 0 : staged_value_count_ + st.values.size());
+    std::vector<std::size_t> order = order_;
+    order.push_back(tensors_.size());
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const std::size_t na = a < tensors_.size() ? tensors_[a].info.numel : n;
+      const std::size_t nb = b < tensors_.size() ? tensors_[b].info.numel : n;
+      return na > nb;
+    });
+    std::vector<std::size_t> compressed_order;
+    for (std::size_t t : order)
+      if (t == tensors_.size() ? st.info.compressed : tensors_[t].info.compressed) compressed_order.push_back(t);
+    messages_.reserve(tensors_.size() + 1);
+    guides_.reserve(tensors_.size() + 1);
+    tensors_.reserve(tensors_.size() + 1);
+    // Nothing below throws.
     worst_bytes_ += static_cast<std::size_t>(worst);
     workspace_bytes_ = ws_bytes;
-    if (st.info.compressed) {
-      if (cfg_.sender_momentum() != momentum_kind::none) st.u.assign(n, T(0));
-      st.v.assign(n, T(0));
-      st.indices.assign(cap, 0);
-      st.values.assign(cap, T(0));
-    } else {
-      st.values.assign(n, T(0));
+    workspace_ = std::move(workspace);
+    records_ = std::move(records);
+    staged_records_ = std::move(staged_records);
+    if (!host_memory) {
+      st.staged_index_offset = staged_index_count_;
+      st.staged_value_offset = staged_value_count_;
+      staged_index_count_ = staged_indices.size();
+      staged_value_count_ = staged_values.size();
+      staged_indices_ = std::move(staged_indices);
+      staged_values_ = std::move(staged_values);
     }
-    workspace_.assign(workspace_bytes_ * cfg_.threads, std::byte{0});
+    order_ = std::move(order);
+    compressed_order_ = std::move(compressed_order);
     tensors_.push_back(std::move(st));
-    order_.push_back(tensors_.size() - 1);
-    std::stable_sort(order_.begin(), order_.end(), [this](std::size_t a, std::size_t b) {
-      return tensors_[a].info.numel > tensors_[b].info.numel;
-    });
-    messages_.resize(tensors_.size());
+    guides_.emplace_back();
+    messages_.emplace_back();
     return tensors_.size() - 1;
   }
 
@@ -343,151 +354,129 @@ class dgc_compressor {
   const tensor_info& info(std::size_t id) const noexcept { return tensors_[id].info; }
   /// The configuration.
   const dgc_config& config() const noexcept { return cfg_; }
-  /// Steps compressed so far.
-  std::size_t step() const noexcept { return step_; }
+  /// The backend value calls without one of their own run on.
+  const Backend& backend() const noexcept { return backend_; }
+  /// Steps compressed so far (waits for a step in progress: a refused step does not count).
+  std::size_t step() {
+    wait();
+    return step_;
+  }
   /// The current epoch (for `schedule_unit::epoch`).
   std::size_t epoch() const noexcept { return epoch_; }
   /// Sets the epoch the next steps belong to; call at each epoch start.
   void set_epoch(std::size_t epoch) noexcept { epoch_ = epoch; }
-  /// Density the next `compress` targets.
-  double density() const noexcept { return cfg_.schedule.density(epoch_, step_); }
-  /// Bytes of the internal selection workspace.
+  /// Density the next `compress` targets (waits for a step in progress).
+  double density() {
+    wait();
+    return cfg_.schedule.density(epoch_, step_);
+  }
+  /// Bytes of the selection workspace of one executor slot (one thread on the CPU).
   std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
 
   /**
-   * @brief One DGC step over all registered tensors.
+   * @brief Issues one DGC step over all registered tensors on the compressor's backend.
+   *
+   * The step runs on the backend and its outcome stays there: read it with `stats()` (or
+   * `encode_message`, which refuses to encode a refused step). First waits for the previous step
+   * when it is still in progress (its outcome fixes this step's number).
+   *
    * @param grads one local gradient per tensor, in registration order, in the backend's memory.
-   * @return the step's statistics, or `errc::wrong_tensor_count`, `errc::size_mismatch`,
-   *         `errc::non_finite_input` (nothing modified), `errc::state_overflow` (the step would
-   *         overflow the momentum or the accumulator; nothing modified), `errc::nan_input` (only
-   *         with `check_finite` off and no clipping: the accumulator overflowed to NaN; state is
-   *         then unspecified).
+   * @return `errc::wrong_tensor_count` or `errc::size_mismatch` (nothing issued); the step's own
+   *         outcome comes from `stats()`.
    */
-  [[nodiscard]] result<dgc_step_stats> compress(span<const span<const T>> grads) {
+  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(backend_, grads); }
+
+  /// `compress` taking a vector of gradient views.
+  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
+    return compress(backend_, span<const tensor_view>(grads.data(), grads.size()));
+  }
+
+  /**
+   * @brief `compress` on the execution context `on` (for example another stream of the same
+   * device; the CPU backend has one context). Later calls that wait for this step wait on `on`.
+   */
+  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
     if (grads.size() != tensors_.size()) return fail(errc::wrong_tensor_count);
     for (std::size_t t = 0; t < tensors_.size(); ++t)
       if (grads[t].size() != tensors_[t].info.numel) return fail(errc::size_mismatch);
+    wait();
 
-    // Read every gradient once before touching state: norms for clipping, and the check that no
-    // value is NaN or infinite (NaN marks a failed check). Without clipping the norms stay 0, so
-    // every clip coefficient is exactly 1, and the check alone is a cheaper read; neither runs
-    // when neither is wanted.
-    // The same read gives each gradient's largest magnitude, or a bound of it (the norm), from
-    // which the state overflow guard below works.
-    const double local_threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    norms_.assign(tensors_.size(), detail::scaled_norm{});  // no reallocation after the first step
-    largest_.assign(tensors_.size(), std::numeric_limits<double>::infinity());  // inf: unknown
-    if (local_threshold > 0.0) {
-      auto norm_of = [&](std::size_t t, std::size_t) {
-        const auto r = ops::l2_norm(backend_, grads[t]);
-        norms_[t] = r.finite ? detail::scaled_norm{r.scale, r.root} : detail::scaled_norm{1.0, nan};
-        // The norm bounds the largest magnitude; a scaled norm's scale is the largest magnitude.
-        largest_[t] = r.scale == 1.0 ? norms_[t].root : r.scale;
-      };
-      for_each_tensor(norm_of);
-    } else if (cfg_.check_finite) {
-      auto check = [&](std::size_t t, std::size_t) {
-        largest_[t] = ops::largest_magnitude(backend_, grads[t]);
-        if (std::isnan(largest_[t])) norms_[t].root = nan;
-      };
-      for_each_tensor(check);
+    // The host's plan: what the configuration and the step number fix.
+    const double threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
+    detail::dgc_step_plan plan;
+    plan.read = threshold > 0.0 ? detail::gradient_read::norm
+                                : cfg_.check_finite ? detail::gradient_read::largest : detail::gradient_read::none;
+    plan.threshold = threshold;
+    plan.per_tensor = cfg_.clipping == clip_scope::per_tensor;
+    plan.kind = cfg_.sender_momentum();
+    plan.momentum = static_cast<double>(static_cast<T>(cfg_.momentum));
+    pending_.stage = cfg_.schedule.stage(epoch_, step_);
+    pending_.density = cfg_.schedule.density_at_stage(pending_.stage);
+    detail::dgc_tensor_plan<T> tensor_plan;
+    tensor_plan.kind = plan.kind;
+    tensor_plan.momentum = static_cast<T>(cfg_.momentum);
+    tensor_plan.exact = cfg_.selection == selection_method::exact_topk;
+    tensor_plan.masking = cfg_.momentum_masking && plan.kind != momentum_kind::none;
+
+    const span<record> records = records_.view();
+    const span<detail::dgc_step_record> step = step_record_.view();
+    const span<const std::size_t> all(order_.data(), order_.size());
+    const span<const std::size_t> compressed(compressed_order_.data(), compressed_order_.size());
+
+    // 1. Read every gradient before touching state: norms for clipping, or the largest
+    // magnitudes, which also bound what the step adds to the state.
+    if (plan.read != detail::gradient_read::none) {
+      auto read = [&](std::size_t t, std::size_t) { ops::dgc_read_gradient(on, plan.read, grads[t], records, t); };
+      ops::for_each(on, exec_, all, read);
     }
-    for (std::size_t t = 0; t < tensors_.size(); ++t)
-      if (std::isnan(norms_[t].root)) return fail(errc::non_finite_input);
-    // Summed in tensor order whatever the thread count.
-    const double global_coef = detail::clip_coefficient(detail::global_norm(norms_), local_threshold);
-    for (auto& st : tensors_) {
-      const std::size_t t = static_cast<std::size_t>(&st - tensors_.data());
-      st.coef = cfg_.clipping == clip_scope::global_norm ? global_coef
-                                                          : detail::clip_coefficient(norms_[t], local_threshold);
+    // 2. The verdict: finiteness, clip coefficients, the overflow guard (exact pass where the
+    // bounds come near the largest finite value).
+    ops::dgc_plan(on, records, plan, step);
+    if (plan.read != detail::gradient_read::none) {
+      auto exact = [&](std::size_t t, std::size_t) {
+        tensor_state& st = tensors_[t];
+        ops::dgc_exact_bounds(on, plan.kind, tensor_plan.momentum, grads[t], readonly(st.u.view()),
+                              readonly(st.v.view()), records, t);
+      };
+      ops::for_each(on, exec_, compressed, exact);
+      ops::dgc_settle_guard(on, readonly(records), step);
     }
-    if (const errc e = guard_state_overflow(grads); e != errc::ok) return fail(e);
-
-    dgc_step_stats stats;
-    stats.step = step_;
-    stats.stage = cfg_.schedule.stage(epoch_, step_);
-    stats.density = cfg_.schedule.density_at_stage(stats.stage);
-    stats.clip_coefficient = cfg_.clipping == clip_scope::global_norm ? global_coef : 1.0;
-    const momentum_kind kind = cfg_.sender_momentum();
-    const T m = static_cast<T>(cfg_.momentum);
-    const double density = stats.density;
-
-    // Every tensor's step depends only on its own state and gradient, so the tensors can run on
-    // any thread in any order with the same result.
-    auto step_tensor = [&](std::size_t t, std::size_t thread) {
+    // 3. Every tensor's step, obeying the verdict. Each depends only on its own state and
+    // gradient, so the tensors run in any order on any slot with the same result.
+    auto step_tensor = [&](std::size_t t, std::size_t slot) {
       tensor_state& st = tensors_[t];
-      const std::size_t n = st.info.numel;
-      const span<std::byte> ws(workspace_.data() + thread * workspace_bytes_, workspace_bytes_);
-      const T c = static_cast<T>(st.coef);
-      st.status = errc::ok;
       if (!st.info.compressed) {
-        ops::scale_copy(backend_, c, grads[t], span<T>(st.values.data(), n));
-        st.kept = n;
+        ops::dgc_dense_step(on, grads[t], st.values.view(), records, t, readonly(step));
         return;
       }
-      // 1. Momentum correction into the residual accumulator, 2. selection on the accumulator,
-      // 3. the selected entries moved out of it (exact conservation) and 4. momentum factor
-      // masking at their positions. For the sampled threshold, one fused pass does all four
-      // (the same result as one after the other).
-      const span<T> u(st.u.data(), st.u.size());
-      const span<T> v(st.v.data(), n);
-      const std::size_t k = kept_count(n, density);
-      const span<std::uint32_t> idx(st.indices.data(), k);
-      const span<T> values(st.values.data(), k);
-      const bool masking = cfg_.momentum_masking && kind != momentum_kind::none;
-      if (cfg_.selection == selection_method::sampled_threshold) {
-        auto r = ops::accumulate_and_select(backend_, kind, m, c, grads[t], u, v, k, cfg_.sampling,
-                                            detail::derive_seed(cfg_.seed, t, step_), idx, values,
-                                            masking, ws, &st.guide);
-        if (!r) {
-          st.status = r.error();
-          return;
-        }
-        st.selection = *r;
-        st.kept = st.selection.count;
-        return;
-      }
-      ops::momentum_accumulate(backend_, kind, m, c, grads[t], u, v);
-      selection_result<T> sel;
-      auto r = ops::exact_topk(backend_, span<const T>(v), k, idx, ws, &sel.threshold);
-      if (!r) {
-        st.status = r.error();
-        return;
-      }
-      sel.count = *r;
-      sel.target = k;
-      sel.exact = true;
-      st.selection = sel;
-      st.kept = sel.count;
-      ops::gather_and_zero(backend_, v, span<const std::uint32_t>(st.indices.data(), st.kept),
-                           span<T>(st.values.data(), st.kept), masking ? u : span<T>());
+      detail::dgc_tensor_plan<T> p = tensor_plan;
+      p.k = kept_count(st.info.numel, pending_.density);
+      p.seed = detail::derive_seed(cfg_.seed, t, step_);
+      const span<std::byte> ws = workspace_.view().subspan(slot * workspace_bytes_, workspace_bytes_);
+      ops::dgc_compressed_step(on, p, cfg_.sampling, grads[t], st.u.view(), st.v.view(), st.indices.view(),
+                               st.values.view(), ws, guides_[t], records, t, readonly(step));
     };
-    for_each_tensor(step_tensor);
-
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      tensor_state& st = tensors_[t];
-      if (st.status != errc::ok) return fail(st.status);
-      st.u_bound = st.next_u_bound;
-      st.v_bound = st.next_v_bound;
-      const std::size_t n = st.info.numel;
-      stats.total_elements += n;
-      if (cfg_.clipping == clip_scope::per_tensor)
-        stats.clip_coefficient = std::min(stats.clip_coefficient, st.coef);
-      if (!st.info.compressed) {
-        stats.dense_elements += n;
-        continue;
-      }
-      stats.target_elements += kept_count(n, density);
-      stats.kept_elements += st.kept;
-    }
-    ++step_;
-    return stats;
+    ops::for_each(on, exec_, all, step_tensor);
+    ops::dgc_commit(on, records, step);
+    pending_.on = on;
+    pending_.issued = true;
+    payload_staged_ = false;
+    pending_.number = step_;
+    return {};
   }
 
-  /// `compress` taking a vector of gradient views.
-  [[nodiscard]] result<dgc_step_stats> compress(const std::vector<span<const T>>& grads) {
-    return compress(span<const span<const T>>(grads.data(), grads.size()));
+  /**
+   * @brief The outcome and statistics of the last `compress` (waits for it).
+   * @return the statistics, or the step's refusal: `errc::non_finite_input` (nothing modified),
+   *         `errc::state_overflow` (the step would overflow the momentum or the accumulator;
+   *         nothing modified), `errc::nan_input` (only with `check_finite` off and no clipping:
+   *         the accumulator overflowed to NaN; state is then unspecified);
+   *         `errc::invalid_argument` before the first `compress`.
+   */
+  [[nodiscard]] result<dgc_step_stats> stats() {
+    wait();
+    if (last_status_ != errc::ok) return fail(last_status_);
+    return last_stats_;
   }
 
   /**
@@ -506,146 +495,192 @@ class dgc_compressor {
 
   /**
    * @brief Encodes the last step's message of every tensor into `out` (wire format,
-   * docs/wire_format.md); this is what a worker sends. Allocates nothing.
-   * @return bytes written, or the errors of `wire::encode` (`errc::output_too_small`,
-   *         `errc::value_out_of_range` when a value does not fit fp16/bf16).
+   * docs/wire_format.md); this is what a worker sends. Waits for the step (on a device, together
+   * with the copy of its message: one synchronisation). Allocates nothing.
+   * @return bytes written; the step's refusal (see `stats()`); or the errors of `wire::encode`
+   *         (`errc::output_too_small`, `errc::value_out_of_range` when a value does not fit
+   *         fp16/bf16).
    */
-  [[nodiscard]] result<std::size_t> encode_message(const wire::encode_options& opt,
-                                                   span<std::byte> out) {
-    for (std::size_t t = 0; t < tensors_.size(); ++t) messages_[t] = message(t);
+  [[nodiscard]] result<std::size_t> encode_message(const wire::encode_options& opt, span<std::byte> out) {
+    wait(true);
+    if (last_status_ != errc::ok) return fail(last_status_);
+    for (std::size_t t = 0; t < tensors_.size(); ++t) messages_[t] = host_message(t);
     return wire::encode(span<const tensor_message<T>>(messages_.data(), messages_.size()), opt, out);
   }
 
-  /// Tensor `id`'s part of the last step's message (unchecked id).
-  tensor_message<T> message(std::size_t id) const noexcept {
+  /// Tensor `id`'s part of the last step's message, in the backend's memory (unchecked id; waits
+  /// for the step).
+  tensor_message<T, space> message(std::size_t id) {
+    wait();
     const tensor_state& st = tensors_[id];
-    tensor_message<T> m;
+    tensor_message<T, space> m;
     m.tensor = id;
     m.numel = st.info.numel;
     m.dense = !st.info.compressed;
     if (m.dense) {
-      m.values = span<const T>(st.values.data(), st.info.numel);
+      m.values = readonly(st.values.view());
     } else {
-      m.indices = span<const std::uint32_t>(st.indices.data(), st.kept);
-      m.values = span<const T>(st.values.data(), st.kept);
+      const std::size_t kept = static_cast<std::size_t>(host_records()[id].kept);
+      m.indices = readonly(st.indices.view()).first(kept);
+      m.values = readonly(st.values.view()).first(kept);
     }
     return m;
   }
 
-  /// What the selection of compressed tensor `id` achieved in the last step (unchecked id).
-  const selection_result<T>& selection(std::size_t id) const noexcept {
-    return tensors_[id].selection;
+  /// What the selection of compressed tensor `id` achieved in the last step (unchecked id;
+  /// waits for the step).
+  selection_result<T> selection(std::size_t id) {
+    wait();
+    return host_records()[id].selection;
   }
 
-  /// The residual accumulator V of tensor `id` (empty for dense tensors).
-  span<const T> residual(std::size_t id) const noexcept {
-    return span<const T>(tensors_[id].v.data(), tensors_[id].v.size());
-  }
-  /// The momentum buffer U of tensor `id` (empty for dense tensors and without correction).
-  span<const T> momentum_buffer(std::size_t id) const noexcept {
-    return span<const T>(tensors_[id].u.data(), tensors_[id].u.size());
-  }
+  /// The residual accumulator V of tensor `id`, in the backend's memory (empty for dense
+  /// tensors).
+  backend_span<const T, Backend> residual(std::size_t id) const noexcept { return tensors_[id].v.view(); }
+  /// The momentum buffer U of tensor `id`, in the backend's memory (empty for dense tensors and
+  /// without correction).
+  backend_span<const T, Backend> momentum_buffer(std::size_t id) const noexcept { return tensors_[id].u.view(); }
 
  private:
   friend struct detail::snapshot_access;
 
   struct tensor_state {
     tensor_info info;
-    buffer<T> u;                      // momentum U
-    buffer<T> v;                      // residual accumulator V
-    buffer<std::uint32_t> indices;    // last step's sent indices (capacity: max k)
-    buffer<T> values;                 // last step's sent values (or the whole dense tensor)
-    std::size_t kept = 0;
-    selection_result<T> selection{};
-    detail::step_guide<T> guide{};  // last thresholds: guide the next step's pass, never its result
-    double coef = 1.0;      // this step's clip coefficient
-    errc status = errc::ok;  // this step's outcome
-    // Upper bounds of max |U| and max |V| (see guard_state_overflow), and the bounds the step in
-    // progress leaves.
-    double u_bound = 0.0, v_bound = 0.0;
-    double next_u_bound = 0.0, next_v_bound = 0.0;
+    buffer<T> u;                    // momentum U
+    buffer<T> v;                    // residual accumulator V
+    buffer<std::uint32_t> indices;  // last step's sent indices (capacity: max k)
+    buffer<T> values;               // last step's sent values (or the whole dense tensor)
+    std::size_t staged_index_offset = 0;  // where the message is staged on the host
+    std::size_t staged_value_offset = 0;
   };
 
-  // The overflow rule of `compress`: before any state changes, bound for every compressed tensor
-  // the magnitudes this step can leave in U and V, from last step's bounds and the gradient's
-  // largest magnitude times its clip coefficient. Where the bound stays below the largest finite T
-  // (the common case, a few operations per tensor), the step cannot overflow. Where it does not,
-  // the exact magnitudes are computed with the step's own arithmetic, writing nothing; if one is
-  // not finite the step is refused with errc::state_overflow and nothing has changed. The new
-  // bounds are kept for the next step (exact ones after the exact pass). Without a read of the
-  // gradients (check_finite off and no clipping) there is no bound and no guard.
-  errc guard_state_overflow(span<const span<const T>> grads) {
-    const momentum_kind kind = cfg_.sender_momentum();
-    const double m = static_cast<double>(static_cast<T>(cfg_.momentum));
-    const double limit = detail::state_limit<T>();
-    const bool guarded = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers) > 0.0 || cfg_.check_finite;
-    bool exact_needed = false;
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      tensor_state& st = tensors_[t];
-      st.status = errc::ok;
-      if (!st.info.compressed) continue;
-      const double g = static_cast<double>(static_cast<T>(st.coef)) * largest_[t];
-      double u = 0.0, v = 0.0;
-      switch (kind) {
-        case momentum_kind::none: v = st.v_bound + g; break;
-        case momentum_kind::vanilla: u = m * st.u_bound + g; v = st.v_bound + u; break;
-        case momentum_kind::nesterov: u = m * (st.u_bound + g); v = st.v_bound + u + g; break;
-      }
-      st.next_u_bound = u * detail::bound_slack;
-      st.next_v_bound = v * detail::bound_slack;
-      if (guarded && !(st.next_u_bound <= limit && st.next_v_bound <= limit)) {
-        st.status = errc::state_overflow;  // marks the tensor for the exact pass
-        exact_needed = true;
-      }
-    }
-    if (!exact_needed) return errc::ok;
-    const T mt = static_cast<T>(cfg_.momentum);
-    auto exact = [&](std::size_t t, std::size_t) {
-      tensor_state& st = tensors_[t];
-      if (st.status != errc::state_overflow) return;
-      const auto r = ops::accumulated_magnitudes(backend_, kind, mt, static_cast<T>(st.coef), grads[t],
-                                                 span<const T>(st.u.data(), st.u.size()),
-                                                 span<const T>(st.v.data(), st.v.size()));
-      // The exact pass refuses what comes within the margin of the largest finite value too, so
-      // that a build whose scalar arithmetic rounds differently from the vector kernels (a fused
-      // multiply-add) cannot let an infinity through.
-      if (!r.finite || !(r.u <= limit && r.v <= limit)) return;
-      st.status = errc::ok;
-      st.next_u_bound = r.u;
-      st.next_v_bound = r.v;
-    };
-    for_each_tensor(exact);
-    for (const auto& st : tensors_)
-      if (st.status != errc::ok) return st.status;
-    return errc::ok;
+  // The step issued by the last compress, until its outcome is read.
+  struct pending_step {
+    bool issued = false;
+    Backend on{};
+    std::size_t number = 0;
+    std::size_t stage = 0;
+    double density = 0.0;
+  };
+
+  // The records as the host can read them: in place in host-accessible memory, else the copy
+  // the last wait staged.
+  const record* host_records() const noexcept {
+    if constexpr (host_memory)
+      return records_.view().data();
+    else
+      return staged_records_.data();
   }
 
-  // Runs f(t, thread) for every tensor, on cfg_.threads threads, largest tensors first.
-  template <class F>
-  void for_each_tensor(F& f) {
-    if (cfg_.threads <= 1 || tensors_.size() <= 1) {
-      for (std::size_t t = 0; t < tensors_.size(); ++t) f(t, std::size_t(0));
-      return;
+  // Tensor t's message in host memory (after wait(true)).
+  tensor_message<T> host_message(std::size_t t) const noexcept {
+    const tensor_state& st = tensors_[t];
+    const std::size_t n = st.info.compressed ? static_cast<std::size_t>(host_records()[t].kept) : st.info.numel;
+    tensor_message<T> m;
+    m.tensor = t;
+    m.numel = st.info.numel;
+    m.dense = !st.info.compressed;
+    if constexpr (host_memory) {
+      if (st.info.compressed) m.indices = span<const std::uint32_t>(st.indices.view().data(), n);
+      m.values = span<const T>(st.values.view().data(), n);
+    } else {
+      if (st.info.compressed) m.indices = span<const std::uint32_t>(staged_indices_.data() + st.staged_index_offset, n);
+      m.values = span<const T>(staged_values_.data() + st.staged_value_offset, n);
     }
-    auto by_size = [&](std::size_t i, std::size_t thread) { f(order_[i], thread); };
-    pool_.get(cfg_.threads).run(order_.size(), by_size);
+    return m;
+  }
+
+  // Waits for the step in progress and takes its outcome: the verdict, the statistics, the step
+  // counter. With `payload`, backends whose memory the host cannot read also copy the messages
+  // to the host, within the same synchronisation when a step is in progress (up to each tensor's
+  // k of the step: the counts are not known before it).
+  void wait(bool payload = false) {
+    if constexpr (host_memory) {
+      (void)payload;
+      if (!pending_.issued) return;
+      ops::synchronize(pending_.on);
+      take_outcome(step_record_.view()[0]);
+    } else {
+      payload = payload && !payload_staged_;
+      if (!pending_.issued && !payload) return;
+      const Backend on = pending_.issued ? pending_.on : backend_;
+      const double density = pending_.issued ? pending_.density : last_density_;
+      detail::dgc_step_record verdict;
+      if (pending_.issued) {
+        ops::copy_to_host(on, readonly(records_.view()), span<record>(staged_records_.data(), staged_records_.size()));
+        ops::copy_to_host(on, readonly(step_record_.view()), span<detail::dgc_step_record>(&verdict, 1));
+      }
+      if (payload) {
+        for (std::size_t t = 0; t < tensors_.size(); ++t) {
+          const tensor_state& st = tensors_[t];
+          const std::size_t cap = st.info.compressed ? kept_count(st.info.numel, density) : st.info.numel;
+          if (st.info.compressed)
+            ops::copy_to_host(on, readonly(st.indices.view()).first(cap),
+                              span<std::uint32_t>(staged_indices_.data() + st.staged_index_offset, cap));
+          ops::copy_to_host(on, readonly(st.values.view()).first(cap),
+                            span<T>(staged_values_.data() + st.staged_value_offset, cap));
+        }
+      }
+      ops::synchronize(on);
+      if (payload) payload_staged_ = true;
+      if (pending_.issued) take_outcome(verdict);
+    }
+  }
+
+  void take_outcome(const detail::dgc_step_record& verdict) {
+    pending_.issued = false;
+    last_status_ = static_cast<errc>(verdict.status);
+    if (last_status_ != errc::ok) return;
+    last_density_ = pending_.density;
+    dgc_step_stats s;
+    s.step = pending_.number;
+    s.stage = pending_.stage;
+    s.density = pending_.density;
+    s.clip_coefficient = verdict.global_coef;
+    const record* r = host_records();
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const std::size_t n = tensors_[t].info.numel;
+      s.total_elements += n;
+      if (cfg_.clipping == clip_scope::per_tensor) s.clip_coefficient = std::min(s.clip_coefficient, r[t].coef);
+      if (!tensors_[t].info.compressed) {
+        s.dense_elements += n;
+        continue;
+      }
+      s.target_elements += kept_count(n, pending_.density);
+      s.kept_elements += static_cast<std::size_t>(r[t].kept);
+    }
+    last_stats_ = s;
+    ++step_;
   }
 
   dgc_config cfg_;
   Backend backend_;
+  typename ops::executor exec_;
   std::vector<tensor_state> tensors_;
+  buffer<record> records_;                        // one per tensor, in backend memory
+  buffer<detail::dgc_step_record> step_record_;   // the step's verdict, in backend memory
+  std::vector<typename ops::template selection_state<T>> guides_;  // per tensor, the backend's
   buffer<std::byte> workspace_;
   std::size_t workspace_bytes_ = 0;
   // Bound of the largest message or snapshot of the registered tensors (see add_tensor).
   std::size_t worst_bytes_ = wire::message_header_bytes + wire::checksum_bytes + wire::section_header_bytes +
                              8 * wire::snapshot_state_words;
-  std::vector<detail::scaled_norm> norms_;
-  std::vector<double> largest_;  // per tensor: largest |g| or a bound of it (inf: unknown)
   std::vector<tensor_message<T>> messages_;
   std::size_t step_ = 0;
   std::size_t epoch_ = 0;
-  std::vector<std::size_t> order_;  // tensor ids, largest first
-  detail::lazy_task_pool pool_;
+  std::vector<std::size_t> order_;             // tensor ids, largest first
+  std::vector<std::size_t> compressed_order_;  // the compressed ones
+  pending_step pending_{};
+  errc last_status_ = errc::invalid_argument;  // no step yet
+  dgc_step_stats last_stats_{};
+  double last_density_ = 0.0;  // the density of the last successful step
+  // Host copies of backend memory the host cannot read (unused for host-accessible memory).
+  std::vector<record> staged_records_;
+  std::vector<std::uint32_t> staged_indices_;
+  std::vector<T> staged_values_;
+  std::size_t staged_index_count_ = 0;
+  std::size_t staged_value_count_ = 0;
+  bool payload_staged_ = false;
 };
 
 /**
@@ -669,6 +704,10 @@ class dgc_compressor {
  */
 template <class T, class Backend = cpu_backend>
 class dgc_aggregator {
+  // The checks of every add are decided on the host, in place: the aggregator needs memory the
+  // host can read.
+  static_assert(is_host_accessible_v<memory_space_t<Backend>>,
+                "dgc_aggregator needs a backend whose memory the host can read");
   using ops = detail::ops<Backend>;
   template <class U>
   using buffer = typename ops::template buffer<U>;
@@ -683,9 +722,9 @@ class dgc_aggregator {
     for (std::size_t t = 0; t < layout.num_tensors(); ++t) {
       tensor_state st;
       st.info = layout.info(t);
-      st.sum.assign(st.info.numel, T(0));
+      st.sum = ops::template allocate<T>(backend_, st.info.numel);
       st.receiver_momentum = momentum_ > T(0) && (!st.info.compressed || !corrected);
-      if (st.receiver_momentum) st.u.assign(st.info.numel, T(0));
+      if (st.receiver_momentum) st.u = ops::template allocate<T>(backend_, st.info.numel);
       tensors_.push_back(std::move(st));
     }
     sums_.resize(tensors_.size());

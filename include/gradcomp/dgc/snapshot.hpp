@@ -50,6 +50,11 @@ struct snapshot_item {
 };
 
 struct snapshot_access {
+  // Takes the outcome of a step in progress, so that the counters are the compressor's.
+  template <class T, class B>
+  static void wait(dgc_compressor<T, B>& c) {
+    c.wait();
+  }
   template <class T, class B>
   static std::vector<snapshot_item<T>> items(dgc_compressor<T, B>& c) {
     std::vector<snapshot_item<T>> out;
@@ -112,9 +117,10 @@ struct snapshot_access {
   // After a restore: the overflow guard's bounds become the restored state's largest magnitudes.
   template <class T, class B>
   static void reset_bounds(dgc_compressor<T, B>& c) {
-    for (auto& st : c.tensors_) {
-      st.u_bound = magnitude_of(c.backend_, st.u);
-      st.v_bound = magnitude_of(c.backend_, st.v);
+    const auto records = c.records_.view();
+    for (std::size_t t = 0; t < c.tensors_.size(); ++t) {
+      records[t].u_bound = magnitude_of(c.backend_, c.tensors_[t].u);
+      records[t].v_bound = magnitude_of(c.backend_, c.tensors_[t].v);
     }
   }
   template <class T, class B>
@@ -284,7 +290,8 @@ std::size_t snapshot_bytes(const dgc_compressor<T, cpu_backend>& c, bool checksu
 template <class T>
 [[nodiscard]] result<std::size_t> save_snapshot(const dgc_compressor<T, cpu_backend>& c,
                                                 span<std::byte> out, bool checksum = true) {
-  auto& mc = const_cast<dgc_compressor<T, cpu_backend>&>(c);  // items are only read here
+  auto& mc = const_cast<dgc_compressor<T, cpu_backend>&>(c);  // only read (after the step in progress)
+  detail::snapshot_access::wait(mc);
   double words[detail::snapshot_state_words];
   detail::snapshot_access::counters(c, words);
   return detail::write_snapshot(detail::snapshot_access::items(mc), words, checksum, out);
@@ -317,6 +324,7 @@ std::vector<std::byte> save_snapshot(const dgc_compressor<T, cpu_backend>& c, bo
 template <class T>
 [[nodiscard]] result<void> restore_snapshot(dgc_compressor<T, cpu_backend>& c,
                                             span<const std::byte> msg) {
+  detail::snapshot_access::wait(c);
   double words[detail::snapshot_state_words];
   auto r = detail::read_snapshot(msg, detail::snapshot_access::items(c), words, [&](const double* w) {
     return detail::snapshot_access::config_difference(c, w);

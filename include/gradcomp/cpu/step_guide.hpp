@@ -1,4 +1,5 @@
-// The thresholds a tensor's earlier DGC steps hand on to the next one (any backend).
+// The thresholds a tensor's earlier DGC steps hand on to the next one: the CPU backend's
+// per-tensor selection state (it guides the fused pass, never its result).
 #pragma once
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 
 namespace gradcomp {
 namespace detail {
+namespace cpu {
 
 // What a tensor's earlier steps tell the next fused step. It decides how much data the step
 // reads and where it writes, never the step's result.
@@ -53,5 +55,6 @@ struct step_guide {
   }
 };
 
+}  // namespace cpu
 }  // namespace detail
 }  // namespace gradcomp

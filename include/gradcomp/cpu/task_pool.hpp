@@ -14,6 +14,7 @@
 
 namespace gradcomp {
 namespace detail {
+namespace cpu {
 
 class task_pool {
  public:
@@ -122,5 +123,6 @@ class lazy_task_pool {
   std::unique_ptr<task_pool> pool_;
 };
 
+}  // namespace cpu
 }  // namespace detail
 }  // namespace gradcomp
