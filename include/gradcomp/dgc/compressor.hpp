@@ -418,8 +418,8 @@ class dgc_compressor {
     tensor_plan.exact = cfg_.selection == selection_method::exact_topk;
     tensor_plan.masking = cfg_.momentum_masking && plan.kind != momentum_kind::none;
 
-    const span<record> records = records_.view();
-    const span<detail::dgc_step_record> step = step_record_.view();
+    const auto records = records_.view();
+    const auto step = step_record_.view();
     const span<const std::size_t> all(order_.data(), order_.size());
     const span<const std::size_t> compressed(compressed_order_.data(), compressed_order_.size());
 
@@ -452,7 +452,7 @@ class dgc_compressor {
       detail::dgc_tensor_plan<T> p = tensor_plan;
       p.k = kept_count(st.info.numel, pending_.density);
       p.seed = detail::derive_seed(cfg_.seed, t, step_);
-      const span<std::byte> ws = workspace_.view().subspan(slot * workspace_bytes_, workspace_bytes_);
+      const auto ws = workspace_.view().subspan(slot * workspace_bytes_, workspace_bytes_);
       ops::dgc_compressed_step(on, p, cfg_.sampling, grads[t], st.u.view(), st.v.view(), st.indices.view(),
                                st.values.view(), ws, guides_[t], records, t, readonly(step));
     };

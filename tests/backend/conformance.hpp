@@ -1,0 +1,160 @@
+// The backend conformance suite (docs/backends.md): what every backend must show before the
+// compressors may run on it. A backend enters the suite with a harness that moves test data in
+// and out of its memory through its own explicit copies; the suite then runs the DGC step on it
+// and on the CPU backend, the reference, and requires bitwise the same messages, statistics,
+// selections and state, the same refusals with nothing modified, and (where the harness can
+// count them) one synchronisation per compress + encode_message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <gradcomp/gradcomp.hpp>
+
+namespace gradcomp_test {
+
+// How the suite reaches a backend's memory: upload / download through the backend's copies, and
+// the synchronisations it has counted (-1 when it cannot count them).
+template <class Backend>
+struct backend_harness {
+  using ops = gradcomp::detail::ops<Backend>;
+  template <class T>
+  using buffer = typename ops::template buffer<T>;
+
+  template <class T>
+  static buffer<T> upload(const Backend& b, const std::vector<T>& host) {
+    auto out = ops::template allocate<T>(b, host.size());
+    ops::copy_to_backend(b, gradcomp::span<const T>(host.data(), host.size()), out.view());
+    ops::synchronize(b);
+    return out;
+  }
+  template <class T>
+  static std::vector<T> download(const Backend& b, gradcomp::backend_span<const T, Backend> s) {
+    std::vector<T> out(s.size());
+    ops::copy_to_host(b, s, gradcomp::span<T>(out.data(), out.size()));
+    ops::synchronize(b);
+    return out;
+  }
+};
+
+// One model layout for the suite: two compressed weights (one large enough for the sampled
+// paths of the selections), a small compressed one, a dense bias.
+struct conformance_tensor {
+  const char* name;
+  std::vector<std::size_t> shape;
+};
+inline std::vector<conformance_tensor> conformance_model() {
+  return {{"conv", {64, 9, 80}}, {"fc", {50, 60}}, {"bias", {97}}, {"tiny", {6, 7}}};
+}
+
+// Gradients of a step: gaussian with a per-tensor scale, a few large outliers, deterministic.
+template <class T>
+std::vector<std::vector<T>> conformance_gradients(std::size_t step, std::uint64_t worker = 0) {
+  std::vector<std::vector<T>> g;
+  std::size_t t = 0;
+  for (const auto& x : conformance_model()) {
+    std::size_t n = 1;
+    for (std::size_t d : x.shape) n *= d;
+    std::mt19937_64 rng(1000 * step + 17 * t + 7919 * worker + 1);
+    std::normal_distribution<double> normal(0.0, 1.0 / static_cast<double>(t + 1));
+    std::vector<T> v(n);
+    for (auto& e : v) e = static_cast<T>(normal(rng));
+    for (std::size_t i = step % 13; i < n; i += 997) v[i] *= T(40);
+    g.push_back(std::move(v));
+    ++t;
+  }
+  return g;
+}
+
+// A compressor with its gradients in the backend's memory.
+template <class T, class Backend>
+struct conformance_worker {
+  using harness = backend_harness<Backend>;
+  Backend backend;
+  gradcomp::dgc_compressor<T, Backend> compressor;
+  std::vector<typename harness::template buffer<T>> grads;
+
+  conformance_worker(const gradcomp::dgc_config& cfg, const Backend& b) : backend(b), compressor(cfg, b) {
+    for (const auto& x : conformance_model()) compressor.add_tensor(x.name, x.shape);
+  }
+  void load(const std::vector<std::vector<T>>& host) {
+    grads.clear();
+    for (const auto& g : host) grads.push_back(harness::upload(backend, g));
+  }
+  std::vector<gradcomp::backend_span<const T, Backend>> views() const {
+    std::vector<gradcomp::backend_span<const T, Backend>> v;
+    for (const auto& g : grads) v.push_back(g.view());
+    return v;
+  }
+  // Residual and momentum of every tensor, on the host.
+  std::vector<std::vector<T>> state() {
+    std::vector<std::vector<T>> s;
+    for (std::size_t t = 0; t < compressor.num_tensors(); ++t) {
+      s.push_back(harness::template download<T>(backend, compressor.residual(t)));
+      s.push_back(harness::template download<T>(backend, compressor.momentum_buffer(t)));
+    }
+    return s;
+  }
+  gradcomp::result<std::vector<std::byte>> encode() {
+    gradcomp::wire::encode_options opt;
+    opt.checksum = true;
+    std::vector<std::byte> out(compressor.max_message_bytes(opt));
+    const auto n = compressor.encode_message(opt, gradcomp::span<std::byte>(out.data(), out.size()));
+    if (!n) return gradcomp::fail(n.error());
+    out.resize(*n);
+    return out;
+  }
+};
+
+template <class T>
+bool bitwise_equal(const std::vector<std::vector<T>>& a, const std::vector<std::vector<T>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() ||
+        (!a[i].empty() && std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(T)) != 0))
+      return false;
+  return true;
+}
+
+inline bool same_stats(const gradcomp::dgc_step_stats& a, const gradcomp::dgc_step_stats& b) {
+  return a.step == b.step && a.stage == b.stage && a.density == b.density &&
+         std::memcmp(&a.clip_coefficient, &b.clip_coefficient, sizeof(double)) == 0 &&
+         a.total_elements == b.total_elements && a.dense_elements == b.dense_elements &&
+         a.target_elements == b.target_elements && a.kept_elements == b.kept_elements;
+}
+
+template <class T>
+bool same_selection(const gradcomp::selection_result<T>& a, const gradcomp::selection_result<T>& b) {
+  return a.count == b.count && a.target == b.target && std::memcmp(&a.threshold, &b.threshold, sizeof(T)) == 0 &&
+         a.sample_count == b.sample_count && a.rounds == b.rounds && a.exact == b.exact;
+}
+
+// The configurations the suite covers: both selections, the three momentum forms, no clipping,
+// global and per-tensor clipping, with a warm-up schedule so k changes from step to step.
+inline std::vector<gradcomp::dgc_config> conformance_configs() {
+  std::vector<gradcomp::dgc_config> out;
+  for (const auto selection : {gradcomp::selection_method::sampled_threshold, gradcomp::selection_method::exact_topk})
+    for (int momentum = 0; momentum < 3; ++momentum)
+      for (int clip = 0; clip < 3; ++clip) {
+        gradcomp::dgc_config cfg;
+        cfg.selection = selection;
+        cfg.momentum_correction = momentum != 0;
+        cfg.nesterov = momentum == 2;
+        cfg.clip_norm = clip == 0 ? 0.0 : 3.0;
+        cfg.clipping = clip == 2 ? gradcomp::clip_scope::per_tensor : gradcomp::clip_scope::global_norm;
+        cfg.num_workers = 4;
+        cfg.schedule = gradcomp::warmup_schedule::from_list({0.25, 0.1, 0.01}, gradcomp::schedule_unit::step, 2);
+        cfg.seed = 42;
+        out.push_back(cfg);
+      }
+  return out;
+}
+
+}  // namespace gradcomp_test
