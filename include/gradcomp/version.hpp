@@ -5,7 +5,7 @@
 /// Major version: changes when the public API or an existing wire-format promise breaks.
 #define GRADCOMP_VERSION_MAJOR 0
 /// Minor version: changes when features are added compatibly.
-#define GRADCOMP_VERSION_MINOR 2
+#define GRADCOMP_VERSION_MINOR 3
 /// Patch version: changes for fixes only.
 #define GRADCOMP_VERSION_PATCH 0
 

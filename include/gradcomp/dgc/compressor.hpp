@@ -8,6 +8,9 @@
 ///    entries (sampled threshold or exact top-k), move them out of the accumulator (exact
 ///    conservation) and, with momentum factor masking, zero the momentum at those positions.
 ///    Small and one-dimensional tensors are sent dense.
+///    The step runs on the compressor's backend (docs/backends.md); `compressor.stats()` waits
+///    for it and returns its statistics, or why it was refused (a NaN or an infinity in a
+///    gradient, an overflow), in which case nothing changed.
 /// 2. `compressor.encode_message(opt, buffer)` writes the step in the wire format
 ///    (docs/wire_format.md); the buffers of all workers are exchanged (allgather). In-process
 ///    users can also pass `compressor.message(t)` views directly.
