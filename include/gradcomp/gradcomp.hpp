@@ -24,3 +24,4 @@
 #include "wire/decode.hpp"
 #include "wire/encode.hpp"
 #include "wire/format.hpp"
+#include "wire/value_codecs.hpp"

@@ -84,6 +84,8 @@ std::vector<std::byte> build_message(byte_reader& in) {
     static const wire::value_coding codings[] = {wire::value_coding::fp32, wire::value_coding::fp64,
                                                  wire::value_coding::fp16, wire::value_coding::bf16};
     opt.values = opt.dense_values = codings[(b >> 4) & 3u];
+    const bool sign = (b & 0x40u) != 0;  // scaled_sign: the values get one magnitude
+    if (sign) opt.values = opt.dense_values = wire::value_coding::scaled_sign;
     std::vector<std::uint32_t> idx;
     std::vector<float> val;
     if (dense) {
@@ -100,6 +102,8 @@ std::vector<std::byte> build_message(byte_reader& in) {
         pos += 1 + in.u8() % 64;
       }
     }
+    if (sign)
+      for (float& v : val) v = std::signbit(v) ? -std::fabs(val[0]) : std::fabs(val[0]);
     const tensor_message<float> m{tensor, numel, dense, {idx.data(), idx.size()}, {val.data(), val.size()}};
     std::vector<std::byte> one(4096);
     const auto n = wire::encode(span<const tensor_message<float>>(&m, 1), opt, span<std::byte>(one.data(), one.size()));

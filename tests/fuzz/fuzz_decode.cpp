@@ -65,6 +65,7 @@ struct reference_section {
   bool indices_ok = false;
   std::vector<std::uint32_t> indices;  // decoded positions (also for dense: 0..numel-1)
   std::vector<double> values;          // exact values of the payload, finite or not
+  errc parameters = errc::ok;          // what the parameter block and padding are worth
 };
 
 std::uint64_t le(const std::byte* p, int bytes) {
@@ -178,6 +179,11 @@ double reference_value(const std::byte* p, value_coding c, std::uint64_t j) {
     case value_coding::bf16:
       return static_cast<double>(
           float_from_bits(static_cast<std::uint32_t>(le(p + 2 * j, 2)) << 16));
+    case value_coding::scaled_sign: {
+      const double scale = static_cast<double>(float_from_bits(static_cast<std::uint32_t>(le(p, 4))));
+      const bool negative = ((static_cast<unsigned>(p[4 + j / 8]) >> (j % 8)) & 1u) != 0;
+      return negative ? -scale : scale;
+    }
   }
   FUZZ_CHECK_MSG(false, "section header with an unknown value coding was accepted");
   return 0;
@@ -190,6 +196,14 @@ reference_section reference_decode(span<const std::byte> msg, const section_head
   const std::byte* val = idx + s.index_bytes;
   r.values.resize(s.kept);
   for (std::uint64_t j = 0; j < s.kept; ++j) r.values[j] = reference_value(val, s.values, j);
+  if (s.values == value_coding::scaled_sign) {
+    // The scale is checked even when no value uses it; then its sign and the padding bits.
+    const auto bits = static_cast<std::uint32_t>(le(val, 4));
+    const float scale = float_from_bits(bits);
+    const unsigned last = s.kept % 8 == 0 ? 0u : static_cast<unsigned>(val[4 + s.kept / 8]) >> (s.kept % 8);
+    if (!std::isfinite(scale)) r.parameters = errc::non_finite_input;
+    else if ((bits >> 31) != 0 || last != 0) r.parameters = errc::malformed_payload;
+  }
   return r;
 }
 
@@ -326,11 +340,11 @@ bool same_header(const message_header& a, const message_header& b) {
 
 void check_section_header(const section_header& s) {
   const std::uint64_t vsize = wire::value_bytes_per_element(s.values);
-  FUZZ_CHECK(vsize != 0);
+  FUZZ_CHECK(vsize != 0 || s.values == value_coding::scaled_sign);
   FUZZ_CHECK(std::strcmp(wire::to_string(s.role), "unknown") != 0);
   FUZZ_CHECK(s.kept <= s.numel);
   FUZZ_CHECK(s.bytes == wire::section_header_bytes + s.index_bytes + s.value_bytes);
-  FUZZ_CHECK(s.value_bytes == vsize * s.kept);
+  FUZZ_CHECK(s.value_bytes == (s.values == value_coding::scaled_sign ? 4 + (std::uint64_t(s.kept) + 7) / 8 : vsize * s.kept));
   const std::uint64_t k = s.kept, n = s.numel;
   switch (s.indices) {
     case index_coding::dense: FUZZ_CHECK(k == n && s.index_bytes == 0); break;
@@ -420,8 +434,9 @@ decoded<T> decode_and_check(span<const std::byte> msg, const section_header& s,
                        : wire::decode_section<T>(msg, s,
                                                  span<std::uint32_t>(idx.data(), idx.size()),
                                                  span<T>(val.data(), val.size()));
-  const errc expected = !ref.indices_ok ? errc::malformed_payload  // some payload error
-                                        : reference_value_error<T>(ref);
+  const errc expected = !ref.indices_ok                ? errc::malformed_payload  // some payload error
+                        : ref.parameters != errc::ok ? ref.parameters
+                                                     : reference_value_error<T>(ref);
   if (expected == errc::ok) {
     if (!r.has_value()) {
       char what[120];

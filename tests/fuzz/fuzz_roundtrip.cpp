@@ -100,10 +100,11 @@ value_coding pick_value_coding(unsigned sel) {
   switch (sel & 15u) {
     case 0: case 4: case 8: return value_coding::fp32;
     case 1: case 5: case 9: return value_coding::fp64;
-    case 2: case 6: case 10: case 12: return value_coding::fp16;
-    case 3: case 7: case 11: case 13: return value_coding::bf16;
+    case 2: case 6: case 10: return value_coding::fp16;
+    case 3: case 7: case 11: return value_coding::bf16;
+    case 12: case 13: return value_coding::scaled_sign;
     case 14: return static_cast<value_coding>(0);  // not a coding
-    default: return static_cast<value_coding>(16 + (sel >> 4));  // reserved range
+    default: return static_cast<value_coding>(17);  // reserved range
   }
 }
 
@@ -176,7 +177,7 @@ T draw_value(unsigned mode, byte_reader& in, splitmix64& rng, unsigned scale) {
 // Input layout (every read past the end gives zero):
 //   byte 0: bit 0 element type (double), bit 1 checksum, bits 2-4 index coding, bit 5 which
 //           invalid index coding, bits 6-7 unused
-//   byte 1: value coding (low nibble) and dense value coding (high nibble)
+//   byte 1: value coding (low nibble) and dense value coding (high nibble): see pick_value_coding
 //   byte 2: bits 0-2 number of sections (mod 5), bits 3-7 defect (0-7 as in `defect` after
 //           `none`, 8-31 none)
 //   per section:
@@ -299,6 +300,12 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
       const unsigned mode = value_flag ? static_cast<unsigned>(rng.next() % 4) : value_mode;
       v = draw_value<T>(mode, in, rng, density);
     }
+    // scaled_sign holds one magnitude per section: mostly give it one (the signs stay drawn).
+    const value_coding coding = sec.dense ? st.opt.dense_values : st.opt.values;
+    if (coding == value_coding::scaled_sign && !sec.values.empty() && rng.next() % 4 != 0) {
+      const T magnitude = std::fabs(sec.values[rng.below(sec.values.size())]);
+      for (auto& v : sec.values) v = std::signbit(v) ? -magnitude : magnitude;
+    }
     st.sections.push_back(std::move(sec));
   }
 
@@ -359,7 +366,19 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
 
 bool known_value_coding(value_coding c) {
   return c == value_coding::fp32 || c == value_coding::fp64 || c == value_coding::fp16 ||
-         c == value_coding::bf16;
+         c == value_coding::bf16 || c == value_coding::scaled_sign;
+}
+
+// Length of a value payload of `kept` values.
+std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept) {
+  switch (c) {
+    case value_coding::fp32: return 4 * kept;
+    case value_coding::fp64: return 8 * kept;
+    case value_coding::fp16:
+    case value_coding::bf16: return 2 * kept;
+    case value_coding::scaled_sign: return 4 + (kept + 7) / 8;
+  }
+  return 0;
 }
 
 // Structural checks of one section (encoded_bytes and encode), in the documented order.
@@ -399,6 +418,7 @@ bool model_value(T x, value_coding c, double* out) {
     case value_coding::fp64: *out = xd; return true;
     case value_coding::fp16: return std::isfinite(src) && reference_half(src, out);
     case value_coding::bf16: return std::isfinite(src) && reference_bf16(src, out);
+    case value_coding::scaled_sign: *out = xd; return true;  // once model_value_error accepted the section
   }
   return false;
 }
@@ -409,6 +429,13 @@ errc model_value_error(const tensor_message<T>& m, const wire::encode_options& o
   for (std::size_t j = 0; j < m.values.size(); ++j) {
     const T x = m.values[j];
     if (!std::isfinite(x)) return errc::non_finite_input;
+    if (c == value_coding::scaled_sign) {
+      // One magnitude, the first value's, which binary32 must hold exactly.
+      const double first = std::fabs(static_cast<double>(m.values[0]));
+      if (static_cast<double>(static_cast<float>(first)) != first || std::fabs(static_cast<double>(x)) != first)
+        return errc::value_out_of_range;
+      continue;
+    }
     double unused;
     if (!model_value(x, c, &unused)) return errc::value_out_of_range;
   }
@@ -466,6 +493,7 @@ void check_values(const tensor_message<T>& m, value_coding c, const std::vector<
         break;
       }
       case value_coding::fp64:
+      case value_coding::scaled_sign:  // the input's exact value, sign of zero included
         FUZZ_CHECK(same_bits(got[j], static_cast<U>(x)));
         break;
       case value_coding::fp16:
@@ -549,7 +577,7 @@ void check_encoded(const step<T>& st, const std::vector<std::byte>& out) {
         FUZZ_CHECK(s.index_bytes <= ex.bitmap);
       }
     }
-    FUZZ_CHECK(s.value_bytes == wire::value_bytes_per_element(s.values) * m.values.size());
+    FUZZ_CHECK(s.value_bytes == model_value_bytes(s.values, m.values.size()));
 
     // Exact indices and values, in the element type of the step.
     std::vector<std::uint32_t> got_idx(m.dense ? 0 : s.kept);

@@ -124,6 +124,38 @@ void decode_seeds() {
     }
   }
 
+  // scaled_sign with every index coding: the same positions, values of one magnitude; then a
+  // scale that is negative, one that is infinite, and a padding bit set.
+  {
+    std::vector<float> signs(sparse_val.size()), dense_signs(dense_val.size());
+    for (std::size_t j = 0; j < signs.size(); ++j) signs[j] = std::signbit(sparse_val[j]) ? -0.75f : 0.75f;
+    for (std::size_t j = 0; j < dense_signs.size(); ++j) dense_signs[j] = std::signbit(dense_val[j]) ? -2.0f : 2.0f;
+    for (int i = 0; i < 5; ++i) {
+      wire::encode_options opt;
+      const bool dense = codings[i] == index_coding::dense;
+      opt.indices = dense ? index_coding::automatic : codings[i];
+      opt.values = opt.dense_values = value_coding::scaled_sign;
+      opt.checksum = (i & 1) != 0;
+      tensor_message<float> m = dense ? dense_msg() : sparse_msg();
+      m.values = dense ? span<const float>(dense_signs.data(), dense_signs.size())
+                       : span<const float>(signs.data(), signs.size());
+      const bytes b = encode({m}, opt);
+      write("decode", std::string("valid-") + wire::to_string(codings[i]) + "-scaled_sign" +
+                          (opt.checksum ? "-crc" : "") + ".bin",
+            b);
+      if (i != 0) continue;
+      // raw_u32 without checksum: the value payload starts after 4 bytes per position.
+      const std::size_t v0 = wire::message_header_bytes + wire::section_header_bytes + 4 * sparse_idx.size();
+      bytes negative = b, infinite = b, padding = b;
+      negative[v0 + 3] |= std::byte{0x80};
+      put_le(infinite, v0, 0x7f800000u, 4);
+      padding[v0 + 4 + sparse_idx.size() / 8] |= std::byte{0x80};  // 10 values: bits 10-15 are padding
+      write("decode", "damaged-scaled_sign-negative-scale.bin", negative);
+      write("decode", "damaged-scaled_sign-infinite-scale.bin", infinite);
+      write("decode", "damaged-scaled_sign-padding.bin", padding);
+    }
+  }
+
   // Several sections: automatic codings, a dense one, two tensors sharing nothing.
   std::vector<std::uint32_t> many(40);
   std::vector<float> many_val(40);
@@ -435,7 +467,7 @@ constexpr std::uint8_t t_double = 1, crc = 2;
 constexpr std::uint8_t automatic = 0 << 2, raw = 2 << 2, varint = 3 << 2, rice = 4 << 2,
                        bitmap = 5 << 2, bad_index = 7 << 2;
 // byte 1: value coding | dense value coding << 4
-constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3;
+constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3, scaled_sign = 12;
 // byte 2: section count | defect << 3 (defect 8 and above: none)
 constexpr std::uint8_t sections(int count, int defect = 8) {
   return static_cast<std::uint8_t>(count | (defect << 3));
@@ -463,6 +495,13 @@ void roundtrip_seeds() {
       write("roundtrip", std::string("coding-") + names[i] + "-" + vnames[v] + (k ? "-double" : "-float") + ".bin",
             r.get());
     }
+  }
+  // scaled_sign for sparse and dense sections, float and double.
+  for (int k = 0; k < 2; ++k) {
+    rt r(static_cast<std::uint8_t>(automatic | (k ? t_double | crc : 0)), scaled_sign | (scaled_sign << 4), sections(2));
+    r.u8(numel_u16 | idx_density | val_smooth).u8(0).u16(2000).u8(60).u64(77 + k);
+    r.u8(dense | numel_u16 | val_ints).u8(1).u16(300).u8(0).u64(5 + k);
+    write("roundtrip", std::string("scaled_sign-") + (k ? "double" : "float") + ".bin", r.get());
   }
   // Automatic coding, four sections: sparse, dense, very sparse, last few elements.
   {

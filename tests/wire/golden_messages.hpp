@@ -56,6 +56,9 @@ inline std::vector<golden_message> golden_messages() {
        {{0, 4096, false, {17, 1000, 1001, 2048, 4095}, {0.25f, -0.75f, 0.125f, 3.5f, -1.0f}},
         {1, 4, true, {}, {0.01f, 0.02f, -0.03f, 0.04f}},
         {2, 100, false, {}, {}}}},
+      {"scaled_sign_crc.gcwf", golden_options(index_coding::raw_u32, value_coding::scaled_sign, true),
+       {{0, 10, true, {}, {0.25f, -0.25f, -0.25f, 0.25f, 0.25f, 0.25f, -0.25f, 0.25f, -0.25f, -0.25f}},
+        {3, 100, false, {5, 17, 99}, {-1.5f, 1.5f, -1.5f}}}},
   };
 }
 

@@ -1,12 +1,30 @@
-// Value codings of the wire format. Encoding refuses NaN, infinities and finite values that do
-// not fit the coding; decoding refuses non-finite values and values that do not fit the
-// destination type, so a message can never poison a receiver's accumulator.
+// The value codings of the wire format as a table of codecs. Each codec is a type with the same
+// members; `value_codecs` lists them and `visit_value_codec` finds the one of a code, so adding a
+// coding is adding a codec type and its line in the list (and its code in wire::value_coding).
+//
+// A codec works on a section's value payload `p` (docs/wire_format.md, "Value codings"): the
+// parameter block first (a quantised coding's scales; empty for the float codings), then the
+// values. Its members:
+//   code, name                        the wire code and the spec's name
+//   fixed_bytes                       bytes per value, or 0 when values are packed below a byte
+//   payload_bytes(kept)               the payload length of `kept` values (from the header alone)
+//   check<T>(p, kept, largest)        errc::ok, non_finite_input (a NaN or an infinity, in a value
+//                                     or a scale), value_out_of_range (beyond T) or
+//                                     malformed_payload (a parameter or padding the spec forbids);
+//                                     sets `largest` to the largest magnitude (0 when none)
+//   value<T>(p, j)                    value j of a checked payload
+//   add<T>(p, first, count, acc, at)  acc[at(j)] += value(first + j) for j < count, checked payload
+//   encode<T>(v, dst)                 writes payload_bytes(v.size()) bytes; errc::non_finite_input,
+//                                     value_out_of_range (a value the coding cannot hold)
+// Encoding refuses NaN, infinities and values that do not fit; decoding refuses non-finite values
+// and values that do not fit the destination type, so a message can never poison a receiver.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "../error.hpp"
 #include "../span.hpp"
@@ -17,107 +35,221 @@
 namespace gradcomp {
 namespace detail {
 
+// Codings of one value per fixed number of bytes, decoded through binary32 (fp32, fp16, bf16):
+// `Bits` is the stored integer, `to_float` its value, `encode_one` its encoding.
+template <class Derived, class Bits>
+struct float_codec_base {
+  static constexpr std::size_t fixed_bytes = sizeof(Bits);
+  static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept { return sizeof(Bits) * kept; }
+
+  template <class T>
+  static T value(const std::byte* p, std::size_t j) noexcept {
+    return static_cast<T>(Derived::to_float(load_le<Bits>(p + sizeof(Bits) * j)));
+  }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const std::byte* q = p + sizeof(Bits) * first;
+    for (std::size_t j = 0; j < count; ++j) acc[at(j)] += static_cast<T>(Derived::to_float(load_le<Bits>(q + sizeof(Bits) * j)));
+  }
+  // One integer maximum of the magnitude bits gives both the finiteness and the largest value.
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    Bits top = 0;
+    for (std::size_t j = 0; j < kept; ++j) {
+      const auto bits = static_cast<Bits>(load_le<Bits>(p + sizeof(Bits) * j) & Derived::magnitude_mask);
+      top = bits > top ? bits : top;
+    }
+    if (top >= Derived::infinity_bits) return errc::non_finite_input;
+    largest = static_cast<double>(Derived::to_float(top));
+    return errc::ok;
+  }
+  template <class T>
+  static errc encode(span<const T> v, std::byte* dst) noexcept {
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      if (!std::isfinite(v[j])) return errc::non_finite_input;
+      Bits b;
+      const float f = static_cast<float>(v[j]);
+      if (!std::isfinite(f) || !Derived::encode_one(f, &b)) return errc::value_out_of_range;
+      store_le<Bits>(dst + sizeof(Bits) * j, b);
+    }
+    return errc::ok;
+  }
+};
+
+struct fp32_codec : float_codec_base<fp32_codec, std::uint32_t> {
+  static constexpr wire::value_coding code = wire::value_coding::fp32;
+  static constexpr const char* name = "fp32";
+  static constexpr std::uint32_t magnitude_mask = 0x7fffffffu;
+  static constexpr std::uint32_t infinity_bits = 0x7f800000u;
+  static float to_float(std::uint32_t b) noexcept { return bits_float(b); }
+  static bool encode_one(float f, std::uint32_t* b) noexcept {
+    *b = float_bits(f);
+    return true;
+  }
+};
+
+struct fp16_codec : float_codec_base<fp16_codec, std::uint16_t> {
+  static constexpr wire::value_coding code = wire::value_coding::fp16;
+  static constexpr const char* name = "fp16";
+  static constexpr std::uint16_t magnitude_mask = 0x7fffu;
+  static constexpr std::uint16_t infinity_bits = 0x7c00u;
+  static float to_float(std::uint16_t b) noexcept { return half_to_float(b); }
+  static bool encode_one(float f, std::uint16_t* b) noexcept { return float_to_half(f, b); }
+};
+
+struct bf16_codec : float_codec_base<bf16_codec, std::uint16_t> {
+  static constexpr wire::value_coding code = wire::value_coding::bf16;
+  static constexpr const char* name = "bf16";
+  static constexpr std::uint16_t magnitude_mask = 0x7fffu;
+  static constexpr std::uint16_t infinity_bits = 0x7f80u;
+  static float to_float(std::uint16_t b) noexcept { return bf16_to_float(b); }
+  static bool encode_one(float f, std::uint16_t* b) noexcept { return float_to_bf16(f, b); }
+};
+
+struct fp64_codec {
+  static constexpr wire::value_coding code = wire::value_coding::fp64;
+  static constexpr const char* name = "fp64";
+  static constexpr std::size_t fixed_bytes = 8;
+  static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept { return 8 * kept; }
+
+  template <class T>
+  static T value(const std::byte* p, std::size_t j) noexcept {
+    return static_cast<T>(bits_double(load_le<std::uint64_t>(p + 8 * j)));
+  }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    for (std::size_t j = 0; j < count; ++j) acc[at(j)] += value<T>(p, first + j);
+  }
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    for (std::size_t j = 0; j < kept; ++j) {
+      const double d = bits_double(load_le<std::uint64_t>(p + 8 * j));
+      if (!std::isfinite(d)) return largest = 0.0, errc::non_finite_input;
+      const T t = static_cast<T>(d);
+      if (!std::isfinite(t)) return largest = 0.0, errc::value_out_of_range;
+      const double x = std::fabs(static_cast<double>(t));
+      largest = x > largest ? x : largest;
+    }
+    return errc::ok;
+  }
+  template <class T>
+  static errc encode(span<const T> v, std::byte* dst) noexcept {
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      if (!std::isfinite(v[j])) return errc::non_finite_input;
+      store_le<std::uint64_t>(dst + 8 * j, double_bits(static_cast<double>(v[j])));
+    }
+    return errc::ok;
+  }
+};
+
+// One scale for the section and one sign bit per value: value j is -scale when bit j is set, else
+// +scale. Parameter block: the scale as binary32 (finite, sign bit clear). Then ceil(kept / 8)
+// bytes, bit j in byte j / 8 at bit j % 8 (least significant first); the padding bits are 0.
+// Encoding takes values that all have one magnitude, exactly representable in binary32 (what
+// a scaled-sign compressor sends); zeros keep their sign bit.
+struct scaled_sign_codec {
+  static constexpr wire::value_coding code = wire::value_coding::scaled_sign;
+  static constexpr const char* name = "scaled_sign";
+  static constexpr std::size_t fixed_bytes = 0;
+  static constexpr std::size_t parameter_bytes = 4;
+  static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
+    return parameter_bytes + (kept + 7) / 8;
+  }
+
+  static float scale(const std::byte* p) noexcept { return bits_float(load_le<std::uint32_t>(p)); }
+  static bool negative(const std::byte* p, std::size_t j) noexcept {
+    return ((static_cast<unsigned>(p[parameter_bytes + j / 8]) >> (j % 8)) & 1u) != 0;
+  }
+  template <class T>
+  static T value(const std::byte* p, std::size_t j) noexcept {
+    const T s = static_cast<T>(scale(p));
+    return negative(p, j) ? -s : s;
+  }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const T s = static_cast<T>(scale(p));
+    for (std::size_t j = 0; j < count; ++j) acc[at(j)] += negative(p, first + j) ? -s : s;
+  }
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    const std::uint32_t bits = load_le<std::uint32_t>(p);
+    if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
+    if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
+    if (kept % 8 != 0) {
+      const auto last = static_cast<unsigned>(p[parameter_bytes + kept / 8]);
+      if ((last >> (kept % 8)) != 0) return errc::malformed_payload;
+    }
+    if (kept != 0) largest = static_cast<double>(bits_float(bits));
+    return errc::ok;
+  }
+  template <class T>
+  static errc encode(span<const T> v, std::byte* dst) noexcept {
+    float s = 0.0f;
+    if (!v.empty()) {
+      if (!std::isfinite(v[0])) return errc::non_finite_input;
+      s = static_cast<float>(std::fabs(v[0]));
+      if (!std::isfinite(s) || static_cast<T>(s) != std::fabs(v[0])) return errc::value_out_of_range;
+    }
+    store_le<std::uint32_t>(dst, float_bits(s));
+    std::byte* bits = dst + parameter_bytes;
+    for (std::size_t b = 0; b < (v.size() + 7) / 8; ++b) bits[b] = std::byte{0};
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      if (!std::isfinite(v[j])) return errc::non_finite_input;
+      if (static_cast<T>(std::fabs(v[j])) != static_cast<T>(s)) return errc::value_out_of_range;
+      if (std::signbit(v[j])) bits[j / 8] |= static_cast<std::byte>(1u << (j % 8));
+    }
+    return errc::ok;
+  }
+};
+
+template <class... Codecs>
+struct codec_list {};
+
+// Every value coding this version reads and writes.
+using value_codecs = codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec>;
+
+// Calls f(Codec{}) for the codec of `c`; false when `c` is not a known coding.
+template <class F, class... Codecs>
+bool visit_value_codec(codec_list<Codecs...>, wire::value_coding c, F&& f) {
+  return ((c == Codecs::code ? (f(Codecs{}), true) : false) || ...);
+}
+template <class F>
+bool visit_value_codec(wire::value_coding c, F&& f) {
+  return visit_value_codec(value_codecs{}, c, f);
+}
+
+// The payload length of `kept` values, or 0 with `known` false for an unknown coding.
+inline std::uint64_t value_payload_bytes(wire::value_coding c, std::uint64_t kept, bool& known) noexcept {
+  std::uint64_t bytes = 0;
+  known = visit_value_codec(c, [&](auto codec) { bytes = decltype(codec)::payload_bytes(kept); });
+  return bytes;
+}
+
 template <class T>
 errc encode_values(span<const T> v, wire::value_coding c, std::byte* dst) noexcept {
-  for (std::size_t j = 0; j < v.size(); ++j) {
-    const T x = v[j];
-    if (!std::isfinite(x)) return errc::non_finite_input;
-    switch (c) {
-      case wire::value_coding::fp32: {
-        const float f = static_cast<float>(x);
-        if (!std::isfinite(f)) return errc::value_out_of_range;
-        store_le<std::uint32_t>(dst + 4 * j, float_bits(f));
-        break;
-      }
-      case wire::value_coding::fp64:
-        store_le<std::uint64_t>(dst + 8 * j, double_bits(static_cast<double>(x)));
-        break;
-      case wire::value_coding::fp16: {
-        std::uint16_t h;
-        const float f = static_cast<float>(x);
-        if (!std::isfinite(f) || !float_to_half(f, &h)) return errc::value_out_of_range;
-        store_le<std::uint16_t>(dst + 2 * j, h);
-        break;
-      }
-      case wire::value_coding::bf16: {
-        std::uint16_t b;
-        const float f = static_cast<float>(x);
-        if (!std::isfinite(f) || !float_to_bf16(f, &b)) return errc::value_out_of_range;
-        store_le<std::uint16_t>(dst + 2 * j, b);
-        break;
-      }
-      default:
-        return errc::unknown_coding;
-    }
-  }
-  return errc::ok;
+  errc e = errc::unknown_coding;
+  visit_value_codec(c, [&](auto codec) { e = decltype(codec)::template encode<T>(v, dst); });
+  return e;
 }
 
-// Value j of a payload whose coding was validated by the caller. Sets err to non_finite_input for
-// a NaN or infinity on the wire, and to value_out_of_range for a finite fp64 value beyond T.
+// out[j] = value j for j < count, for a payload checked by check_values.
 template <class T>
-inline T load_value(const std::byte* p, wire::value_coding c, std::size_t j, errc& err) noexcept {
-  float f = 0.0f;
-  switch (c) {
-    case wire::value_coding::fp32: f = bits_float(load_le<std::uint32_t>(p + 4 * j)); break;
-    case wire::value_coding::fp16: f = half_to_float(load_le<std::uint16_t>(p + 2 * j)); break;
-    case wire::value_coding::bf16: f = bf16_to_float(load_le<std::uint16_t>(p + 2 * j)); break;
-    case wire::value_coding::fp64: {
-      const double d = bits_double(load_le<std::uint64_t>(p + 8 * j));
-      const T t = static_cast<T>(d);
-      if (!std::isfinite(d)) err = errc::non_finite_input;
-      else if (!std::isfinite(t)) err = errc::value_out_of_range;
-      return t;
-    }
-    default:
-      err = errc::unknown_coding;
-      return T(0);
-  }
-  if (!std::isfinite(f)) err = errc::non_finite_input;
-  return static_cast<T>(f);
+void decode_values(const std::byte* p, wire::value_coding c, std::size_t count, T* out) noexcept {
+  visit_value_codec(c, [&](auto codec) {
+    for (std::size_t j = 0; j < count; ++j) out[j] = decltype(codec)::template value<T>(p, j);
+  });
 }
 
-// Checks `count` values of a payload: errc::ok, non_finite_input or value_out_of_range (fp64
-// beyond T), and sets `largest` to the largest magnitude among them (as T would hold it; 0 for an
-// empty payload) when they are sound. The coding is dispatched once, outside the loop; for the
-// 16- and 32-bit codings one integer maximum of the magnitude bits gives both answers.
+// Checks `count` values of a payload (see the codec members above).
 template <class T>
 errc check_values(const std::byte* p, wire::value_coding c, std::size_t count, double& largest) noexcept {
+  errc e = errc::unknown_coding;
   largest = 0.0;
-  switch (c) {
-    case wire::value_coding::fp32: {
-      std::uint32_t top = 0;
-      for (std::size_t j = 0; j < count; ++j) {
-        const std::uint32_t bits = load_le<std::uint32_t>(p + 4 * j) & 0x7fffffffu;
-        top = bits > top ? bits : top;
-      }
-      if (top >= 0x7f800000u) return errc::non_finite_input;
-      largest = static_cast<double>(bits_float(top));
-      return errc::ok;
-    }
-    case wire::value_coding::fp16:
-    case wire::value_coding::bf16: {
-      const bool half = c == wire::value_coding::fp16;
-      const std::uint16_t exp = half ? 0x7c00u : 0x7f80u;
-      std::uint16_t top = 0;
-      for (std::size_t j = 0; j < count; ++j) {
-        const auto bits = static_cast<std::uint16_t>(load_le<std::uint16_t>(p + 2 * j) & 0x7fffu);
-        top = bits > top ? bits : top;
-      }
-      if (top >= exp) return errc::non_finite_input;
-      largest = static_cast<double>(half ? half_to_float(top) : bf16_to_float(top));
-      return errc::ok;
-    }
-    default: {
-      errc e = errc::ok;
-      for (std::size_t j = 0; j < count && e == errc::ok; ++j) {
-        const double x = std::fabs(static_cast<double>(load_value<T>(p, c, j, e)));
-        largest = x > largest ? x : largest;
-      }
-      if (e != errc::ok) largest = 0.0;
-      return e;
-    }
-  }
+  visit_value_codec(c, [&](auto codec) { e = decltype(codec)::template check<T>(p, count, largest); });
+  return e;
 }
 
 // check_values without the largest magnitude.
@@ -127,29 +259,11 @@ errc check_values(const std::byte* p, wire::value_coding c, std::size_t count) n
   return check_values<T>(p, c, count, unused);
 }
 
-// acc[index(j)] += value j, for a payload already checked; index(j) gives the position.
+// acc[index(j)] += value (first + j) for j < count, for a payload already checked.
 template <class T, class IndexAt>
-void add_values(const std::byte* p, wire::value_coding c, std::size_t count, T* acc,
+void add_values(const std::byte* p, wire::value_coding c, std::size_t first, std::size_t count, T* acc,
                 IndexAt&& index) noexcept {
-  switch (c) {
-    case wire::value_coding::fp32:
-      for (std::size_t j = 0; j < count; ++j)
-        acc[index(j)] += static_cast<T>(bits_float(load_le<std::uint32_t>(p + 4 * j)));
-      break;
-    case wire::value_coding::fp16:
-      for (std::size_t j = 0; j < count; ++j)
-        acc[index(j)] += static_cast<T>(half_to_float(load_le<std::uint16_t>(p + 2 * j)));
-      break;
-    case wire::value_coding::bf16:
-      for (std::size_t j = 0; j < count; ++j)
-        acc[index(j)] += static_cast<T>(bf16_to_float(load_le<std::uint16_t>(p + 2 * j)));
-      break;
-    default: {
-      errc unused = errc::ok;
-      for (std::size_t j = 0; j < count; ++j) acc[index(j)] += load_value<T>(p, c, j, unused);
-      break;
-    }
-  }
+  visit_value_codec(c, [&](auto codec) { decltype(codec)::template add<T>(p, first, count, acc, index); });
 }
 
 }  // namespace detail

@@ -52,9 +52,10 @@ template <class T>
 bool sums_stay_finite(span<const std::byte> msg, const section_header& s, const T* acc) noexcept {
   const std::byte* v = value_payload(msg, s);
   bool finite = true;
-  errc unused = errc::ok;
-  (void)for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) {
-    finite &= static_cast<bool>(std::isfinite(acc[i] + gradcomp::detail::load_value<T>(v, s.values, j, unused)));
+  gradcomp::detail::visit_value_codec(s.values, [&](auto codec) {
+    (void)for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) {
+      finite &= static_cast<bool>(std::isfinite(acc[i] + decltype(codec)::template value<T>(v, j)));
+    });
   });
   return finite;
 }
@@ -133,28 +134,26 @@ template <class T, class Rules>
     const std::byte* v = detail::value_payload(msg, s);
     if (stored(s) && s.kept <= index_scratch.size() - used) {
       const std::uint32_t* idx = index_scratch.data() + used;
-      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [idx](std::size_t j) { return idx[j]; });
+      gradcomp::detail::add_values<T>(v, s.values, 0, s.kept, acc, [idx](std::size_t j) { return idx[j]; });
       used += s.kept;
       return errc::ok;
     }
     if (s.indices == index_coding::raw_u32) {
       const std::byte* raw = msg.data() + s.offset + section_header_bytes;
-      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [raw](std::size_t j) {
+      gradcomp::detail::add_values<T>(v, s.values, 0, s.kept, acc, [raw](std::size_t j) {
         return gradcomp::detail::load_le<std::uint32_t>(raw + 4 * j);
       });
       return errc::ok;
     }
     if (s.indices == index_coding::dense) {
-      gradcomp::detail::add_values<T>(v, s.values, s.kept, acc, [](std::size_t j) { return j; });
+      gradcomp::detail::add_values<T>(v, s.values, 0, s.kept, acc, [](std::size_t j) { return j; });
       return errc::ok;
     }
     // Without room in the scratch: decode positions in blocks on the stack, add each block.
     constexpr std::uint32_t block = 256;
     std::uint32_t positions[block];
-    const wire::value_coding coding = s.values;
-    const std::size_t value_size = value_bytes_per_element(coding);
     auto flush = [&](std::uint32_t first, std::uint32_t count) {
-      gradcomp::detail::add_values<T>(v + value_size * first, coding, count, acc,
+      gradcomp::detail::add_values<T>(v, s.values, first, count, acc,
                                       [&positions](std::size_t j) { return positions[j]; });
     };
     (void)detail::for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) {

@@ -29,6 +29,7 @@
 #include "../span.hpp"
 #include "crc32c.hpp"
 #include "format.hpp"
+#include "value_codecs.hpp"
 
 namespace gradcomp {
 namespace wire {
@@ -121,8 +122,8 @@ inline result<message_header> peek(span<const std::byte> msg) noexcept {
   if (ic > static_cast<std::uint8_t>(index_coding::bitmap)) return fail(errc::unknown_coding);
   s.indices = static_cast<index_coding>(ic);
   s.values = static_cast<value_coding>(vc);
-  const std::uint64_t vsize = value_bytes_per_element(s.values);
-  if (vsize == 0) return fail(errc::unknown_coding);
+  const auto value_bytes = value_payload_bytes(s.values, s.kept);
+  if (!value_bytes) return fail(errc::unknown_coding);
   if (role > static_cast<std::uint8_t>(section_role::state))
     return fail(errc::unknown_coding);
   s.role = static_cast<section_role>(role);
@@ -130,7 +131,7 @@ inline result<message_header> peek(span<const std::byte> msg) noexcept {
     return fail(errc::reserved_field);
   if (s.index_bytes > s.bytes - section_header_bytes) return fail(errc::malformed_payload);
   s.value_bytes = s.bytes - section_header_bytes - s.index_bytes;
-  if (s.value_bytes != vsize * s.kept) return fail(errc::malformed_payload);
+  if (s.value_bytes != *value_bytes) return fail(errc::malformed_payload);
   const std::uint64_t k = s.kept, n = s.numel;
   switch (s.indices) {
     case index_coding::dense:
@@ -545,10 +546,7 @@ template <class T>
   if (const errc e = detail::check_section<T>(msg, s); e != errc::ok) return fail(e);
   if (s.indices != index_coding::dense)
     (void)detail::for_each_index(msg, s, [&](std::uint32_t j, std::uint32_t i) { indices[j] = i; });
-  const std::byte* v = detail::value_payload(msg, s);
-  errc unused = errc::ok;  // checked above
-  for (std::uint32_t j = 0; j < s.kept; ++j)
-    values[j] = gradcomp::detail::load_value<T>(v, s.values, j, unused);
+  gradcomp::detail::decode_values<T>(detail::value_payload(msg, s), s.values, s.kept, values.data());
   return static_cast<std::size_t>(s.kept);
 }
 

@@ -16,6 +16,7 @@
 #include "../tensor_message.hpp"
 #include "crc32c.hpp"
 #include "format.hpp"
+#include "value_codecs.hpp"
 
 namespace gradcomp {
 namespace wire {
@@ -40,8 +41,6 @@ struct section_plan {
   std::uint64_t bytes = 0;
 };
 
-inline bool known(value_coding c) noexcept { return value_bytes_per_element(c) != 0; }
-
 // Checks one section and decides how it is written (reads the indices once).
 template <class T>
 result<section_plan> plan_section(const tensor_message<T>& m, const encode_options& opt) {
@@ -50,12 +49,12 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
   section_plan p;
   if (m.dense) {
     if (m.values.size() != m.numel || !m.indices.empty()) return fail(errc::size_mismatch);
-    if (!known(opt.dense_values)) return fail(errc::unknown_coding);
+    if (!is_known(opt.dense_values)) return fail(errc::unknown_coding);
     p.values = opt.dense_values;
   } else {
     if (m.values.size() != m.indices.size()) return fail(errc::size_mismatch);
     if (m.indices.size() > m.numel) return fail(errc::kept_exceeds_numel);
-    if (!known(opt.values)) return fail(errc::unknown_coding);
+    if (!is_known(opt.values)) return fail(errc::unknown_coding);
     p.values = opt.values;
     std::uint64_t next_min = 0;
     for (std::size_t j = 0; j < m.indices.size(); ++j) {
@@ -95,7 +94,7 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
         return fail(errc::invalid_argument);  // `dense` is not a coding for sparse sections
     }
   }
-  p.value_bytes = value_bytes_per_element(p.values) * static_cast<std::uint64_t>(m.values.size());
+  p.value_bytes = *value_payload_bytes(p.values, m.values.size());  // a known coding
   p.bytes = section_header_bytes + p.index_bytes + p.value_bytes;
   return p;
 }
@@ -222,7 +221,9 @@ inline result<std::uint64_t> max_section_bytes(std::uint64_t numel, std::uint64_
   if (numel > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   if (kept > numel) return fail(errc::kept_exceeds_numel);
   // Below 2^32 elements of at most 8 bytes with at most 5 index bytes each: no product overflows.
-  if (dense) return section_header_bytes + numel * value_bytes_per_element(opt.dense_values);
+  const auto values = value_payload_bytes(dense ? opt.dense_values : opt.values, dense ? numel : kept);
+  if (!values) return fail(values.error());
+  if (dense) return section_header_bytes + *values;
   std::uint64_t index = 0;
   const std::uint64_t bitmap = (numel + 7) / 8;
   const int r = gradcomp::detail::rice_center(numel, kept);
@@ -236,7 +237,7 @@ inline result<std::uint64_t> max_section_bytes(std::uint64_t numel, std::uint64_
     case index_coding::rice: index = rice; break;
     default: index = std::min(4 * kept, bitmap); break;  // automatic never exceeds either
   }
-  return section_header_bytes + index + kept * value_bytes_per_element(opt.values);
+  return section_header_bytes + index + *values;
 }
 
 /// Bytes of a message outside its sections: the header and, if asked for, the checksum.

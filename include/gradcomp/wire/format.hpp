@@ -38,13 +38,16 @@ enum class index_coding : std::uint8_t {
   automatic = 255,   ///< Encoder option only: pick the smallest of the above. Never on the wire.
 };
 
-/// How a section stores its values (section header, offset 21). Codes 16-63 are reserved for the
-/// quantised payloads (sign bits, ternary, QSGD levels), which carry their own scales.
+/// How a section stores its values (section header, offset 21). Codes 16-63 are the quantised
+/// payloads, which carry their own scales in a parameter block at the start of the value
+/// payload; the codes not listed here are reserved. Each coding's payload size, validation and
+/// decoding are in `<gradcomp/wire/value_codecs.hpp>`.
 enum class value_coding : std::uint8_t {
   fp32 = 1,  ///< IEEE binary32, 4 bytes per value.
   fp64 = 2,  ///< IEEE binary64, 8 bytes per value.
   fp16 = 3,  ///< IEEE binary16, 2 bytes per value, round to nearest even.
   bf16 = 4,  ///< bfloat16 (high half of binary32), 2 bytes per value, round to nearest even.
+  scaled_sign = 16,  ///< One binary32 scale per section, then one sign bit per value: +-scale.
 };
 
 /// What a section's values mean (section header, offset 23).
@@ -111,17 +114,6 @@ constexpr const char* to_string(index_coding c) noexcept {
   return "unknown";
 }
 
-/// Returns the coding's name as in the spec (`"bf16"`), or `"unknown"`.
-constexpr const char* to_string(value_coding c) noexcept {
-  switch (c) {
-    case value_coding::fp32: return "fp32";
-    case value_coding::fp64: return "fp64";
-    case value_coding::fp16: return "fp16";
-    case value_coding::bf16: return "bf16";
-  }
-  return "unknown";
-}
-
 /// Returns the role's name as in the spec, or `"unknown"`.
 constexpr const char* to_string(section_role r) noexcept {
   switch (r) {
@@ -132,17 +124,6 @@ constexpr const char* to_string(section_role r) noexcept {
     case section_role::state: return "state";
   }
   return "unknown";
-}
-
-/// Bytes per value of a value coding, or 0 for a code this version does not know.
-constexpr std::size_t value_bytes_per_element(value_coding c) noexcept {
-  switch (c) {
-    case value_coding::fp32: return 4;
-    case value_coding::fp64: return 8;
-    case value_coding::fp16: return 2;
-    case value_coding::bf16: return 2;
-  }
-  return 0;
 }
 
 /// The decoded message header.
