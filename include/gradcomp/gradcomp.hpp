@@ -2,6 +2,7 @@
 /// @brief Umbrella header: includes the whole public API of gradcomp.
 #pragma once
 
+#include "aggregator.hpp"
 #include "backend.hpp"
 #include "config.hpp"
 #include "dgc/clipping.hpp"
@@ -12,6 +13,7 @@
 #include "dgc/snapshot.hpp"
 #include "dgc/warmup_schedule.hpp"
 #include "error.hpp"
+#include "layout.hpp"
 #include "select/exact_topk.hpp"
 #include "select/sampled_threshold.hpp"
 #include "select/selection_types.hpp"

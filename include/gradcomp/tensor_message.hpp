@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "span.hpp"
+#include "wire/format.hpp"
 
 namespace gradcomp {
 
@@ -22,6 +23,9 @@ struct tensor_message {
   bool dense = false;                        ///< True: `values` holds all `numel` values.
   span<const std::uint32_t, Space> indices;  ///< Sent positions, strictly ascending (empty when dense).
   span<const T, Space> values;               ///< Sent values.
+  /// The value coding this tensor must be sent in, when its producer fixes one (a scaled-sign
+  /// compressor's `scaled_sign`); `unspecified` leaves it to the encoder's options.
+  wire::value_coding coding = wire::value_coding::unspecified;
 };
 
 }  // namespace gradcomp

@@ -377,6 +377,7 @@ std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept) {
     case value_coding::fp16:
     case value_coding::bf16: return 2 * kept;
     case value_coding::scaled_sign: return 4 + (kept + 7) / 8;
+    case value_coding::unspecified: break;  // never on the wire
   }
   return 0;
 }
@@ -419,6 +420,7 @@ bool model_value(T x, value_coding c, double* out) {
     case value_coding::fp16: return std::isfinite(src) && reference_half(src, out);
     case value_coding::bf16: return std::isfinite(src) && reference_bf16(src, out);
     case value_coding::scaled_sign: *out = xd; return true;  // once model_value_error accepted the section
+    case value_coding::unspecified: break;  // never on the wire
   }
   return false;
 }
@@ -517,6 +519,7 @@ void check_values(const tensor_message<T>& m, value_coding c, const std::vector<
                        "fp16/bf16 value farther than half an ulp from the input");
         break;
       }
+      case value_coding::unspecified: FUZZ_CHECK_MSG(false, "a section without a coding was written"); break;
     }
     FUZZ_CHECK(std::isfinite(got[j]));
   }

@@ -81,7 +81,7 @@ inline void put_value(std::byte* p, gradcomp::wire::value_coding c, double v) {
       store_le<std::uint16_t>(p, b);
       break;
     }
-    case gradcomp::wire::value_coding::scaled_sign: break;  // packed: the forger writes the float codings only
+    default: break;  // the forger writes the float codings only
   }
 }
 

@@ -30,10 +30,12 @@
 #include <utility>
 #include <vector>
 
+#include "../aggregator.hpp"
 #include "../backend.hpp"
 #include "../cpu/ops.hpp"
 #include "../detail/rng.hpp"
 #include "../error.hpp"
+#include "../layout.hpp"
 #include "../select/sampled_threshold.hpp"
 #include "../select/selection_types.hpp"
 #include "../span.hpp"
@@ -53,35 +55,8 @@ enum class selection_method : unsigned char {
   exact_topk = 1,         ///< Exactly k entries of largest magnitude.
 };
 
-/// Per-tensor override of the compression policy.
-enum class tensor_mode : unsigned char {
-  automatic = 0,   ///< Decided by `compression_policy`.
-  compressed = 1,  ///< Always sparsified.
-  dense = 2,       ///< Always sent whole.
-};
-
-/**
- * @brief Which tensors are sparsified (docs/algorithms.md, "Which tensors are compressed").
- *
- * The default is the DGC authors' rule: tensors of rank <= 1 (biases, normalisation parameters)
- * go dense, every other tensor is compressed. `min_compressed_elements` additionally sends small
- * tensors dense (another framework uses 16384); `predicate`, when set, decides instead of both.
- */
-struct compression_policy {
-  std::size_t min_compressed_elements = 0;  ///< Tensors with fewer elements go dense.
-  bool compress_vectors = false;            ///< Compress rank <= 1 tensors too.
-  /// Optional: returns true to compress the tensor of this name and shape.
-  std::function<bool(const std::string& name, const std::vector<std::size_t>& shape)> predicate;
-
-  /// Applies the policy to one tensor.
-  bool compresses(const std::string& name, const std::vector<std::size_t>& shape) const {
-    if (predicate) return predicate(name, shape);
-    std::size_t numel = 1;
-    for (std::size_t d : shape) numel *= d;
-    if (!compress_vectors && shape.size() <= 1) return false;
-    return numel >= min_compressed_elements;
-  }
-};
+/// What one DGC step did (the statistics every compressor reports).
+using dgc_step_stats = step_stats;
 
 /// Everything that parameterises DGC. The defaults are the paper's: vanilla momentum 0.9 with
 /// correction and masking, the warm-up schedule to 99.9% sparsity, a 1% sample.
@@ -126,38 +101,10 @@ struct dgc_config {
   }
 };
 
-/// A registered tensor.
-struct tensor_info {
-  std::string name;                ///< Unique name.
-  std::vector<std::size_t> shape;  ///< Dimensions (only their product and rank matter).
-  std::size_t numel = 0;           ///< Number of elements.
-  bool compressed = false;         ///< Sparsified (true) or sent dense (false).
-};
 
-/// What one `compress` call did.
-struct dgc_step_stats {
-  std::size_t step = 0;               ///< Step number of this call (0-based).
-  std::size_t stage = 0;              ///< Warm-up stage.
-  double density = 0.0;               ///< Target density of compressed tensors.
-  double clip_coefficient = 1.0;      ///< Global clip factor (smallest factor when per tensor).
-  std::size_t total_elements = 0;     ///< Elements of all tensors.
-  std::size_t dense_elements = 0;     ///< Elements sent dense.
-  std::size_t target_elements = 0;    ///< Sum of k over compressed tensors.
-  std::size_t kept_elements = 0;      ///< Entries actually selected in compressed tensors.
-};
 
 namespace detail {
 struct snapshot_access;
-
-inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
-  std::size_t n = 1;
-  for (std::size_t d : shape) {
-    if (d != 0 && n > std::numeric_limits<std::uint32_t>::max() / d)
-      throw error(errc::size_overflow, "tensor has more than 2^32 - 1 elements");
-    n *= d;
-  }
-  return n;
-}
 }  // namespace detail
 
 /**
@@ -476,7 +423,7 @@ class dgc_compressor {
    *         the accumulator overflowed to NaN; state is then unspecified);
    *         `errc::invalid_argument` before the first `compress`.
    */
-  [[nodiscard]] result<dgc_step_stats> stats() {
+  [[nodiscard]] result<step_stats> stats() {
     wait();
     if (last_status_ != errc::ok) return fail(last_status_);
     return last_stats_;
@@ -494,6 +441,28 @@ class dgc_compressor {
       total += *wire::max_section_bytes(st.info.numel, kept, !st.info.compressed, opt);
     }
     return static_cast<std::size_t>(total);
+  }
+
+  /**
+   * @brief What the receiving side needs: every tensor, sent dense (the tensors DGC does not
+   * compress) or sparse (at most k of the schedule's largest density), and the receiver-side
+   * momentum for the tensors the senders do not momentum-correct (dense tensors; all tensors
+   * without `momentum_correction`).
+   */
+  receiver_layout receiver() const {
+    receiver_layout r;
+    r.momentum = cfg_.momentum;
+    r.kind = cfg_.receiver_momentum();
+    const bool corrected = cfg_.sender_momentum() != momentum_kind::none;
+    for (const auto& st : tensors_) {
+      receiver_tensor rt;
+      rt.info = st.info;
+      rt.dense = !st.info.compressed;
+      rt.momentum = !st.info.compressed || !corrected;
+      rt.max_kept = st.info.compressed ? kept_count(st.info.numel, cfg_.schedule.max_density()) : 0;
+      r.tensors.push_back(std::move(rt));
+    }
+    return r;
   }
 
   /**
@@ -635,7 +604,7 @@ class dgc_compressor {
     last_status_ = static_cast<errc>(verdict.status);
     if (last_status_ != errc::ok) return;
     last_density_ = pending_.density;
-    dgc_step_stats s;
+    step_stats s;
     s.step = pending_.number;
     s.stage = pending_.stage;
     s.density = pending_.density;
@@ -675,7 +644,7 @@ class dgc_compressor {
   std::vector<std::size_t> compressed_order_;  // the compressed ones
   pending_step pending_{};
   errc last_status_ = errc::invalid_argument;  // no step yet
-  dgc_step_stats last_stats_{};
+  step_stats last_stats_{};
   double last_density_ = 0.0;  // the density of the last successful step
   // Host copies of backend memory the host cannot read (unused for host-accessible memory).
   std::vector<record> staged_records_;
@@ -686,260 +655,9 @@ class dgc_compressor {
   bool payload_staged_ = false;
 };
 
-/**
- * @brief The receiving side of DGC: sums the messages of N workers and returns the averaged
- * update per tensor.
- *
- * Per step: `begin()`, `add()` every worker's message for every tensor, `finish(N)`, then
- * `w -= lr * update(t)`. `finish` divides by N and, for tensors the senders did not
- * momentum-correct (dense tensors; all tensors when `momentum_correction` is off), applies
- * ordinary momentum with the receiver's own buffer. Every replica that aggregates the same
- * messages computes bitwise the same update.
- *
- * Nothing a sender can put in a message poisons the aggregator: every `add` checks the message
- * completely against the layout first (tensor ids, each tensor exactly once for a whole message,
- * dense or sparse form, sizes, positions, finite values) and is refused with nothing added when
- * one check fails, or when an addition would make a sum overflow to infinity
- * (`errc::state_overflow`: the sums keep bounds of their magnitudes, and only a message that
- * comes near the largest finite value is checked element by element). `finish` likewise refuses
- * (`errc::state_overflow`, nothing modified) an average whose receiver-side momentum would
- * overflow.
- */
+
+/// The receiving side of DGC: the common `aggregator` (built from `dgc_compressor::receiver()`).
 template <class T, class Backend = cpu_backend>
-class dgc_aggregator {
-  // The checks of every add are decided on the host, in place: the aggregator needs memory the
-  // host can read.
-  static_assert(is_host_accessible_v<memory_space_t<Backend>>,
-                "dgc_aggregator needs a backend whose memory the host can read");
-  using ops = detail::ops<Backend>;
-  template <class U>
-  using buffer = typename ops::template buffer<U>;
-
- public:
-  /// Takes the tensor layout and momentum settings of `layout` (allocates all buffers).
-  explicit dgc_aggregator(const dgc_compressor<T, Backend>& layout, Backend backend = Backend{})
-      : backend_(backend),
-        momentum_(static_cast<T>(layout.config().momentum)),
-        kind_(layout.config().receiver_momentum()) {
-    const bool corrected = layout.config().sender_momentum() != momentum_kind::none;
-    for (std::size_t t = 0; t < layout.num_tensors(); ++t) {
-      tensor_state st;
-      st.info = layout.info(t);
-      st.sum = ops::template allocate<T>(backend_, st.info.numel);
-      st.receiver_momentum = momentum_ > T(0) && (!st.info.compressed || !corrected);
-      if (st.receiver_momentum) st.u = ops::template allocate<T>(backend_, st.info.numel);
-      tensors_.push_back(std::move(st));
-    }
-    sums_.resize(tensors_.size());
-    seen_.assign(tensors_.size(), 0);
-    // Room to decode the positions of one message once (see wire::decode_accumulate).
-    std::size_t scratch = 0;
-    for (const auto& st : tensors_)
-      if (st.info.compressed) scratch += kept_count(st.info.numel, layout.config().schedule.max_density());
-    index_scratch_.assign(scratch, 0);
-  }
-
-  /// Copies layout, sums and momentum.
-  dgc_aggregator(const dgc_aggregator&) = default;
-  /// Moves everything.
-  dgc_aggregator(dgc_aggregator&&) = default;
-  /// Copy assignment with the strong guarantee: if copying throws, `*this` is unchanged.
-  dgc_aggregator& operator=(const dgc_aggregator& other) {
-    if (this != &other) {
-      dgc_aggregator copy(other);
-      *this = std::move(copy);
-    }
-    return *this;
-  }
-  /// Move assignment.
-  dgc_aggregator& operator=(dgc_aggregator&&) = default;
-  ~dgc_aggregator() = default;
-
-  /// Zeroes the sums; call once per step before `add`.
-  void begin() {
-    for (auto& st : tensors_) {
-      ops::fill_zero(backend_, span<T>(st.sum.data(), st.sum.size()));
-      st.messages = 0;
-      st.bound = 0.0;
-    }
-  }
-
-  /**
-   * @brief Adds one worker's message for one tensor (duplicate indices across workers add up).
-   * @return `errc::unknown_tensor`, `errc::layout_mismatch` (numel or dense/sparse form differ
-   *         from the layout), `errc::size_mismatch` (value count disagrees with the indices or
-   *         the tensor), `errc::index_out_of_range`, `errc::indices_not_increasing` (indices
-   *         must be strictly increasing, as on the wire), `errc::non_finite_input` (a NaN or an
-   *         infinity among the values), `errc::state_overflow` (a sum would overflow); nothing
-   *         is added on error.
-   */
-  [[nodiscard]] result<void> add(const tensor_message<T>& msg) {
-    if (msg.tensor >= tensors_.size()) return fail(errc::unknown_tensor);
-    tensor_state& st = tensors_[msg.tensor];
-    if (msg.numel != st.info.numel || msg.dense == st.info.compressed)
-      return fail(errc::layout_mismatch);
-    const span<T> sum(st.sum.data(), st.sum.size());
-    span<const std::uint32_t> idx;
-    if (msg.dense) {
-      if (msg.values.size() != st.info.numel) return fail(errc::size_mismatch);
-    } else {
-      if (msg.values.size() != msg.indices.size() || msg.indices.size() > st.info.numel)
-        return fail(errc::size_mismatch);
-      if (!ops::all_below(backend_, msg.indices, st.info.numel))
-        return fail(errc::index_out_of_range);
-      for (std::size_t j = 1; j < msg.indices.size(); ++j)
-        if (msg.indices[j] <= msg.indices[j - 1]) return fail(errc::indices_not_increasing);
-      idx = msg.indices;
-    }
-    const double largest = ops::largest_magnitude(backend_, msg.values);
-    if (std::isnan(largest)) return fail(errc::non_finite_input);
-    bool check_sums = false;
-    accept(st, largest, check_sums);
-    if (check_sums && std::isnan(ops::largest_magnitude_of_sum(backend_, span<const T>(sum), idx, msg.values)))
-      return fail(errc::state_overflow);
-    if (msg.dense)
-      ops::add(backend_, msg.values, sum);
-    else
-      ops::scatter_add(backend_, msg.indices, msg.values, sum);
-    commit(st);
-    ++st.messages;
-    return {};
-  }
-
-  /**
-   * @brief Adds one worker's encoded step message (from `dgc_compressor::encode_message`): every
-   * section is decoded and added into its tensor's sum. The message is checked completely first,
-   * against the wire format and against the layout: it must carry every tensor exactly once, in
-   * the form the layout gives it (a dense section for a tensor sent dense, a sparse one for a
-   * compressed tensor) with the tensor's element count, and no sum may overflow. A message that
-   * fails any check adds nothing.
-   * @return `errc::unknown_tensor` (a tensor id beyond the layout), `errc::duplicate_tensor`
-   *         (a tensor carried twice), `errc::missing_tensor` (a tensor not carried),
-   *         `errc::layout_mismatch` (a section of the wrong form or element count, or not a
-   *         gradient message), `errc::state_overflow`, and every decoding error of
-   *         `wire::decode_accumulate`.
-   */
-  [[nodiscard]] result<void> add(span<const std::byte> message) {
-    for (std::size_t t = 0; t < tensors_.size(); ++t)  // views refreshed: objects may have moved
-      sums_[t] = span<T>(tensors_[t].sum.data(), tensors_[t].sum.size());
-    std::fill(seen_.begin(), seen_.end(), static_cast<unsigned char>(0));
-    layout_rules rules{*this};
-    const auto r = wire::decode_accumulate<T>(
-        message, span<const span<T>>(sums_.data(), sums_.size()),
-        span<std::uint32_t>(index_scratch_.data(), index_scratch_.size()), rules);
-    // The accumulators have the layout's sizes: a size error is a section of another numel.
-    if (!r && (r.error() == errc::output_too_small || r.error() == errc::size_mismatch))
-      return fail(errc::layout_mismatch);
-    if (!r) return fail(r.error());
-    for (auto& st : tensors_) {
-      commit(st);
-      ++st.messages;
-    }
-    return {};
-  }
-
-  /**
-   * @brief Averages over `num_workers` and applies receiver-side momentum where due.
-   * @return `errc::invalid_argument` if `num_workers` is 0 or some tensor did not receive exactly
-   *         `num_workers` messages since `begin()`, `errc::state_overflow` if the receiver-side
-   *         momentum would overflow; nothing is modified then.
-   */
-  [[nodiscard]] result<void> finish(std::size_t num_workers) {
-    if (num_workers == 0) return fail(errc::invalid_argument);
-    for (const auto& st : tensors_)
-      if (st.messages != num_workers) return fail(errc::invalid_argument);
-    const T inv = T(1) / static_cast<T>(num_workers);
-    // Overflow guard as in add: the bound of |U| after the step from the bounds of |U| and of the
-    // averaged sum; the exact magnitudes only where it comes near the largest finite value.
-    // The bounds then describe the update the sums hold, so that a later add (before the next
-    // begin) stays guarded.
-    const double m = static_cast<double>(momentum_), limit = detail::state_limit<T>();
-    for (auto& st : tensors_) {
-      const double a = num_workers != 1 ? st.bound * static_cast<double>(inv) * detail::bound_slack : st.bound;
-      st.next_bound = a;
-      st.next_u_bound = st.u_bound;
-      if (!st.receiver_momentum) continue;
-      const double u = kind_ == momentum_kind::nesterov ? m * (st.u_bound + a) : m * st.u_bound + a;
-      const double out = kind_ == momentum_kind::nesterov ? u + a : u;
-      st.next_u_bound = u * detail::bound_slack;
-      st.next_bound = out * detail::bound_slack;
-      if (st.next_u_bound <= limit && st.next_bound <= limit) continue;
-      const auto r = ops::momentum_apply_magnitudes(backend_, kind_, momentum_, inv, num_workers != 1,
-                                                    span<const T>(st.u.data(), st.u.size()),
-                                                    span<const T>(st.sum.data(), st.sum.size()));
-      if (!r.finite) return fail(errc::state_overflow);
-      st.next_u_bound = r.u;
-      st.next_bound = r.v;
-    }
-    for (auto& st : tensors_) {
-      const span<T> sum(st.sum.data(), st.sum.size());
-      if (num_workers != 1) ops::scale(backend_, inv, sum);
-      if (st.receiver_momentum)
-        ops::momentum_apply(backend_, kind_, momentum_, span<T>(st.u.data(), st.u.size()), sum);
-      st.u_bound = st.next_u_bound;
-      st.bound = st.next_bound;
-    }
-    return {};
-  }
-
-  /// The update of tensor `id` after `finish` (unchecked id): apply as `w -= lr * update`.
-  span<const T> update(std::size_t id) const noexcept {
-    return span<const T>(tensors_[id].sum.data(), tensors_[id].sum.size());
-  }
-  /// Number of tensors.
-  std::size_t num_tensors() const noexcept { return tensors_.size(); }
-
- private:
-  friend struct detail::snapshot_access;
-
-  struct tensor_state {
-    tensor_info info;
-    buffer<T> sum;
-    buffer<T> u;
-    bool receiver_momentum = false;
-    std::size_t messages = 0;
-    double bound = 0.0;       // upper bound of max |sum| since begin()
-    double next_bound = 0.0;  // the bound once the add in progress is applied
-    double u_bound = 0.0;     // upper bound of max |u|
-    double next_u_bound = 0.0;
-  };
-
-  // Decides the overflow check of an add of values whose largest magnitude is `largest`: the
-  // bound of the sum after it, and whether that bound needs the exact check.
-  static void accept(tensor_state& st, double largest, bool& check_sums) noexcept {
-    st.next_bound = (st.bound + largest) * detail::bound_slack;
-    check_sums = !(st.next_bound <= detail::state_limit<T>());
-    // After an exact check, no tighter bound is known than the largest finite value.
-    if (check_sums) st.next_bound = static_cast<double>(std::numeric_limits<T>::max());
-  }
-  static void commit(tensor_state& st) noexcept { st.bound = st.next_bound; }
-
-  // The layout an encoded message must follow (see add(span<const std::byte>)).
-  struct layout_rules {
-    dgc_aggregator& a;
-    errc section(const wire::section_header& s, double largest, bool& check_sums) noexcept {
-      // decode_accumulate has checked s.tensor against the number of tensors and numel.
-      tensor_state& st = a.tensors_[s.tensor];
-      if (a.seen_[s.tensor] != 0) return errc::duplicate_tensor;
-      a.seen_[s.tensor] = 1;
-      if ((s.indices == wire::index_coding::dense) == st.info.compressed) return errc::layout_mismatch;
-      accept(st, largest, check_sums);
-      return errc::ok;
-    }
-    errc complete() const noexcept {
-      for (const unsigned char seen : a.seen_)
-        if (seen == 0) return errc::missing_tensor;
-      return errc::ok;
-    }
-  };
-
-  Backend backend_;
-  T momentum_;
-  momentum_kind kind_;
-  std::vector<tensor_state> tensors_;
-  std::vector<span<T>> sums_;
-  std::vector<unsigned char> seen_;  // tensors carried by the message being added
-  std::vector<std::uint32_t> index_scratch_;
-};
+using dgc_aggregator = aggregator<T, Backend>;
 
 }  // namespace gradcomp

@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "../config.hpp"
+#include "../detail/state_bounds.hpp"
 #include "../error.hpp"
 #include "../select/selection_types.hpp"
 #include "momentum_kind.hpp"
@@ -24,15 +25,6 @@
 namespace gradcomp {
 namespace detail {
 
-// Bounds of magnitudes that stay clear of overflow: a step whose magnitudes, bounded in double
-// arithmetic from exact inputs, stay below state_limit<T>() cannot produce an infinity in T (the
-// margin covers T's rounding of the few operations of a step); bounds carried to the next step
-// are widened by bound_slack for the same reason.
-template <class T>
-GRADCOMP_HD constexpr double state_limit() noexcept {
-  return static_cast<double>(std::numeric_limits<T>::max()) * (1.0 - 1.0 / 65536.0);
-}
-inline constexpr double bound_slack = 1.0 + 1.0 / 1048576.0;
 
 // What the read of a gradient before the step computes.
 enum class gradient_read : std::uint8_t {

@@ -49,13 +49,13 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
   section_plan p;
   if (m.dense) {
     if (m.values.size() != m.numel || !m.indices.empty()) return fail(errc::size_mismatch);
-    if (!is_known(opt.dense_values)) return fail(errc::unknown_coding);
-    p.values = opt.dense_values;
+    p.values = m.coding != value_coding::unspecified ? m.coding : opt.dense_values;
+    if (!is_known(p.values)) return fail(errc::unknown_coding);
   } else {
     if (m.values.size() != m.indices.size()) return fail(errc::size_mismatch);
     if (m.indices.size() > m.numel) return fail(errc::kept_exceeds_numel);
-    if (!is_known(opt.values)) return fail(errc::unknown_coding);
-    p.values = opt.values;
+    p.values = m.coding != value_coding::unspecified ? m.coding : opt.values;
+    if (!is_known(p.values)) return fail(errc::unknown_coding);
     std::uint64_t next_min = 0;
     for (std::size_t j = 0; j < m.indices.size(); ++j) {
       if (m.indices[j] >= m.numel) return fail(errc::index_out_of_range);
@@ -256,7 +256,9 @@ template <class T>
   if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   std::uint64_t total = message_overhead_bytes(opt);
   for (const auto& m : sections) {
-    const auto b = max_section_bytes(m.numel, m.values.size(), m.dense, opt);
+    encode_options o = opt;  // a section's own coding replaces the options'
+    if (m.coding != value_coding::unspecified) o.values = o.dense_values = m.coding;
+    const auto b = max_section_bytes(m.numel, m.values.size(), m.dense, o);
     if (!b) return fail(b.error());
     if (detail::add_overflows(total, *b)) return fail(errc::size_overflow);
   }
@@ -279,8 +281,9 @@ template <class T>
 /**
  * @brief Encodes one worker's step (one section per tensor message) into `out`.
  *
- * Sparse sections must have strictly increasing indices below `numel`; every value must be finite
- * and fit the chosen value coding (fp16 holds magnitudes up to 65504; values are rounded to
+ * Each section is written in its own value coding when the message names one
+ * (`tensor_message::coding`), else in the options'. Sparse sections must have strictly
+ * increasing indices below `numel`; every value must be finite and fit the chosen value coding (fp16 holds magnitudes up to 65504; values are rounded to
  * nearest even). The output is a function of the inputs and options only: the same step gives
  * the same bytes on every platform.
  *

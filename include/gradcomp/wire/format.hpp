@@ -43,6 +43,7 @@ enum class index_coding : std::uint8_t {
 /// payload; the codes not listed here are reserved. Each coding's payload size, validation and
 /// decoding are in `<gradcomp/wire/value_codecs.hpp>`.
 enum class value_coding : std::uint8_t {
+  unspecified = 0,  ///< In a `tensor_message` only: the encoder's options decide. Never on the wire.
   fp32 = 1,  ///< IEEE binary32, 4 bytes per value.
   fp64 = 2,  ///< IEEE binary64, 8 bytes per value.
   fp16 = 3,  ///< IEEE binary16, 2 bytes per value, round to nearest even.

@@ -1,0 +1,22 @@
+// Bounds of magnitudes that stay clear of overflow, for the guards of the compressors and the
+// aggregator: a step whose magnitudes, bounded in double arithmetic from exact inputs, stay below
+// state_limit<T>() cannot produce an infinity in T (the margin covers T's rounding of the few
+// operations of a step); bounds carried to the next step are widened by bound_slack for the same
+// reason.
+#pragma once
+
+#include <limits>
+
+#include "../config.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+template <class T>
+GRADCOMP_HD constexpr double state_limit() noexcept {
+  return static_cast<double>(std::numeric_limits<T>::max()) * (1.0 - 1.0 / 65536.0);
+}
+inline constexpr double bound_slack = 1.0 + 1.0 / 1048576.0;
+
+}  // namespace detail
+}  // namespace gradcomp
