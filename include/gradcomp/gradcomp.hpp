@@ -4,6 +4,7 @@
 
 #include "aggregator.hpp"
 #include "backend.hpp"
+#include "compressor.hpp"
 #include "config.hpp"
 #include "dgc/clipping.hpp"
 #include "dgc/compressor.hpp"
@@ -12,6 +13,7 @@
 #include "dgc/residual_accumulator.hpp"
 #include "dgc/snapshot.hpp"
 #include "dgc/warmup_schedule.hpp"
+#include "ef_signsgd/compressor.hpp"
 #include "error.hpp"
 #include "layout.hpp"
 #include "select/exact_topk.hpp"
