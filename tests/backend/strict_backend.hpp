@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <gradcomp/backend.hpp>
+#include <gradcomp/cpu/ef_sign_ops.hpp>
 #include <gradcomp/cpu/ops.hpp>
 
 namespace gradcomp_test {
@@ -173,6 +174,16 @@ gradcomp::span<T> unwrap(strict_span<T> s) {
   return gradcomp::span<T>(s.data(), s.size());
 }
 
+// Runs one of the backend's operations: counted, on the stream of `b`, with its memory open.
+template <class Backend, class F>
+void strict_run(const Backend& b, F&& f) {
+  auto& m = strict_memory::instance();
+  ++m.counters.operations;
+  m.counters.last_stream = b.stream;
+  strict_memory::scope open;
+  f();
+}
+
 }  // namespace gradcomp_test
 
 template <>
@@ -300,10 +311,36 @@ struct gradcomp::detail::ops<gradcomp_test::strict_backend> {
   }
   template <class F>
   static void run(const backend& b, F&& f) {
-    auto& m = gradcomp_test::strict_memory::instance();
-    ++m.counters.operations;
-    m.counters.last_stream = b.stream;
-    gradcomp_test::strict_memory::scope open;
-    f();
+    gradcomp_test::strict_run(b, f);
+  }
+};
+
+// EF-SignSGD's kernels on strict memory: the CPU's, as for DGC.
+template <>
+struct gradcomp::detail::ef_sign_ops<gradcomp_test::strict_backend> {
+  using backend = gradcomp_test::strict_backend;
+  using cpu = ef_sign_ops<cpu_backend>;
+  template <class T>
+  using sspan = span<T, gradcomp_test::strict_space>;
+
+  template <class T>
+  static void measure(const backend& b, T lr, sspan<const T> g, sspan<const T> e, sspan<ef_sign_record> records,
+                      std::size_t t) {
+    gradcomp_test::strict_run(b, [&] {
+      cpu::measure(cpu_backend{}, lr, gradcomp_test::unwrap(g), gradcomp_test::unwrap(e),
+                   gradcomp_test::unwrap(records), t);
+    });
+  }
+  static void plan(const backend& b, sspan<ef_sign_record> records, sspan<ef_sign_step_record> step) {
+    gradcomp_test::strict_run(
+        b, [&] { cpu::plan(cpu_backend{}, gradcomp_test::unwrap(records), gradcomp_test::unwrap(step)); });
+  }
+  template <class T>
+  static void apply(const backend& b, T lr, sspan<const T> g, sspan<T> e, sspan<T> values,
+                    sspan<const ef_sign_record> records, std::size_t t, sspan<const ef_sign_step_record> step) {
+    gradcomp_test::strict_run(b, [&] {
+      cpu::apply(cpu_backend{}, lr, gradcomp_test::unwrap(g), gradcomp_test::unwrap(e), gradcomp_test::unwrap(values),
+                 gradcomp_test::unwrap(records), t, gradcomp_test::unwrap(step));
+    });
   }
 };
