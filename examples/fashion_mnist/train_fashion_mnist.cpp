@@ -41,7 +41,8 @@ struct cli {
 
 const char* usage_text =
     "usage: train_fashion_mnist [options]\n"
-    "  --modes LIST         comma-separated, from dense,dgc,topk_ef,dgc_no_warmup (default: all)\n"
+    "  --modes LIST         comma-separated, from --list-modes (default: all)\n"
+    "  --list-modes         print every mode, one per line with what it does, and exit\n"
     "  --workers N          simulated workers (default 4; 8 with --full)\n"
     "  --epochs E           epochs (default 5; 12 with --full)\n"
     "  --full               the longer comparison: 8 workers, 12 epochs\n"
@@ -95,6 +96,10 @@ cli parse(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(a + " needs a value");
       return argv[++i];
     };
+    if (a == "--list-modes") {
+      for (const auto& m : fmnist::modes()) std::printf("%-14s %s\n", m.name.c_str(), m.description.c_str());
+      std::exit(0);
+    }
     if (a == "--help" || a == "-h") {
       std::fputs(usage_text, stdout);
       std::exit(0);
@@ -145,8 +150,9 @@ cli parse(int argc, char** argv) {
     if (!epochs_set) c.train.epochs = 12;
   }
   if (c.modes.empty()) usage_error("--modes is empty");
+  const std::vector<std::string> known = fmnist::mode_names();
   for (const auto& m : c.modes)
-    if (std::find(fmnist::mode_names().begin(), fmnist::mode_names().end(), m) == fmnist::mode_names().end())
+    if (std::find(known.begin(), known.end(), m) == known.end())
       usage_error("unknown mode '" + m + "'");
   if (c.train.workers == 0 || c.train.epochs == 0 || c.train.batch == 0)
     usage_error("--workers, --epochs and --batch must be > 0");

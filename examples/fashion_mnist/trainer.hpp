@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -20,89 +21,11 @@
 #include <vector>
 
 #include "dataset.hpp"
+#include "exchange.hpp"
 #include "mlp.hpp"
+#include "modes.hpp"
 
 namespace fmnist {
-
-/// The modes the demo compares; their names are those of the command line.
-inline const std::vector<std::string>& mode_names() {
-  static const std::vector<std::string> names = {"dense", "dgc", "topk_ef", "dgc_no_warmup"};
-  return names;
-}
-
-/// Everything one training run needs besides the mode.
-struct train_options {
-  std::size_t workers = 4;
-  std::size_t epochs = 5;
-  std::size_t batch = 32;             ///< images per worker per step
-  std::size_t train_limit = 0;        ///< use the first n training images (0: all)
-  std::size_t test_limit = 0;         ///< evaluate on the first n test images (0: all)
-  std::size_t max_steps = 0;          ///< stop after this many steps (0: run all epochs)
-  std::vector<std::size_t> layers = {784, 512, 256, 10};
-  double lr = 0.1;                    ///< peak learning rate (cosine decay to 0 over the run)
-  double momentum = 0.9;
-  double final_density = 0.001;       ///< 99.9% sparsity
-  double warmup_epochs = 1.0;         ///< length of DGC's warm-up (4 stages)
-  double clip_norm = 5.0;             ///< DGC's global clipping threshold (local: / sqrt(N))
-  bool compress_vectors = true;       ///< sparsify biases too (see README: small tensors)
-  std::uint64_t seed = 1;
-  /// How messages are encoded: smallest index coding per tensor, fp32 values, CRC-32C.
-  gradcomp::wire::encode_options wire = [] {
-    gradcomp::wire::encode_options w;
-    w.checksum = true;
-    return w;
-  }();
-};
-
-/// A mode turned into gradcomp settings.
-struct mode_spec {
-  std::string name;
-  gradcomp::dgc_config config;
-  bool dense = false;  ///< every tensor sent whole (the baseline)
-};
-
-/**
- * Settings of the named mode:
- * - dense: momentum SGD, every gradient sent whole (fp32 through the wire format);
- * - dgc: momentum correction, momentum factor masking, local gradient clipping, warm-up to the
- *   final density over `warmup_epochs` (4 exponential stages, the paper's 0.25 coefficient);
- * - topk_ef: exact top-k with error feedback on the gradient, same warm-up, no momentum
- *   correction (the receiver applies momentum to the sparse average), no masking, no clipping;
- * - dgc_no_warmup: dgc at the final density from the first step.
- */
-inline mode_spec make_mode(const std::string& name, const train_options& o,
-                           std::size_t steps_per_epoch) {
-  mode_spec m;
-  m.name = name;
-  gradcomp::dgc_config& c = m.config;
-  c.momentum = o.momentum;
-  c.num_workers = o.workers;
-  c.seed = o.seed;
-  c.policy.compress_vectors = o.compress_vectors;
-  const std::size_t warmup_steps = std::max<std::size_t>(
-      4, static_cast<std::size_t>(std::llround(o.warmup_epochs * double(steps_per_epoch))));
-  const auto warmup = gradcomp::warmup_schedule::paper(o.final_density, 4,
-                                                       gradcomp::schedule_unit::step,
-                                                       (warmup_steps + 3) / 4);
-  if (name == "dense") {
-    m.dense = true;
-    c.schedule = gradcomp::warmup_schedule::constant(1.0);
-  } else if (name == "dgc") {
-    c.clip_norm = o.clip_norm;
-    c.schedule = warmup;
-  } else if (name == "dgc_no_warmup") {
-    c.clip_norm = o.clip_norm;
-    c.schedule = gradcomp::warmup_schedule::constant(o.final_density);
-  } else if (name == "topk_ef") {
-    c.momentum_correction = false;
-    c.momentum_masking = false;
-    c.selection = gradcomp::selection_method::exact_topk;
-    c.schedule = warmup;
-  } else {
-    throw std::invalid_argument("unknown mode '" + name + "' (known: dense, dgc, topk_ef, dgc_no_warmup)");
-  }
-  return m;
-}
 
 /// What one epoch did.
 struct epoch_record {
@@ -171,29 +94,29 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       o.max_steps ? std::min(o.max_steps, o.epochs * steps_per_epoch) : o.epochs * steps_per_epoch;
 
   mlp model(o.layers, o.seed);
-  // One compressor per worker, each with its own sampling stream.
-  std::vector<gradcomp::dgc_compressor<float>> workers;
+  // One compressor per worker (each with its own state and sampling stream), one aggregator for
+  // the replica, and the exchange between them.
+  std::vector<std::unique_ptr<worker_compressor>> workers;
   for (std::size_t r = 0; r < o.workers; ++r) {
-    gradcomp::dgc_config config = spec.config;
-    config.seed = spec.config.seed * 0x9e3779b97f4a7c15ULL + r;
-    workers.emplace_back(config);
+    workers.push_back(make_worker(spec, r));
     for (const auto& p : model.parameters())
-      workers.back().add_tensor(p.name, p.shape, spec.dense ? gradcomp::tensor_mode::dense
-                                                            : gradcomp::tensor_mode::automatic);
+      workers.back()->add_tensor(p.name, p.shape, spec.dense ? gradcomp::tensor_mode::dense
+                                                             : gradcomp::tensor_mode::automatic);
   }
-  gradcomp::dgc_aggregator<float> aggregator(workers[0]);
-  std::vector<std::byte> wire(workers[0].max_message_bytes(o.wire));
+  gradcomp::aggregator<float> aggregator(workers[0]->receiver());
+  in_process_exchange net(o.workers);
+  const std::size_t max_bytes = workers[0]->max_message_bytes(o.wire);
 
   run_result res;
   res.mode = spec.name;
   res.workers = o.workers;
   res.tensors = model.parameters().size();
   for (std::size_t t = 0; t < res.tensors; ++t) {
-    res.parameters += workers[0].info(t).numel;
-    res.compressed_tensors += workers[0].info(t).compressed;
+    res.parameters += workers[0]->info(t).numel;
+    res.compressed_tensors += workers[0]->info(t).compressed;
   }
   res.dense_bytes = 4.0 * static_cast<double>(res.parameters);
-  res.final_density = spec.config.schedule.final_density();
+  res.final_density = workers[0]->final_density();
 
   // Shards: one global shuffle, then contiguous slices; each worker reshuffles its own slice
   // every epoch with its own generator.
@@ -222,15 +145,13 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     const auto epoch_start = clock::now();
     epoch_record rec;
     rec.epoch = epoch + 1;
-    for (std::size_t r = 0; r < o.workers; ++r) {
-      std::shuffle(shards[r].begin(), shards[r].end(), worker_rng[r]);
-      workers[r].set_epoch(epoch);
-    }
+    for (std::size_t r = 0; r < o.workers; ++r) std::shuffle(shards[r].begin(), shards[r].end(), worker_rng[r]);
     double loss_sum = 0.0, bytes_epoch = 0.0, sent_elements = 0.0;
     for (std::size_t s = 0; s < steps_per_epoch && step < total_steps; ++s, ++step) {
       const auto step_start = clock::now();
       const double lr = 0.5 * o.lr * (1.0 + std::cos(3.14159265358979323846 * double(step) / double(total_steps)));
-      rec.density = workers[0].density();
+      for (auto& w : workers) w->begin_step(epoch, lr);
+      rec.density = workers[0]->density();
       double compress_time = 0.0, step_bytes = 0.0;
       aggregator.begin();
       for (std::size_t r = 0; r < o.workers; ++r) {
@@ -245,22 +166,24 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         if (step == 0) res.first_loss += br.loss / double(o.workers);
 
         const auto t0 = clock::now();
-        check(workers[r].compress(views), "compress");
-        const auto stats = workers[r].stats();  // the step's outcome and statistics
+        check(workers[r]->compress(views), "compress");
+        const auto stats = workers[r]->stats();  // the step's outcome and statistics
         check(stats, "compress");
-        const auto bytes = workers[r].encode_message(o.wire, gradcomp::span<std::byte>(wire.data(), wire.size()));
+        const auto bytes = workers[r]->encode_message(o.wire, net.outbox(r, max_bytes));
         check(bytes, "encode");
-        check(aggregator.add(gradcomp::span<const std::byte>(wire.data(), *bytes)), "decode");
+        net.send(r, *bytes);
         compress_time += seconds(t0, clock::now());
         step_bytes += static_cast<double>(*bytes);
         sent_elements += static_cast<double>(stats->kept_elements + stats->dense_elements);
         clipped += stats->clip_coefficient < 1.0 ? 1.0 : 0.0;
       }
+      // Every replica receives every worker's message and sums them in rank order.
       const auto t1 = clock::now();
+      for (std::size_t r = 0; r < o.workers; ++r) check(aggregator.add(net.received(r)), "decode");
       check(aggregator.finish(o.workers), "finish");
       compress_time += seconds(t1, clock::now());
       auto& params = model.parameters();
-      const float step_lr = static_cast<float>(lr);
+      const float step_lr = spec.update_includes_lr ? 1.0f : static_cast<float>(lr);
       for (std::size_t t = 0; t < params.size(); ++t) {
         const auto u = aggregator.update(t);
         float* w = params[t].values.data();

@@ -349,6 +349,36 @@ TEST_CASE("one worker with k = n and no masking trains exactly like dense moment
   CHECK_FALSE(same_bits(dense_params[0], masked[0]));
 }
 
+TEST_CASE("every mode of the registry trains: the loss falls and the messages have the mode's size") {
+  const fmnist::dataset train = synthetic(960, 40, 5), test = synthetic(200, 40, 6);
+  fmnist::train_options o;
+  o.workers = 2;
+  o.epochs = 3;
+  o.batch = 16;
+  o.layers = {40, 32, 10};
+  o.lr = 0.05;
+  o.final_density = 0.05;
+  o.warmup_epochs = 0.5;
+  REQUIRE(fmnist::mode_names().size() == fmnist::modes().size());
+  for (const auto& mode : fmnist::mode_names()) {
+    INFO("mode ", mode);
+    const auto r = fmnist::train(fmnist::make_mode(mode, o, 30), train, test, o);
+    REQUIRE(r.steps == 90);
+    CHECK(r.epochs.back().train_loss < 0.8 * r.first_loss);
+    // 10% is chance; EF-SignSGD has no momentum, so at one learning rate it moves about 10x
+    // less per step than the momentum modes.
+    CHECK(r.final_accuracy > (mode == "ef_signsgd" ? 0.3 : 0.5));
+    if (mode == "ef_signsgd") {
+      // One bit per element plus a scale and a header per tensor, a header and a checksum.
+      const double expected = static_cast<double>(gradcomp::wire::message_header_bytes + gradcomp::wire::checksum_bytes +
+                                                  4 * (gradcomp::wire::section_header_bytes + 4) + (1280 + 7) / 8 +
+                                                  (32 + 7) / 8 + (320 + 7) / 8 + (10 + 7) / 8);
+      CHECK(r.bytes_per_step_run == expected);
+      CHECK(r.ratio_run == r.dense_bytes / expected);  // about 17x here: headers weigh on a model this small
+    }
+  }
+}
+
 TEST_CASE("the same seed gives bitwise the same run") {
   const fmnist::dataset train = synthetic(960, 40, 3), test = synthetic(100, 40, 4);
   fmnist::train_options o;

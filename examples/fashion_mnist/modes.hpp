@@ -1,0 +1,251 @@
+// The demo's modes as a registry: each entry names a mode, says what it is, and makes its
+// settings (the compressor every worker runs and the receiver's settings). A mode is added by
+// adding one entry to `modes()`; the command line, the usage text and the tests take the names
+// from there. Part of the example, not of the library.
+#pragma once
+
+#include <gradcomp/gradcomp.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace fmnist {
+
+/// Everything one training run needs besides the mode.
+struct train_options {
+  std::size_t workers = 4;
+  std::size_t epochs = 5;
+  std::size_t batch = 32;             ///< images per worker per step
+  std::size_t train_limit = 0;        ///< use the first n training images (0: all)
+  std::size_t test_limit = 0;         ///< evaluate on the first n test images (0: all)
+  std::size_t max_steps = 0;          ///< stop after this many steps (0: run all epochs)
+  std::vector<std::size_t> layers = {784, 512, 256, 10};
+  double lr = 0.1;                    ///< peak learning rate (cosine decay to 0 over the run)
+  double momentum = 0.9;
+  double final_density = 0.001;       ///< 99.9% sparsity
+  double warmup_epochs = 1.0;         ///< length of DGC's warm-up (4 stages)
+  double clip_norm = 5.0;             ///< DGC's global clipping threshold (local: / sqrt(N))
+  bool compress_vectors = true;       ///< sparsify biases too (see README: small tensors)
+  std::uint64_t seed = 1;
+  /// How messages are encoded: smallest index coding per tensor, fp32 values, CRC-32C.
+  gradcomp::wire::encode_options wire = [] {
+    gradcomp::wire::encode_options w;
+    w.checksum = true;
+    return w;
+  }();
+};
+
+/// One worker's compressor behind the common interface (any gradcomp compressor: see
+/// `compressor_adapter`), with the per-step hooks the trainer calls.
+class worker_compressor {
+ public:
+  virtual ~worker_compressor() = default;
+  virtual std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                                 gradcomp::tensor_mode mode) = 0;
+  virtual const gradcomp::tensor_info& info(std::size_t id) const = 0;
+  /// Before each step: the epoch (for warm-up schedules) and the learning rate (for compressors
+  /// whose messages carry it).
+  virtual void begin_step(std::size_t epoch, double lr) = 0;
+  /// Target density of the next step (1 for compressors that send every element).
+  virtual double density() = 0;
+  /// The density the run ends at.
+  virtual double final_density() const = 0;
+  virtual gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) = 0;
+  virtual gradcomp::result<gradcomp::step_stats> stats() = 0;
+  virtual std::size_t max_message_bytes(const gradcomp::wire::encode_options& opt) const = 0;
+  virtual gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& opt,
+                                                       gradcomp::span<std::byte> out) = 0;
+  virtual gradcomp::receiver_layout receiver() const = 0;
+};
+
+namespace detail {
+template <class C, class = void>
+struct has_epoch : std::false_type {};
+template <class C>
+struct has_epoch<C, std::void_t<decltype(std::declval<C&>().set_epoch(std::size_t{}))>> : std::true_type {};
+template <class C, class = void>
+struct has_learning_rate : std::false_type {};
+template <class C>
+struct has_learning_rate<C, std::void_t<decltype(std::declval<C&>().set_learning_rate(1.0))>> : std::true_type {};
+template <class C, class = void>
+struct has_schedule : std::false_type {};
+template <class C>
+struct has_schedule<C, std::void_t<decltype(std::declval<const C&>().config().schedule.final_density())>>
+    : std::true_type {};
+}  // namespace detail
+
+/// A gradcomp compressor as a `worker_compressor`. Hooks a compressor does not have (an epoch, a
+/// learning rate, a schedule) are skipped.
+template <class Compressor>
+class compressor_adapter final : public worker_compressor {
+  static_assert(gradcomp::is_compressor_v<Compressor>, "not a gradcomp compressor");
+
+ public:
+  explicit compressor_adapter(Compressor c) : c_(std::move(c)) {}
+  std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                         gradcomp::tensor_mode mode) override {
+    return c_.add_tensor(name, shape, mode);
+  }
+  const gradcomp::tensor_info& info(std::size_t id) const override { return c_.info(id); }
+  void begin_step(std::size_t epoch, double lr) override {
+    if constexpr (detail::has_epoch<Compressor>::value) c_.set_epoch(epoch);
+    if constexpr (detail::has_learning_rate<Compressor>::value) c_.set_learning_rate(lr);
+    (void)epoch;
+    (void)lr;
+  }
+  double density() override {
+    if constexpr (detail::has_schedule<Compressor>::value)
+      return c_.density();
+    else
+      return 1.0;
+  }
+  double final_density() const override {
+    if constexpr (detail::has_schedule<Compressor>::value)
+      return c_.config().schedule.final_density();
+    else
+      return 1.0;
+  }
+  gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) override {
+    return c_.compress(grads);
+  }
+  gradcomp::result<gradcomp::step_stats> stats() override { return c_.stats(); }
+  std::size_t max_message_bytes(const gradcomp::wire::encode_options& opt) const override {
+    return c_.max_message_bytes(opt);
+  }
+  gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& opt,
+                                               gradcomp::span<std::byte> out) override {
+    return c_.encode_message(opt, out);
+  }
+  gradcomp::receiver_layout receiver() const override { return c_.receiver(); }
+
+ private:
+  Compressor c_;
+};
+
+/// A mode turned into gradcomp settings.
+struct mode_spec {
+  std::string name;
+  /// The DGC settings (the modes built on `dgc_compressor`; unused by the others).
+  gradcomp::dgc_config config;
+  bool dense = false;  ///< every tensor sent whole (the baseline)
+  /// Worker `rank`'s compressor; empty: a `dgc_compressor` of `config` (its seed varied per rank).
+  std::function<std::unique_ptr<worker_compressor>(std::size_t rank)> make_worker;
+  /// The messages carry the learning rate: apply `w -= update` instead of `w -= lr * update`.
+  bool update_includes_lr = false;
+};
+
+/// One entry of the registry.
+struct mode_entry {
+  std::string name;
+  std::string description;
+  std::function<mode_spec(const train_options& o, std::size_t steps_per_epoch)> make;
+};
+
+namespace detail {
+// The DGC settings every DGC-based mode starts from.
+inline mode_spec dgc_base(const std::string& name, const train_options& o) {
+  mode_spec m;
+  m.name = name;
+  m.config.momentum = o.momentum;
+  m.config.num_workers = o.workers;
+  m.config.seed = o.seed;
+  m.config.policy.compress_vectors = o.compress_vectors;
+  return m;
+}
+// The paper's warm-up to the final density over `warmup_epochs` (4 exponential stages).
+inline gradcomp::warmup_schedule warmup(const train_options& o, std::size_t steps_per_epoch) {
+  const std::size_t warmup_steps = std::max<std::size_t>(
+      4, static_cast<std::size_t>(std::llround(o.warmup_epochs * double(steps_per_epoch))));
+  return gradcomp::warmup_schedule::paper(o.final_density, 4, gradcomp::schedule_unit::step, (warmup_steps + 3) / 4);
+}
+}  // namespace detail
+
+/// Every mode of the demo, in the order it runs them by default.
+inline const std::vector<mode_entry>& modes() {
+  static const std::vector<mode_entry> all = {
+      {"dense", "momentum SGD, every gradient sent whole (fp32 through the wire format)",
+       [](const train_options& o, std::size_t) {
+         auto m = detail::dgc_base("dense", o);
+         m.dense = true;
+         m.config.schedule = gradcomp::warmup_schedule::constant(1.0);
+         return m;
+       }},
+      {"dgc",
+       "momentum correction, momentum factor masking, local gradient clipping, warm-up to the final density",
+       [](const train_options& o, std::size_t steps_per_epoch) {
+         auto m = detail::dgc_base("dgc", o);
+         m.config.clip_norm = o.clip_norm;
+         m.config.schedule = detail::warmup(o, steps_per_epoch);
+         return m;
+       }},
+      {"topk_ef",
+       "exact top-k with error feedback on the gradient, same warm-up; the receiver applies momentum",
+       [](const train_options& o, std::size_t steps_per_epoch) {
+         auto m = detail::dgc_base("topk_ef", o);
+         m.config.momentum_correction = false;
+         m.config.momentum_masking = false;
+         m.config.selection = gradcomp::selection_method::exact_topk;
+         m.config.schedule = detail::warmup(o, steps_per_epoch);
+         return m;
+       }},
+      {"dgc_no_warmup", "dgc at the final density from the first step",
+       [](const train_options& o, std::size_t) {
+         auto m = detail::dgc_base("dgc_no_warmup", o);
+         m.config.clip_norm = o.clip_norm;
+         m.config.schedule = gradcomp::warmup_schedule::constant(o.final_density);
+         return m;
+       }},
+      {"ef_signsgd",
+       "EF-SignSGD: scaled signs with error feedback (1 bit per element), no momentum",
+       [](const train_options& o, std::size_t) {
+         mode_spec m;
+         m.name = "ef_signsgd";
+         m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
+           gradcomp::ef_signsgd_config cfg;
+           cfg.learning_rate = o.lr;
+           return std::make_unique<compressor_adapter<gradcomp::ef_signsgd_compressor<float>>>(
+               gradcomp::ef_signsgd_compressor<float>(cfg));
+         };
+         m.update_includes_lr = true;
+         return m;
+       }},
+  };
+  return all;
+}
+
+/// The names of `modes()`, in order (those of the command line).
+inline std::vector<std::string> mode_names() {
+  std::vector<std::string> names;
+  for (const auto& m : modes()) names.push_back(m.name);
+  return names;
+}
+
+/// The settings of the named mode; throws std::invalid_argument for an unknown name.
+inline mode_spec make_mode(const std::string& name, const train_options& o, std::size_t steps_per_epoch) {
+  for (const auto& m : modes())
+    if (m.name == name) return m.make(o, steps_per_epoch);
+  std::string known;
+  for (const auto& m : modes()) {
+    if (!known.empty()) known += ", ";
+    known += m.name;
+  }
+  throw std::invalid_argument("unknown mode '" + name + "' (known: " + known + ")");
+}
+
+/// Worker `rank`'s compressor for `spec`.
+inline std::unique_ptr<worker_compressor> make_worker(const mode_spec& spec, std::size_t rank) {
+  if (spec.make_worker) return spec.make_worker(rank);
+  gradcomp::dgc_config config = spec.config;
+  config.seed = spec.config.seed * 0x9e3779b97f4a7c15ULL + rank;  // each worker its own sampling stream
+  return std::make_unique<compressor_adapter<gradcomp::dgc_compressor<float>>>(gradcomp::dgc_compressor<float>(config));
+}
+
+}  // namespace fmnist
