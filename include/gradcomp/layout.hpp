@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dgc/momentum_kind.hpp"
@@ -86,6 +87,36 @@ struct receiver_layout {
 };
 
 namespace detail {
+inline std::size_t checked_numel(const std::vector<std::size_t>& shape);
+
+// The record of a tensor a compressor registers (its `tensors` have an `info` each): throws
+// errc::invalid_argument for a mode outside tensor_mode, errc::duplicate_tensor for a name
+// registered already, errc::size_overflow for 2^32 elements or more.
+template <class States>
+tensor_info new_tensor_info(const States& tensors, std::string name, std::vector<std::size_t> shape,
+                            tensor_mode mode, const compression_policy& policy) {
+  if (mode != tensor_mode::automatic && mode != tensor_mode::compressed && mode != tensor_mode::dense)
+    throw error(errc::invalid_argument, "mode is not a tensor_mode");
+  for (const auto& t : tensors)
+    if (t.info.name == name) throw error(errc::duplicate_tensor, name);
+  tensor_info info;
+  info.numel = checked_numel(shape);
+  info.compressed = mode == tensor_mode::automatic ? policy.compresses(name, shape) : mode == tensor_mode::compressed;
+  info.name = std::move(name);
+  info.shape = std::move(shape);
+  return info;
+}
+
+// The check of `compress` arguments every compressor makes first: one gradient per tensor, each
+// of its tensor's size.
+template <class States, class Grads>
+errc check_gradients(const States& tensors, const Grads& grads) noexcept {
+  if (grads.size() != tensors.size()) return errc::wrong_tensor_count;
+  for (std::size_t t = 0; t < tensors.size(); ++t)
+    if (grads[t].size() != tensors[t].info.numel) return errc::size_mismatch;
+  return errc::ok;
+}
+
 inline std::size_t checked_numel(const std::vector<std::size_t>& shape) {
   std::size_t n = 1;
   for (std::size_t d : shape) {

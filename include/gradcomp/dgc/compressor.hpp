@@ -208,16 +208,8 @@ class dgc_compressor {
    */
   std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
                          tensor_mode mode = tensor_mode::automatic) {
-    if (mode != tensor_mode::automatic && mode != tensor_mode::compressed && mode != tensor_mode::dense)
-      throw error(errc::invalid_argument, "mode is not a tensor_mode");
-    for (const auto& t : tensors_)
-      if (t.info.name == name) throw error(errc::duplicate_tensor, name);
     tensor_state st;
-    st.info.numel = detail::checked_numel(shape);
-    st.info.compressed = mode == tensor_mode::automatic ? cfg_.policy.compresses(name, shape)
-                                                        : mode == tensor_mode::compressed;
-    st.info.name = std::move(name);
-    st.info.shape = std::move(shape);
+    st.info = detail::new_tensor_info(tensors_, std::move(name), std::move(shape), mode, cfg_.policy);
     const std::size_t n = st.info.numel;
     // Every size is checked before anything is registered: the workspace of every slot, the
     // largest message and the snapshot fit size_t (always true with a 64-bit size_t: tensors
@@ -346,9 +338,7 @@ class dgc_compressor {
    * device; the CPU backend has one context). Later calls that wait for this step wait on `on`.
    */
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (grads.size() != tensors_.size()) return fail(errc::wrong_tensor_count);
-    for (std::size_t t = 0; t < tensors_.size(); ++t)
-      if (grads[t].size() != tensors_[t].info.numel) return fail(errc::size_mismatch);
+    if (const errc e = detail::check_gradients(tensors_, grads); e != errc::ok) return fail(e);
     wait();
 
     // The host's plan: what the configuration and the step number fix.

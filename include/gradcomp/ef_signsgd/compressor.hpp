@@ -96,16 +96,8 @@ class ef_signsgd_compressor {
    */
   std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
                          tensor_mode mode = tensor_mode::automatic) {
-    if (mode != tensor_mode::automatic && mode != tensor_mode::compressed && mode != tensor_mode::dense)
-      throw error(errc::invalid_argument, "mode is not a tensor_mode");
-    for (const auto& t : tensors_)
-      if (t.info.name == name) throw error(errc::duplicate_tensor, name);
     tensor_state st;
-    st.info.numel = detail::checked_numel(shape);
-    st.info.compressed = mode == tensor_mode::automatic ? cfg_.policy.compresses(name, shape)
-                                                        : mode == tensor_mode::compressed;
-    st.info.name = std::move(name);
-    st.info.shape = std::move(shape);
+    st.info = detail::new_tensor_info(tensors_, std::move(name), std::move(shape), mode, cfg_.policy);
     const std::size_t n = st.info.numel;
     wait();
     if (st.info.compressed) st.e = ops::template allocate<T>(backend_, n);
@@ -165,9 +157,7 @@ class ef_signsgd_compressor {
   }
   /// `compress` on the execution context `on`.
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (grads.size() != tensors_.size()) return fail(errc::wrong_tensor_count);
-    for (std::size_t t = 0; t < tensors_.size(); ++t)
-      if (grads[t].size() != tensors_[t].info.numel) return fail(errc::size_mismatch);
+    if (const errc e = detail::check_gradients(tensors_, grads); e != errc::ok) return fail(e);
     wait();
     const T lr = static_cast<T>(cfg_.learning_rate);
     const auto records = records_.view();
