@@ -5,16 +5,22 @@
 // reason.
 #pragma once
 
-#include <limits>
+#include <cfloat>
 
 #include "../config.hpp"
 
 namespace gradcomp {
 namespace detail {
 
+// The largest finite T (float or double), usable in device code (std::numeric_limits is not).
+template <class T>
+GRADCOMP_HD constexpr double largest_finite() noexcept {
+  return sizeof(T) == sizeof(float) ? static_cast<double>(FLT_MAX) : DBL_MAX;
+}
+
 template <class T>
 GRADCOMP_HD constexpr double state_limit() noexcept {
-  return static_cast<double>(std::numeric_limits<T>::max()) * (1.0 - 1.0 / 65536.0);
+  return largest_finite<T>() * (1.0 - 1.0 / 65536.0);
 }
 inline constexpr double bound_slack = 1.0 + 1.0 / 1048576.0;
 

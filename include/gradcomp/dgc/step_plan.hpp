@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 
 #include "../config.hpp"
 #include "../detail/state_bounds.hpp"
@@ -39,7 +38,7 @@ template <class T>
 struct dgc_tensor_record {
   double norm_scale = 1.0;  // this step's norm is norm_scale * norm_root
   double norm_root = 0.0;   // NaN: the gradient holds a NaN or an infinity
-  double largest = std::numeric_limits<double>::infinity();  // largest |g| or a bound (inf: unknown)
+  double largest = HUGE_VAL;  // largest |g| or a bound (inf: unknown)
   double coef = 1.0;        // this step's clip coefficient
   double u_bound = 0.0;     // upper bound of max |U|
   double v_bound = 0.0;     // upper bound of max |V|
@@ -142,7 +141,7 @@ GRADCOMP_HD void plan_dgc_step(dgc_tensor_record<T>* r, std::size_t count, const
     if (p.read == gradient_read::none) {
       r[t].norm_scale = 1.0;
       r[t].norm_root = 0.0;
-      r[t].largest = std::numeric_limits<double>::infinity();
+      r[t].largest = HUGE_VAL;
     } else if (p.read == gradient_read::largest) {
       r[t].norm_scale = 1.0;
       r[t].norm_root = std::isnan(r[t].largest) ? r[t].largest : 0.0;
