@@ -108,7 +108,8 @@ class strict_memory {
   // Host copies that synchronize() completes.
   void defer(void* to, std::vector<std::byte> data) { deferred_.emplace_back(to, std::move(data)); }
   void complete() {
-    for (auto& d : deferred_) std::memcpy(d.first, d.second.data(), d.second.size());
+    for (auto& d : deferred_)
+      if (!d.second.empty()) std::memcpy(d.first, d.second.data(), d.second.size());
     deferred_.clear();
   }
 
@@ -217,7 +218,8 @@ struct gradcomp::detail::ops<gradcomp_test::strict_backend> {
       if (!data.empty()) std::memcpy(data.data(), src.data(), data.size());
     }
     // Until synchronize() the destination holds garbage.
-    if (!data.empty()) std::memset(static_cast<void*>(to.data()), 0xA5, data.size());
+    if (data.empty()) return;
+    std::memset(static_cast<void*>(to.data()), 0xA5, data.size());
     m.defer(to.data(), std::move(data));
   }
   template <class T>
