@@ -237,3 +237,26 @@ TEST_CASE("EF-SignSGD: configuration and registration errors") {
   CHECK(c.compress(std::vector<span<const float>>{}).error() == errc::wrong_tensor_count);
   CHECK(c.stats().error() == errc::invalid_argument);  // no step yet
 }
+
+TEST_CASE("EF-SignSGD: the messages are bitwise the same on one thread and on several") {
+  ef_signsgd_config one_cfg, three_cfg;
+  three_cfg.threads = 3;
+  ef_signsgd_compressor<float> one(one_cfg), three(three_cfg);
+  for (std::size_t t = 0; t < kShapes.size(); ++t) {
+    std::string name = "t";
+    name += std::to_string(t);
+    one.add_tensor(name, kShapes[t]);
+    three.add_tensor(name, kShapes[t]);
+  }
+  for (std::size_t step = 0; step < 4; ++step) {
+    const auto g = gradients<float>(step);
+    REQUIRE(gradcomp_test::compress_step(one, views(g)));
+    REQUIRE(gradcomp_test::compress_step(three, views(g)));
+    for (std::size_t t = 0; t < kShapes.size(); ++t) {
+      const auto a = one.message(t).values;
+      CHECK(same_bits(std::vector<float>(a.begin(), a.end()), three.message(t).values));
+      CHECK(same_bits(std::vector<float>(one.error_feedback(t).begin(), one.error_feedback(t).end()),
+                      three.error_feedback(t)));
+    }
+  }
+}
