@@ -24,7 +24,7 @@
 namespace gradcomp {
 
 namespace detail {
-struct snapshot_access;
+struct aggregator_snapshot_access;
 }  // namespace detail
 
 /**
@@ -249,7 +249,7 @@ class aggregator {
   std::size_t num_tensors() const noexcept { return tensors_.size(); }
 
  private:
-  friend struct detail::snapshot_access;
+  friend struct detail::aggregator_snapshot_access;
 
   struct tensor_state {
     tensor_info info;

@@ -19,7 +19,9 @@
 ///
 /// Compressors: `dgc_compressor` (Deep Gradient Compression, top-k with error feedback when
 /// momentum correction is off) and `ef_signsgd_compressor` (scaled signs with error feedback).
-/// Snapshots (`save_snapshot`, `restore_snapshot`) exist for `dgc_compressor`.
+/// Snapshots: `save_snapshot(c)`, `restore_snapshot(c, bytes)` and `snapshot_bytes(c)`, found by
+/// argument-dependent lookup, for every compressor on every backend (dgc/snapshot.hpp,
+/// ef_signsgd/snapshot.hpp).
 #pragma once
 
 #include <cstddef>

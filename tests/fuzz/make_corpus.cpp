@@ -223,6 +223,12 @@ void decode_seeds() {
         forge(message_kind::snapshot,
               {state_section(gradcomp_test::legacy_state_words()), res(1, value_coding::fp64),
                res(3, value_coding::fp64)}));
+  {
+    // An EF-SignSGD snapshot: method 2, residual sections (the errors) without momentum.
+    const std::vector<double> ef = {5, 0, 0, 0, 0, 0, 0, 0, 2};
+    write("decode", "valid-snapshot-ef-signsgd-crc.bin",
+          forge(message_kind::snapshot, {state_section(ef), res(0), res(2)}, true));
+  }
   write("decode", "valid-snapshot-aggregator.bin",
         forge(message_kind::snapshot, {recv(0), recv(1), recv(5)}));
 
@@ -274,6 +280,11 @@ void decode_seeds() {
     bad[wire::state_word::nesterov] = 2.0;
     write("decode", "semantic-state-word-range.bin",
           forge(message_kind::snapshot, {state_section(bad), res(0), mom(0)}));
+  }
+  {
+    auto bad = words;
+    bad[wire::state_word::selection] = 3.0;  // no such method
+    write("decode", "semantic-state-method-range.bin", forge(message_kind::snapshot, {state_section(bad), res(0)}));
   }
   write("decode", "semantic-receiver-momentum-order.bin",
         forge(message_kind::snapshot, {recv(3), recv(1)}));

@@ -306,13 +306,21 @@ TEST_CASE("state words of the current layout: integers in their ranges") {
       CHECK(check(snapshot, {state_section(words), res(0), mom(0)}) == errc::malformed_payload);
     }
   }
-  for (const std::size_t w : {wire::state_word::momentum_correction, wire::state_word::nesterov,
-                              wire::state_word::selection}) {
+  for (const std::size_t w : {wire::state_word::momentum_correction, wire::state_word::nesterov}) {
     CAPTURE(w);
     auto words = state_words();
     words[w] = 2.0;
     CHECK(check(snapshot, {state_section(words)}) == errc::malformed_payload);
   }
+  // The method: DGC's two selections and EF-SignSGD's scaled signs, nothing beyond.
+  for (std::uint32_t m = 0; m <= wire::snapshot_selection_count; ++m) {
+    CAPTURE(m);
+    auto words = state_words();
+    words[wire::state_word::selection] = m;
+    CHECK(check(snapshot, {state_section(words)}) ==
+          (m < wire::snapshot_selection_count ? errc::ok : errc::malformed_payload));
+  }
+  CHECK(wire::snapshot_selection_count == 3);
 }
 
 TEST_CASE("state words of the legacy layout: step and epoch below 2^53, seed halves below 2^32") {

@@ -104,7 +104,7 @@ struct dgc_config {
 
 
 namespace detail {
-struct snapshot_access;
+struct dgc_snapshot_access;
 }  // namespace detail
 
 /**
@@ -504,7 +504,7 @@ class dgc_compressor {
   backend_span<const T, Backend> momentum_buffer(std::size_t id) const noexcept { return tensors_[id].u.view(); }
 
  private:
-  friend struct detail::snapshot_access;
+  friend struct detail::dgc_snapshot_access;
 
   struct tensor_state {
     tensor_info info;

@@ -31,6 +31,10 @@
 
 namespace gradcomp {
 
+namespace detail {
+struct ef_signsgd_snapshot_access;
+}  // namespace detail
+
 /// Everything that parameterises EF-SignSGD. Gradients are always checked for NaN and infinity:
 /// the check shares the step's first read, so it costs nothing measurable.
 struct ef_signsgd_config {
@@ -134,6 +138,8 @@ class ef_signsgd_compressor {
   std::size_t num_tensors() const noexcept { return tensors_.size(); }
   /// The registration record of tensor `id` (unchecked).
   const tensor_info& info(std::size_t id) const noexcept { return tensors_[id].info; }
+  /// The backend value calls without one of their own run on.
+  const Backend& backend() const noexcept { return backend_; }
   /// The configuration (its learning rate is the current one).
   const ef_signsgd_config& config() const noexcept { return cfg_; }
   /// Sets the learning rate of the next steps; throws `gradcomp::error` unless finite and > 0.
@@ -248,6 +254,8 @@ class ef_signsgd_compressor {
   }
 
  private:
+  friend struct detail::ef_signsgd_snapshot_access;
+
   struct tensor_state {
     tensor_info info;
     buffer<T> e;       // error feedback (compressed tensors)

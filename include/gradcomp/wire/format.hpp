@@ -82,7 +82,7 @@ inline constexpr std::size_t seed_low = 4;             ///< Sampling seed, bits 
 inline constexpr std::size_t seed_high = 5;            ///< Sampling seed, bits 32-63.
 inline constexpr std::size_t momentum_correction = 6;  ///< 1 when momentum correction is on, else 0.
 inline constexpr std::size_t nesterov = 7;             ///< 1 for Nesterov momentum, else 0.
-inline constexpr std::size_t selection = 8;            ///< A `snapshot_selection` value.
+inline constexpr std::size_t selection = 8;            ///< A `snapshot_selection` value: the method.
 }  // namespace state_word
 
 /**
@@ -96,11 +96,15 @@ inline constexpr std::size_t seed_low = 2;   ///< Sampling seed, bits 0-31.
 inline constexpr std::size_t seed_high = 3;  ///< Sampling seed, bits 32-63.
 }  // namespace legacy_state_word
 
-/// Selection method recorded in word `state_word::selection` of a state section.
+/// The method recorded in word `state_word::selection` of a state section: which compressor, and
+/// how it chooses what it sends.
 enum class snapshot_selection : std::uint32_t {
-  sampled_threshold = 0,  ///< Threshold estimated from a sample (the default).
-  exact_topk = 1,         ///< Exact top-k.
+  sampled_threshold = 0,  ///< DGC, threshold estimated from a sample (the default).
+  exact_topk = 1,         ///< DGC, exact top-k.
+  scaled_sign = 2,        ///< EF-SignSGD: every element as a scaled sign.
 };
+/// Number of `snapshot_selection` values: word `state_word::selection` is below it.
+inline constexpr std::uint32_t snapshot_selection_count = 3;
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
 constexpr const char* to_string(index_coding c) noexcept {
