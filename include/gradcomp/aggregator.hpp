@@ -13,6 +13,7 @@
 #include "backend.hpp"
 #include "cpu/ops.hpp"
 #include "detail/state_bounds.hpp"
+#include "detail/value_codec.hpp"
 #include "dgc/momentum_kind.hpp"
 #include "error.hpp"
 #include "layout.hpp"
@@ -51,16 +52,21 @@ struct aggregator_snapshot_access;
  * comes near the largest finite value is checked element by element). `finish` likewise refuses
  * (`errc::state_overflow`, nothing modified) an average whose receiver-side momentum would
  * overflow.
+ *
+ * Sums and momentum live in the backend's memory; the sums are added, averaged and updated by
+ * backend operations. An encoded message is checked on the host, where its bytes are; on a
+ * backend whose memory the host cannot reach, each section is then decoded on the host and
+ * copied to the backend, and neither `add(bytes)` nor `finish` waits for the backend, except to
+ * check exactly a sum whose bound comes near the largest finite value. `add(message)` of a
+ * message in backend memory checks it there and waits for the verdict.
  */
 template <class T, class Backend = cpu_backend>
 class aggregator {
-  // The checks of every add are decided on the host, in place: the aggregator needs memory the
-  // host can read.
-  static_assert(is_host_accessible_v<memory_space_t<Backend>>,
-                "aggregator needs a backend whose memory the host can read");
   using ops = detail::ops<Backend>;
+  using space = memory_space_t<Backend>;
   template <class U>
   using buffer = typename ops::template buffer<U>;
+  static constexpr bool host_memory = is_host_accessible_v<space>;
 
  public:
   /**
@@ -89,9 +95,19 @@ class aggregator {
       if (!rt.dense) scratch += rt.max_kept;
       tensors_.push_back(std::move(st));
     }
-    sums_.resize(tensors_.size());
     seen_.assign(tensors_.size(), 0);
-    index_scratch_.assign(scratch, 0);
+    if constexpr (host_memory) {
+      sums_.resize(tensors_.size());
+      index_scratch_.assign(scratch, 0);
+    } else {
+      // Room for one section of the largest tensor, on the host and on the backend.
+      std::size_t largest = 0;
+      for (const auto& st : tensors_) largest = std::max(largest, st.info.numel);
+      staged_indices_.assign(largest, 0);
+      staged_values_.assign(largest, T(0));
+      backend_indices_ = ops::template allocate<std::uint32_t>(backend_, largest);
+      backend_values_ = ops::template allocate<T>(backend_, largest);
+    }
   }
 
   /// The layout and receiver settings of `sender` (any compressor: `sender.receiver()`).
@@ -118,7 +134,7 @@ class aggregator {
   /// Zeroes the sums; call once per step before `add`.
   void begin() {
     for (auto& st : tensors_) {
-      ops::fill_zero(backend_, span<T>(st.sum.data(), st.sum.size()));
+      ops::fill_zero(backend_, st.sum.view());
       st.messages = 0;
       st.bound = 0.0;
     }
@@ -133,29 +149,26 @@ class aggregator {
    *         infinity among the values), `errc::state_overflow` (a sum would overflow); nothing
    *         is added on error.
    */
-  [[nodiscard]] result<void> add(const tensor_message<T>& msg) {
+  [[nodiscard]] result<void> add(const tensor_message<T, space>& msg) {
     if (msg.tensor >= tensors_.size()) return fail(errc::unknown_tensor);
     tensor_state& st = tensors_[msg.tensor];
     if (msg.numel != st.info.numel || msg.dense != st.dense)
       return fail(errc::layout_mismatch);
-    const span<T> sum(st.sum.data(), st.sum.size());
-    span<const std::uint32_t> idx;
+    const span<T, space> sum = st.sum.view();
+    span<const std::uint32_t, space> idx;
     if (msg.dense) {
       if (msg.values.size() != st.info.numel) return fail(errc::size_mismatch);
     } else {
       if (msg.values.size() != msg.indices.size() || msg.indices.size() > st.info.numel)
         return fail(errc::size_mismatch);
-      if (!ops::all_below(backend_, msg.indices, st.info.numel))
-        return fail(errc::index_out_of_range);
-      for (std::size_t j = 1; j < msg.indices.size(); ++j)
-        if (msg.indices[j] <= msg.indices[j - 1]) return fail(errc::indices_not_increasing);
+      if (const errc e = ops::check_positions(backend_, msg.indices, st.info.numel); e != errc::ok) return fail(e);
       idx = msg.indices;
     }
     const double largest = ops::largest_magnitude(backend_, msg.values);
     if (std::isnan(largest)) return fail(errc::non_finite_input);
     bool check_sums = false;
     accept(st, largest, check_sums);
-    if (check_sums && std::isnan(ops::largest_magnitude_of_sum(backend_, span<const T>(sum), idx, msg.values)))
+    if (check_sums && std::isnan(ops::largest_magnitude_of_sum(backend_, readonly(sum), idx, msg.values)))
       return fail(errc::state_overflow);
     if (msg.dense)
       ops::add(backend_, msg.values, sum);
@@ -179,17 +192,12 @@ class aggregator {
    *         `wire::decode_accumulate`.
    */
   [[nodiscard]] result<void> add(span<const std::byte> message) {
-    for (std::size_t t = 0; t < tensors_.size(); ++t)  // views refreshed: objects may have moved
-      sums_[t] = span<T>(tensors_[t].sum.data(), tensors_[t].sum.size());
     std::fill(seen_.begin(), seen_.end(), static_cast<unsigned char>(0));
     layout_rules rules{*this};
-    const auto r = wire::decode_accumulate<T>(
-        message, span<const span<T>>(sums_.data(), sums_.size()),
-        span<std::uint32_t>(index_scratch_.data(), index_scratch_.size()), rules);
+    const errc e = add_checked(message, rules);
     // The accumulators have the layout's sizes: a size error is a section of another numel.
-    if (!r && (r.error() == errc::output_too_small || r.error() == errc::size_mismatch))
-      return fail(errc::layout_mismatch);
-    if (!r) return fail(r.error());
+    if (e == errc::output_too_small || e == errc::size_mismatch) return fail(errc::layout_mismatch);
+    if (e != errc::ok) return fail(e);
     for (auto& st : tensors_) {
       commit(st);
       ++st.messages;
@@ -224,27 +232,24 @@ class aggregator {
       st.next_bound = out * detail::bound_slack;
       if (st.next_u_bound <= limit && st.next_bound <= limit) continue;
       const auto r = ops::momentum_apply_magnitudes(backend_, kind_, momentum_, inv, num_workers != 1,
-                                                    span<const T>(st.u.data(), st.u.size()),
-                                                    span<const T>(st.sum.data(), st.sum.size()));
+                                                    readonly(st.u.view()), readonly(st.sum.view()));
       if (!r.finite) return fail(errc::state_overflow);
       st.next_u_bound = r.u;
       st.next_bound = r.v;
     }
     for (auto& st : tensors_) {
-      const span<T> sum(st.sum.data(), st.sum.size());
+      const span<T, space> sum = st.sum.view();
       if (num_workers != 1) ops::scale(backend_, inv, sum);
-      if (st.receiver_momentum)
-        ops::momentum_apply(backend_, kind_, momentum_, span<T>(st.u.data(), st.u.size()), sum);
+      if (st.receiver_momentum) ops::momentum_apply(backend_, kind_, momentum_, st.u.view(), sum);
       st.u_bound = st.next_u_bound;
       st.bound = st.next_bound;
     }
     return {};
   }
 
-  /// The update of tensor `id` after `finish` (unchecked id): apply as `w -= lr * update`.
-  span<const T> update(std::size_t id) const noexcept {
-    return span<const T>(tensors_[id].sum.data(), tensors_[id].sum.size());
-  }
+  /// The update of tensor `id` after `finish` (unchecked id), in the backend's memory: apply as
+  /// `w -= lr * update`.
+  backend_span<const T, Backend> update(std::size_t id) const noexcept { return readonly(tensors_[id].sum.view()); }
   /// Number of tensors.
   std::size_t num_tensors() const noexcept { return tensors_.size(); }
 
@@ -274,6 +279,60 @@ class aggregator {
   }
   static void commit(tensor_state& st) noexcept { st.bound = st.next_bound; }
 
+  // Checks `message` completely against the format and the layout, then adds every section into
+  // its sum: in place where the host can write the sums, else decoded on the host and added on
+  // the backend.
+  template <class Rules>
+  errc add_checked(span<const std::byte> message, Rules& rules) {
+    if constexpr (host_memory) {
+      for (std::size_t t = 0; t < tensors_.size(); ++t)  // views refreshed: objects may have moved
+        sums_[t] = tensors_[t].sum.view();
+      const auto r = wire::decode_accumulate<T>(message, span<const span<T>>(sums_.data(), sums_.size()),
+                                                span<std::uint32_t>(index_scratch_.data(), index_scratch_.size()),
+                                                rules);
+      return r ? errc::ok : r.error();
+    } else {
+      const auto h = wire::detail::check_accumulate<T>(
+          message, tensors_.size(), [&](std::uint32_t t) { return tensors_[t].info.numel; }, span<std::uint32_t>(),
+          rules, [&](const wire::section_header& s) {
+            const auto staged = stage(message, s);
+            return !std::isnan(ops::largest_magnitude_of_sum(backend_, readonly(tensors_[s.tensor].sum.view()),
+                                                             staged.indices, staged.values));
+          });
+      if (!h) return h.error();
+      (void)wire::for_each_section(message, [&](const wire::section_header& s) {
+        const auto staged = stage(message, s);
+        const span<T, space> sum = tensors_[s.tensor].sum.view();
+        if (s.indices == wire::index_coding::dense)
+          ops::add(backend_, staged.values, sum);
+        else
+          ops::scatter_add(backend_, staged.indices, staged.values, sum);
+      });
+      return errc::ok;
+    }
+  }
+
+  // One checked section of a message, decoded on the host and copied into backend memory (the
+  // copy reads the host staging before it returns, so the next section may reuse it).
+  struct staged_section {
+    span<const std::uint32_t, space> indices;  // empty for a dense section
+    span<const T, space> values;
+  };
+  staged_section stage(span<const std::byte> message, const wire::section_header& s) {
+    const std::byte* payload = wire::detail::value_payload(message, s);
+    detail::decode_values<T>(payload, s.values, s.kept, staged_values_.data());
+    staged_section out;
+    out.values = readonly(backend_values_.view()).first(s.kept);
+    ops::copy_to_backend(backend_, span<const T>(staged_values_.data(), s.kept), backend_values_.view().first(s.kept));
+    if (s.indices != wire::index_coding::dense) {
+      std::uint32_t* idx = staged_indices_.data();
+      (void)wire::detail::for_each_index(message, s, [idx](std::uint32_t j, std::uint32_t i) { idx[j] = i; });
+      ops::copy_to_backend(backend_, span<const std::uint32_t>(idx, s.kept), backend_indices_.view().first(s.kept));
+      out.indices = readonly(backend_indices_.view()).first(s.kept);
+    }
+    return out;
+  }
+
   // The layout an encoded message must follow (see add(span<const std::byte>)).
   struct layout_rules {
     aggregator& a;
@@ -297,9 +356,15 @@ class aggregator {
   T momentum_;
   momentum_kind kind_;
   std::vector<tensor_state> tensors_;
-  std::vector<span<T>> sums_;
   std::vector<unsigned char> seen_;  // tensors carried by the message being added
+  // Host-accessible memory: views of the sums, and room to decode the positions of a message once.
+  std::vector<span<T>> sums_;
   std::vector<std::uint32_t> index_scratch_;
+  // Other memory: one section staged on the host, then copied to the backend.
+  std::vector<std::uint32_t> staged_indices_;
+  std::vector<T> staged_values_;
+  buffer<std::uint32_t> backend_indices_;
+  buffer<T> backend_values_;
 };
 
 }  // namespace gradcomp

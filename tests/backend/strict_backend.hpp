@@ -306,7 +306,56 @@ struct gradcomp::detail::ops<gradcomp_test::strict_backend> {
     run(b, [&] { cpu::dgc_commit(cpu_backend{}, unwrap(records), unwrap(step)); });
   }
 
+  // --- The aggregator's kernels ---
+  template <class T>
+  static void fill_zero(const backend& b, sspan<T> x) {
+    run(b, [&] { cpu::fill_zero(cpu_backend{}, unwrap(x)); });
+  }
+  template <class T>
+  static void add(const backend& b, sspan<const T> values, sspan<T> acc) {
+    run(b, [&] { cpu::add(cpu_backend{}, unwrap(values), unwrap(acc)); });
+  }
+  template <class T>
+  static void scatter_add(const backend& b, sspan<const std::uint32_t> idx, sspan<const T> values, sspan<T> acc) {
+    run(b, [&] { cpu::scatter_add(cpu_backend{}, unwrap(idx), unwrap(values), unwrap(acc)); });
+  }
+  template <class T>
+  static void scale(const backend& b, T c, sspan<T> x) {
+    run(b, [&] { cpu::scale(cpu_backend{}, c, unwrap(x)); });
+  }
+  template <class T>
+  static void momentum_apply(const backend& b, momentum_kind kind, T m, sspan<T> u, sspan<T> a) {
+    run(b, [&] { cpu::momentum_apply(cpu_backend{}, kind, m, unwrap(u), unwrap(a)); });
+  }
+  // The members that return a value to the host wait for it: a synchronisation each.
+  template <class T>
+  static double largest_magnitude(const backend& b, sspan<const T> x) {
+    return wait_for(b, [&] { return cpu::largest_magnitude(cpu_backend{}, unwrap(x)); });
+  }
+  template <class T>
+  static double largest_magnitude_of_sum(const backend& b, sspan<const T> acc, sspan<const std::uint32_t> idx,
+                                         sspan<const T> values) {
+    return wait_for(b, [&] { return cpu::largest_magnitude_of_sum(cpu_backend{}, unwrap(acc), unwrap(idx), unwrap(values)); });
+  }
+  template <class T>
+  static state_magnitudes momentum_apply_magnitudes(const backend& b, momentum_kind kind, T m, T inv, bool scaled,
+                                                    sspan<const T> u, sspan<const T> a) {
+    return wait_for(b, [&] {
+      return cpu::momentum_apply_magnitudes(cpu_backend{}, kind, m, inv, scaled, unwrap(u), unwrap(a));
+    });
+  }
+  static errc check_positions(const backend& b, sspan<const std::uint32_t> idx, std::size_t n) {
+    return wait_for(b, [&] { return cpu::check_positions(cpu_backend{}, unwrap(idx), n); });
+  }
+
  private:
+  template <class F>
+  static auto wait_for(const backend& b, F&& f) -> decltype(f()) {
+    synchronize(b);
+    decltype(f()) out{};
+    run(b, [&] { out = f(); });
+    return out;
+  }
   template <class T>
   static span<T> unwrap(sspan<T> s) {
     return gradcomp_test::unwrap(s);

@@ -10,6 +10,8 @@
 #include <type_traits>
 
 #include "../detail/magnitude.hpp"
+#include "../detail/state_bounds.hpp"
+#include "../error.hpp"
 #include "../dgc/momentum_kind.hpp"
 #include "../span.hpp"
 #include "simd.hpp"
@@ -224,13 +226,7 @@ void fill_zero(span<T> x) {
   std::fill(x.begin(), x.end(), T(0));
 }
 
-// Largest magnitudes a step would leave in two state buffers (u: momentum, v: accumulator or
-// averaged update), computed without writing; `finite` is false when an element would overflow.
-struct state_magnitudes {
-  double u = 0.0;
-  double v = 0.0;
-  bool finite = true;
-};
+using state_magnitudes = gradcomp::detail::state_magnitudes;
 
 // The magnitudes of the largest keys of the two buffers (finite: both keys below infinity's).
 template <class T>
@@ -283,6 +279,15 @@ inline bool all_below(span<const std::uint32_t> idx, std::size_t n) {
   bool ok = true;
   for (std::size_t j = 0; j < idx.size(); ++j) ok &= idx[j] < n;
   return ok;
+}
+
+// errc::ok when every position is below n and each is above the one before it, else
+// errc::index_out_of_range (checked first) or errc::indices_not_increasing.
+inline errc check_positions(span<const std::uint32_t> idx, std::size_t n) {
+  if (!all_below(idx, n)) return errc::index_out_of_range;
+  for (std::size_t j = 1; j < idx.size(); ++j)
+    if (idx[j] <= idx[j - 1]) return errc::indices_not_increasing;
+  return errc::ok;
 }
 
 }  // namespace cpu

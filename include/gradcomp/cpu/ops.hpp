@@ -137,7 +137,7 @@ struct ops<cpu_backend> {
     return cpu::largest_magnitude(g);
   }
   template <class T>
-  static cpu::state_magnitudes accumulated_magnitudes(const cpu_backend&, momentum_kind kind, T m, T c,
+  static state_magnitudes accumulated_magnitudes(const cpu_backend&, momentum_kind kind, T m, T c,
                                                       span<const T> g, span<const T> u, span<const T> v) {
     return cpu::accumulated_magnitudes(kind, m, c, g, u, v);
   }
@@ -147,7 +147,7 @@ struct ops<cpu_backend> {
     return cpu::largest_magnitude_of_sum(acc, idx, values);
   }
   template <class T>
-  static cpu::state_magnitudes momentum_apply_magnitudes(const cpu_backend&, momentum_kind kind, T m, T inv,
+  static state_magnitudes momentum_apply_magnitudes(const cpu_backend&, momentum_kind kind, T m, T inv,
                                                          bool scaled, span<const T> u, span<const T> a) {
     return cpu::momentum_apply_magnitudes(kind, m, inv, scaled, u, a);
   }
@@ -188,6 +188,9 @@ struct ops<cpu_backend> {
   }
   static bool all_below(const cpu_backend&, span<const std::uint32_t> idx, std::size_t n) {
     return cpu::all_below(idx, n);
+  }
+  static errc check_positions(const cpu_backend&, span<const std::uint32_t> idx, std::size_t n) {
+    return cpu::check_positions(idx, n);
   }
 
   // --- The DGC step (dgc/step_plan.hpp) ------------------------------------------------------

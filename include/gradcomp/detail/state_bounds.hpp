@@ -24,5 +24,13 @@ GRADCOMP_HD constexpr double state_limit() noexcept {
 }
 inline constexpr double bound_slack = 1.0 + 1.0 / 1048576.0;
 
+// Largest magnitudes a step would leave in two state buffers (u: momentum, v: accumulator or
+// averaged update), computed without writing; `finite` is false when an element would overflow.
+struct state_magnitudes {
+  double u = 0.0;
+  double v = 0.0;
+  bool finite = true;
+};
+
 }  // namespace detail
 }  // namespace gradcomp

@@ -60,6 +60,56 @@ bool sums_stay_finite(span<const std::byte> msg, const section_header& s, const 
   return finite;
 }
 
+// Positions of gap and bitmap codings go to the index scratch while it has room; raw and dense
+// positions are cheap to read again.
+inline bool stores_positions(const section_header& s) noexcept {
+  return s.indices == index_coding::delta_varint || s.indices == index_coding::rice ||
+         s.indices == index_coding::bitmap;
+}
+
+// The checking pass of decode_accumulate, which writes nothing but the scratch: the header, then
+// every section against the kind's rules, `count` accumulators of `size_of(t)` elements and
+// `rules`; `sums_finite(s)` answers for a section whose rules asked for its sums to be checked.
+// Positions of compact codings are saved in `index_scratch` as decode_accumulate's apply pass
+// expects them.
+template <class T, class Rules, class SizeOf, class SumsFinite>
+result<message_header> check_accumulate(span<const std::byte> msg, std::size_t count, SizeOf&& size_of,
+                                        span<std::uint32_t> index_scratch, Rules& rules, SumsFinite&& sums_finite) {
+  auto h = checked_header(msg);
+  if (!h) return h;
+  if (h->kind != message_kind::gradients) return fail(errc::layout_mismatch);
+  std::uint64_t used = 0;
+  kind_rules kind(*h, msg);  // gradient roles only, each tensor at most once
+  auto checked = walk(msg, [&](const section_header& s) {
+    if (const errc e = kind.section(s); e != errc::ok) return e;
+    if (s.tensor >= count) return errc::unknown_tensor;
+    const std::size_t size = size_of(s.tensor);
+    if (size < s.numel) return errc::output_too_small;
+    if (size > s.numel) return errc::size_mismatch;
+    errc e = errc::ok;
+    if (stores_positions(s) && s.kept <= index_scratch.size() - used) {
+      std::uint32_t* out = index_scratch.data() + used;
+      e = for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
+      used += s.kept;
+    } else {
+      e = for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
+    }
+    if (e != errc::ok) return e;
+    double largest = 0.0;
+    e = gradcomp::detail::check_values<T>(value_payload(msg, s), s.values, s.kept, largest);
+    if (e != errc::ok) return e;
+    bool check_sums = false;
+    e = rules.section(s, largest, check_sums);
+    if (e != errc::ok) return e;
+    if (check_sums && !sums_finite(s)) return errc::state_overflow;
+    return errc::ok;
+  });
+  if (!checked) return checked;
+  if (const errc e = kind.finish(); e != errc::ok) return fail(e);
+  if (const errc e = rules.complete(); e != errc::ok) return fail(e);
+  return h;
+}
+
 }  // namespace detail
 
 /**
@@ -90,45 +140,12 @@ template <class T, class Rules>
                                                        span<const span<T>> dest,
                                                        span<std::uint32_t> index_scratch,
                                                        Rules& rules) {
-  auto h = detail::checked_header(msg);
+  auto stored = [](const section_header& s) { return detail::stores_positions(s); };
+  const auto h = detail::check_accumulate<T>(
+      msg, dest.size(), [&](std::uint32_t t) { return dest[t].size(); }, index_scratch, rules,
+      [&](const section_header& s) { return detail::sums_stay_finite<T>(msg, s, dest[s.tensor].data()); });
   if (!h) return h;
-  if (h->kind != message_kind::gradients) return fail(errc::layout_mismatch);
-  // Positions of gap and bitmap codings go to the scratch while it has room; raw and dense
-  // positions are cheap to read again.
-  auto stored = [](const section_header& s) {
-    return s.indices == index_coding::delta_varint || s.indices == index_coding::rice ||
-           s.indices == index_coding::bitmap;
-  };
   std::uint64_t used = 0;
-  detail::kind_rules kind(*h, msg);  // gradient roles only, each tensor at most once
-  auto checked = detail::walk(msg, [&](const section_header& s) {
-    if (const errc e = kind.section(s); e != errc::ok) return e;
-    if (s.tensor >= dest.size()) return errc::unknown_tensor;
-    if (dest[s.tensor].size() < s.numel) return errc::output_too_small;
-    if (dest[s.tensor].size() > s.numel) return errc::size_mismatch;
-    errc e = errc::ok;
-    if (stored(s) && s.kept <= index_scratch.size() - used) {
-      std::uint32_t* out = index_scratch.data() + used;
-      e = detail::for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
-      used += s.kept;
-    } else {
-      e = detail::for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
-    }
-    if (e != errc::ok) return e;
-    double largest = 0.0;
-    e = gradcomp::detail::check_values<T>(detail::value_payload(msg, s), s.values, s.kept, largest);
-    if (e != errc::ok) return e;
-    bool check_sums = false;
-    e = rules.section(s, largest, check_sums);
-    if (e != errc::ok) return e;
-    if (check_sums && !detail::sums_stay_finite<T>(msg, s, dest[s.tensor].data()))
-      return errc::state_overflow;
-    return errc::ok;
-  });
-  if (!checked) return checked;
-  if (const errc e = kind.finish(); e != errc::ok) return fail(e);
-  if (const errc e = rules.complete(); e != errc::ok) return fail(e);
-  used = 0;
   (void)detail::walk(msg, [&](const section_header& s) {
     T* acc = dest[s.tensor].data();
     const std::byte* v = detail::value_payload(msg, s);
