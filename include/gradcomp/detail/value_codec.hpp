@@ -7,7 +7,14 @@
 // values. Its members:
 //   code, name                        the wire code and the spec's name
 //   fixed_bytes                       bytes per value, or 0 when values are packed below a byte
-//   payload_bytes(kept)               the payload length of `kept` values (from the header alone)
+//   payload_bytes(kept)               the payload length of `kept` values with the parameters the
+//                                     encoder writes (for the float codings and scaled_sign: from
+//                                     the header alone)
+//   payload_fits(p, bytes, kept)      optional, for a coding whose length depends on its parameter
+//                                     block (per-bucket or per-column scales, whose count the block
+//                                     states): whether `bytes` bytes at p, all readable, are a
+//                                     payload of `kept` values. It must read only the `bytes` bytes
+//                                     at p. Without it the length must be payload_bytes(kept).
 //   check<T>(p, kept, largest)        errc::ok, non_finite_input (a NaN or an infinity, in a value
 //                                     or a scale), value_out_of_range (beyond T) or
 //                                     malformed_payload (a parameter or padding the spec forbids);
@@ -219,6 +226,26 @@ bool visit_value_codec(codec_list<Codecs...>, wire::value_coding c, F&& f) {
 template <class F>
 bool visit_value_codec(wire::value_coding c, F&& f) {
   return visit_value_codec(value_codecs{}, c, f);
+}
+
+// Whether `bytes` bytes at p are a payload of `kept` values in Codec (see payload_fits above).
+template <class Codec>
+auto payload_fits(Codec, const std::byte* p, std::uint64_t bytes, std::uint64_t kept, int) noexcept
+    -> decltype(Codec::payload_fits(p, bytes, kept)) {
+  return Codec::payload_fits(p, bytes, kept);
+}
+template <class Codec>
+bool payload_fits(Codec, const std::byte*, std::uint64_t bytes, std::uint64_t kept, long) noexcept {
+  return bytes == Codec::payload_bytes(kept);
+}
+
+// Whether the value payload of a section, `bytes` bytes at p (the section header's length, within
+// the message), is a payload of `kept` values in coding c; false for an unknown coding.
+template <class Codecs = value_codecs>
+bool value_payload_fits(wire::value_coding c, const std::byte* p, std::uint64_t bytes, std::uint64_t kept) noexcept {
+  bool fits = false;
+  visit_value_codec(Codecs{}, c, [&](auto codec) { fits = payload_fits(codec, p, bytes, kept, 0); });
+  return fits;
 }
 
 // The payload length of `kept` values, or 0 with `known` false for an unknown coding.

@@ -122,8 +122,7 @@ inline result<message_header> peek(span<const std::byte> msg) noexcept {
   if (ic > static_cast<std::uint8_t>(index_coding::bitmap)) return fail(errc::unknown_coding);
   s.indices = static_cast<index_coding>(ic);
   s.values = static_cast<value_coding>(vc);
-  const auto value_bytes = value_payload_bytes(s.values, s.kept);
-  if (!value_bytes) return fail(errc::unknown_coding);
+  if (!is_known(s.values)) return fail(errc::unknown_coding);
   if (role > static_cast<std::uint8_t>(section_role::state))
     return fail(errc::unknown_coding);
   s.role = static_cast<section_role>(role);
@@ -131,7 +130,9 @@ inline result<message_header> peek(span<const std::byte> msg) noexcept {
     return fail(errc::reserved_field);
   if (s.index_bytes > s.bytes - section_header_bytes) return fail(errc::malformed_payload);
   s.value_bytes = s.bytes - section_header_bytes - s.index_bytes;
-  if (s.value_bytes != *value_bytes) return fail(errc::malformed_payload);
+  // The payload lies within the section, which lies within `msg`.
+  if (!gradcomp::detail::value_payload_fits(s.values, p + section_header_bytes + s.index_bytes, s.value_bytes, s.kept))
+    return fail(errc::malformed_payload);
   const std::uint64_t k = s.kept, n = s.numel;
   switch (s.indices) {
     case index_coding::dense:
