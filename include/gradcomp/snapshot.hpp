@@ -258,6 +258,45 @@ std::vector<snapshot_item<const T, Space>> readonly_items(const std::vector<snap
   return out;
 }
 
+// What every compressor's snapshot functions do, given its access type `A` (a friend of the
+// compressor) with: wait(c) (takes the step in progress), backend(c), items(c) (the state buffers
+// in snapshot order), counters(c, words) (the state section), config_difference(c, words) (the
+// recorded field that differs, or nullptr), set_counters(c, words), set_bounds(c, largest).
+template <class A>
+struct compressor_snapshot {
+  template <class C>
+  static std::size_t bytes(const C& c, bool checksum) {
+    return snapshot_size(A::items(const_cast<C&>(c)), true, checksum);
+  }
+  template <class T, class C>
+  static result<std::size_t> save(const C& c, span<std::byte> out, bool checksum) {
+    auto& mc = const_cast<C&>(c);  // only read (after the step in progress)
+    A::wait(mc);
+    double words[snapshot_state_words];
+    A::counters(c, words);
+    return write_snapshot<T>(A::backend(c), readonly_items(A::items(mc)), words, checksum, out);
+  }
+  template <class T, class C>
+  static std::vector<std::byte> save(const C& c, bool checksum) {
+    std::vector<std::byte> out(bytes(c, checksum));
+    out.resize(save<T>(c, span<std::byte>(out.data(), out.size()), checksum).value());
+    return out;
+  }
+  template <class C>
+  static result<void> restore(C& c, span<const std::byte> msg) {
+    A::wait(c);
+    double words[snapshot_state_words];
+    std::vector<double> largest;
+    auto r = read_snapshot(
+        A::backend(c), msg, A::items(c), words, [&](const double* w) { return A::config_difference(c, w); },
+        largest);
+    if (!r) return r;
+    A::set_counters(c, words);
+    A::set_bounds(c, largest);
+    return {};
+  }
+};
+
 // The state an aggregator's snapshot holds: its receiver-side momentum buffers.
 struct aggregator_snapshot_access {
   template <class T, class B>

@@ -110,8 +110,7 @@ struct dgc_snapshot_access {
 /// Exact size of `save_snapshot`'s output for this compressor.
 template <class T, class B>
 std::size_t snapshot_bytes(const dgc_compressor<T, B>& c, bool checksum = true) {
-  return detail::snapshot_size(detail::dgc_snapshot_access::items(const_cast<dgc_compressor<T, B>&>(c)), true,
-                               checksum);
+  return detail::compressor_snapshot<detail::dgc_snapshot_access>::bytes(c, checksum);
 }
 
 /**
@@ -125,21 +124,13 @@ std::size_t snapshot_bytes(const dgc_compressor<T, B>& c, bool checksum = true) 
 template <class T, class B>
 [[nodiscard]] result<std::size_t> save_snapshot(const dgc_compressor<T, B>& c, span<std::byte> out,
                                                 bool checksum = true) {
-  using access = detail::dgc_snapshot_access;
-  auto& mc = const_cast<dgc_compressor<T, B>&>(c);  // only read (after the step in progress)
-  access::wait(mc);
-  double words[detail::snapshot_state_words];
-  access::counters(c, words);
-  return detail::write_snapshot<T>(access::backend(c), detail::readonly_items(access::items(mc)), words, checksum,
-                                   out);
+  return detail::compressor_snapshot<detail::dgc_snapshot_access>::save<T>(c, out, checksum);
 }
 
 /// Convenience: the snapshot in a new vector; throws `gradcomp::error`.
 template <class T, class B>
 std::vector<std::byte> save_snapshot(const dgc_compressor<T, B>& c, bool checksum = true) {
-  std::vector<std::byte> out(snapshot_bytes(c, checksum));
-  out.resize(save_snapshot(c, span<std::byte>(out.data(), out.size()), checksum).value());
-  return out;
+  return detail::compressor_snapshot<detail::dgc_snapshot_access>::save<T>(c, checksum);
 }
 
 /**
@@ -161,17 +152,7 @@ std::vector<std::byte> save_snapshot(const dgc_compressor<T, B>& c, bool checksu
  */
 template <class T, class B>
 [[nodiscard]] result<void> restore_snapshot(dgc_compressor<T, B>& c, span<const std::byte> msg) {
-  using access = detail::dgc_snapshot_access;
-  access::wait(c);
-  double words[detail::snapshot_state_words];
-  std::vector<double> largest;
-  auto r = detail::read_snapshot(
-      access::backend(c), msg, access::items(c), words,
-      [&](const double* w) { return access::config_difference(c, w); }, largest);
-  if (!r) return r;
-  access::set_counters(c, words);
-  access::set_bounds(c, largest);
-  return {};
+  return detail::compressor_snapshot<detail::dgc_snapshot_access>::restore(c, msg);
 }
 
 }  // namespace gradcomp

@@ -48,7 +48,8 @@ struct ef_signsgd_snapshot_access {
     words[word::selection] = static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::scaled_sign));
   }
   // A snapshot of another method (DGC's, or of the first release, which records none) is refused.
-  static const char* config_difference(const double* words) {
+  template <class C>
+  static const char* config_difference(const C&, const double* words) {
     if (words[word::selection] != static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::scaled_sign)))
       return "selection";
     if (words[word::momentum_correction] != 0.0) return "momentum_correction";
@@ -59,6 +60,9 @@ struct ef_signsgd_snapshot_access {
     c.step_ = static_cast<std::size_t>(static_cast<std::uint64_t>(words[word::step_low]) |
                                        (static_cast<std::uint64_t>(words[word::step_high]) << 32));
   }
+  // EF-SignSGD keeps no bounds between steps: its overflow check reads e in every step.
+  template <class C>
+  static void set_bounds(C&, const std::vector<double>&) noexcept {}
 };
 
 }  // namespace detail
@@ -66,8 +70,7 @@ struct ef_signsgd_snapshot_access {
 /// Exact size of `save_snapshot`'s output for this compressor.
 template <class T, class B>
 std::size_t snapshot_bytes(const ef_signsgd_compressor<T, B>& c, bool checksum = true) {
-  using access = detail::ef_signsgd_snapshot_access;
-  return detail::snapshot_size(access::items(const_cast<ef_signsgd_compressor<T, B>&>(c)), true, checksum);
+  return detail::compressor_snapshot<detail::ef_signsgd_snapshot_access>::bytes(c, checksum);
 }
 
 /**
@@ -78,21 +81,13 @@ std::size_t snapshot_bytes(const ef_signsgd_compressor<T, B>& c, bool checksum =
 template <class T, class B>
 [[nodiscard]] result<std::size_t> save_snapshot(const ef_signsgd_compressor<T, B>& c, span<std::byte> out,
                                                 bool checksum = true) {
-  using access = detail::ef_signsgd_snapshot_access;
-  auto& mc = const_cast<ef_signsgd_compressor<T, B>&>(c);  // only read (after the step in progress)
-  access::wait(mc);
-  double words[detail::snapshot_state_words];
-  access::counters(c, words);
-  return detail::write_snapshot<T>(access::backend(c), detail::readonly_items(access::items(mc)), words, checksum,
-                                   out);
+  return detail::compressor_snapshot<detail::ef_signsgd_snapshot_access>::save<T>(c, out, checksum);
 }
 
 /// Convenience: the snapshot in a new vector; throws `gradcomp::error`.
 template <class T, class B>
 std::vector<std::byte> save_snapshot(const ef_signsgd_compressor<T, B>& c, bool checksum = true) {
-  std::vector<std::byte> out(snapshot_bytes(c, checksum));
-  out.resize(save_snapshot(c, span<std::byte>(out.data(), out.size()), checksum).value());
-  return out;
+  return detail::compressor_snapshot<detail::ef_signsgd_snapshot_access>::save<T>(c, checksum);
 }
 
 /**
@@ -105,14 +100,7 @@ std::vector<std::byte> save_snapshot(const ef_signsgd_compressor<T, B>& c, bool 
  */
 template <class T, class B>
 [[nodiscard]] result<void> restore_snapshot(ef_signsgd_compressor<T, B>& c, span<const std::byte> msg) {
-  using access = detail::ef_signsgd_snapshot_access;
-  access::wait(c);
-  double words[detail::snapshot_state_words];
-  std::vector<double> largest;
-  auto r = detail::read_snapshot(access::backend(c), msg, access::items(c), words, access::config_difference, largest);
-  if (!r) return r;
-  access::set_counters(c, words);
-  return {};
+  return detail::compressor_snapshot<detail::ef_signsgd_snapshot_access>::restore(c, msg);
 }
 
 }  // namespace gradcomp
