@@ -14,6 +14,11 @@
 //                     cpu::candidate_move chooses between by the tensor's size and density
 //   BM_stream_ef      v += g                         reads g, v; writes v: 12 bytes/element
 //   BM_ef_step        the same with error feedback only (momentum_correction = false)
+//   BM_stream_sign    a read of g and e, then v = e + g; e = g
+//                                                    reads g, e twice; writes e, v: 24 bytes/element
+//   BM_ef_signsgd_step  ef_signsgd_compressor::compress on one tensor (signs drawn anew before
+//                     each step, untimed): the L1 pass over p = e + lr*g, then the signs, the
+//                     scale and e = p - sent
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
 //                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
 //                     compared with BM_stream_dgc over as many elements; on 1 and 2 threads
@@ -39,6 +44,7 @@
 
 #include <gradcomp/cpu/fused_kernels.hpp>
 #include <gradcomp/dgc/compressor.hpp>
+#include <gradcomp/ef_signsgd/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
 #include <algorithm>
@@ -113,6 +119,24 @@ struct stream_ef {
   }
   std::vector<float> g, v;
   bool check;
+};
+
+// The bytes of an EF-SignSGD step: a read of g and e (the L1 norm must be known before the first
+// sign), then a pass that reads both and writes e and the message (24 bytes per element).
+struct stream_sign {
+  explicit stream_sign(std::size_t n, bool = false) : g(gradient(n, 1)), e(gradient(n, 3)), v(n, 0.0f) {}
+  void operator()() {
+    if (!finite_read(g) || !finite_read(e)) return;
+    float* ep = e.data();
+    float* vp = v.data();
+    const float* gp = g.data();
+    for (std::size_t i = 0, n = g.size(); i < n; ++i) {
+      vp[i] = ep[i] + gp[i];
+      ep[i] = gp[i];
+    }
+    benchmark::ClobberMemory();
+  }
+  std::vector<float> g, e, v;
 };
 
 // A reference loop and the counter that reports the ratio to it.
@@ -226,6 +250,27 @@ void bm_step(benchmark::State& state, std::size_t n, double density, bool correc
     timed_against_streams<stream_ef>(state, n, 12, check_finite, body, new_signs);
   if (!ok) state.SkipWithError("compress failed");
   state.counters["kept_over_k"] = target > 0 ? kept / target : 0.0;
+}
+
+void bm_stream_sign(benchmark::State& state, std::size_t n) {
+  stream_sign s(n);
+  timed(state, n, 24, s);
+}
+
+void bm_ef_signsgd_step(benchmark::State& state, std::size_t n) {
+  gradcomp::ef_signsgd_config cfg;
+  cfg.learning_rate = 0.01;
+  gradcomp::ef_signsgd_compressor<float> c(cfg);
+  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+  noisy_gradient g(n);
+  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
+  bool ok = true;
+  auto body = [&] {
+    const auto issued = c.compress(grads);
+    ok &= issued && c.stats();
+  };
+  timed_against_streams<stream_sign>(state, n, 24, false, body, [&] { g.new_signs(); });
+  if (!ok) state.SkipWithError("compress failed");
 }
 
 // One tensor's fused pass (cpu::accumulate_and_select as compress runs it: vanilla momentum
@@ -383,6 +428,10 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(("BM_ef_step/float/cpu/" + size + "/density:" + density_name(d)).c_str(),
                                    bm_step, n, d, false, true)
           ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_stream_sign/float/reference/" + size).c_str(), bm_stream_sign, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_ef_signsgd_step/float/cpu/" + size).c_str(), bm_ef_signsgd_step, n)
+        ->Unit(benchmark::kMillisecond);
   }
   try {
     (void)resnet50();

@@ -1,6 +1,7 @@
 // The AVX2 kernels (cpu/simd.hpp) against the portable ones: bitwise the same results on inputs
 // with every kind of value (signed zeros, denormals, infinities, NaN) and lengths that are not
 // multiples of the vector width. Where the CPU has no AVX2 both runs take the portable path.
+#include <gradcomp/cpu/ef_sign_ops.hpp>
 #include <gradcomp/cpu/fused_kernels.hpp>
 
 #include <doctest/doctest.h>
@@ -297,5 +298,38 @@ TEST_CASE("simd: the fused pass with its sample and its moves equals update, fil
         }
       }
     }
+  }
+}
+
+TEST_CASE("EF-SignSGD's AVX2 kernels equal the portable ones bitwise") {
+  for (const std::size_t n : {std::size_t(0), std::size_t(7), std::size_t(31), std::size_t(32), std::size_t(1000),
+                              std::size_t(4099)}) {
+    CAPTURE(n);
+    auto g = awkward_values(n, 3 * n + 1);
+    auto e0 = awkward_values(n, 5 * n + 2);
+    if (n == 1000) g[517] = std::numeric_limits<float>::infinity();  // keys and sums of non-finite p
+    if (n == 4099) e0[2050] = std::numeric_limits<float>::quiet_NaN();
+    for (const bool with_e : {true, false}) {
+      CAPTURE(with_e);
+      auto measure = [&] {
+        cpu::ef_sign_measure<float> m;
+        cpu::ef_sign_measure_all(0.03f, g.data(), with_e ? e0.data() : nullptr, n, m);
+        return std::vector<double>(m.part, m.part + cpu::ef_sign_lanes);
+      };
+      auto keys = [&] {
+        cpu::ef_sign_measure<float> m;
+        cpu::ef_sign_measure_all(0.03f, g.data(), with_e ? e0.data() : nullptr, n, m);
+        return std::vector<std::uint32_t>{m.top_g, m.top_p};
+      };
+      CHECK(bitwise_equal(with_level(cpu::simd_level::avx2, measure), with_level(cpu::simd_level::portable, measure)));
+      CHECK(with_level(cpu::simd_level::avx2, keys) == with_level(cpu::simd_level::portable, keys));
+    }
+    auto apply = [&] {
+      std::vector<float> e = e0, values(n);
+      cpu::ef_sign_apply_all(0.03f, 0.75f, g.data(), e.data(), values.data(), n);
+      e.insert(e.end(), values.begin(), values.end());
+      return e;
+    };
+    CHECK(bitwise_equal(with_level(cpu::simd_level::avx2, apply), with_level(cpu::simd_level::portable, apply)));
   }
 }

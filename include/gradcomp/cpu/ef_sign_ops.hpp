@@ -1,17 +1,133 @@
 // detail::ef_sign_ops<cpu_backend>: the CPU kernels of EF-SignSGD (ef_signsgd/step_plan.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "../backend.hpp"
 #include "../detail/magnitude.hpp"
 #include "../ef_signsgd/step_plan.hpp"
 #include "../span.hpp"
+#include "simd.hpp"
 
 namespace gradcomp {
 namespace detail {
+namespace cpu {
+
+// Lanes of the L1 norm's partial sums: element i goes to lane i % ef_sign_lanes.
+inline constexpr std::size_t ef_sign_lanes = 32;
+
+// What measure computes, in the portable order: every kernel below gives the same bits.
+template <class T>
+struct ef_sign_measure {
+  double part[ef_sign_lanes] = {};
+  key_t<T> top_g = 0, top_p = 0;
+};
+
+// Elements [first, n) of the measure, continuing the lanes of element i at i % ef_sign_lanes.
+template <class T>
+void ef_sign_measure_portable(T lr, const T* g, const T* e, std::size_t first, std::size_t n, ef_sign_measure<T>& m) {
+  for (std::size_t i = first; i < n; ++i) {
+    const T gi = g[i];
+    const T p = e != nullptr ? static_cast<T>(e[i] + lr * gi) : static_cast<T>(lr * gi);
+    const key_t<T> kg = magnitude_key(gi), kp = magnitude_key(p);
+    m.top_g = kg > m.top_g ? kg : m.top_g;
+    m.top_p = kp > m.top_p ? kp : m.top_p;
+    m.part[i % ef_sign_lanes] += std::fabs(static_cast<double>(p));
+  }
+}
+
+// sent = sign(p) * s, e = p - sent over [first, n).
+template <class T>
+void ef_sign_apply_portable(T lr, T s, const T* g, T* e, T* values, std::size_t first, std::size_t n) {
+  for (std::size_t i = first; i < n; ++i) {
+    const T p = static_cast<T>(e[i] + lr * g[i]);
+    const T v = std::signbit(p) ? -s : s;
+    values[i] = v;
+    e[i] = static_cast<T>(p - v);
+  }
+}
+
+#if GRADCOMP_HAVE_AVX2_KERNELS
+// The float measure with eight floats per vector: p = e + lr*g with a multiplication and an
+// addition (never fused), the keys' maxima as integers, and |p| in double into the 32 lanes in
+// the portable order (lane j holds elements i with i % 32 == j, each lane summed in order).
+// Returns the first element it did not take.
+GRADCOMP_TARGET_AVX2 inline std::size_t ef_sign_measure_avx2(float lr, const float* g, const float* e, std::size_t n,
+                                                             ef_sign_measure<float>& m) {
+  static_assert(ef_sign_lanes == 32, "four vectors of eight floats per iteration");
+  const __m256 vlr = _mm256_set1_ps(lr);
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+  const __m256d abs_d = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  __m256d acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_pd(m.part + 4 * j);
+  __m256i kg = _mm256_setzero_si256(), kp = kg;
+  std::size_t i = 0;
+  for (; i + ef_sign_lanes <= n; i += ef_sign_lanes) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 gv = _mm256_loadu_ps(g + i + 8 * j);
+      const __m256 lg = _mm256_mul_ps(vlr, gv);
+      const __m256 p = e != nullptr ? _mm256_add_ps(_mm256_loadu_ps(e + i + 8 * j), lg) : lg;
+      kg = _mm256_max_epu32(kg, _mm256_and_si256(_mm256_castps_si256(gv), abs));
+      kp = _mm256_max_epu32(kp, _mm256_and_si256(_mm256_castps_si256(p), abs));
+      const __m256d lo = _mm256_and_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(p)), abs_d);
+      const __m256d hi = _mm256_and_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)), abs_d);
+      acc[2 * j] = _mm256_add_pd(acc[2 * j], lo);
+      acc[2 * j + 1] = _mm256_add_pd(acc[2 * j + 1], hi);
+    }
+  }
+  for (int j = 0; j < 8; ++j) _mm256_storeu_pd(m.part + 4 * j, acc[j]);
+  alignas(32) std::uint32_t lanes_g[8], lanes_p[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes_g), kg);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes_p), kp);
+  for (int j = 0; j < 8; ++j) {
+    m.top_g = std::max(m.top_g, lanes_g[j]);
+    m.top_p = std::max(m.top_p, lanes_p[j]);
+  }
+  return i;
+}
+
+// The float apply with eight floats per vector: the sent value is s with p's sign bit.
+GRADCOMP_TARGET_AVX2 inline std::size_t ef_sign_apply_avx2(float lr, float s, const float* g, float* e, float* values,
+                                                           std::size_t n) {
+  const __m256 vlr = _mm256_set1_ps(lr), vs = _mm256_set1_ps(s);
+  const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 p = _mm256_add_ps(_mm256_loadu_ps(e + i), _mm256_mul_ps(vlr, _mm256_loadu_ps(g + i)));
+    const __m256 v = _mm256_or_ps(vs, _mm256_and_ps(p, sign));
+    _mm256_storeu_ps(values + i, v);
+    _mm256_storeu_ps(e + i, _mm256_sub_ps(p, v));
+  }
+  return i;
+}
+#endif
+
+template <class T>
+void ef_sign_measure_all(T lr, const T* g, const T* e, std::size_t n, ef_sign_measure<T>& m) {
+  std::size_t first = 0;
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  if constexpr (std::is_same<T, float>::value)
+    if (use_avx2()) first = ef_sign_measure_avx2(lr, g, e, n, m);
+#endif
+  ef_sign_measure_portable(lr, g, e, first, n, m);
+}
+
+template <class T>
+void ef_sign_apply_all(T lr, T s, const T* g, T* e, T* values, std::size_t n) {
+  std::size_t first = 0;
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  if constexpr (std::is_same<T, float>::value)
+    if (use_avx2()) first = ef_sign_apply_avx2(lr, s, g, e, values, n);
+#endif
+  ef_sign_apply_portable(lr, s, g, e, values, first, n);
+}
+
+}  // namespace cpu
 
 template <>
 struct ef_sign_ops<cpu_backend> {
@@ -21,25 +137,15 @@ struct ef_sign_ops<cpu_backend> {
   template <class T>
   static void measure(const cpu_backend&, T lr, span<const T> g, span<const T> e, span<ef_sign_record> records,
                       std::size_t t) {
-    constexpr std::size_t lanes = 32;
-    double part[lanes] = {};
-    key_t<T> top_g = 0, top_p = 0;
-    const std::size_t n = g.size();
-    const bool with_e = !e.empty();
-    for (std::size_t i = 0; i < n; ++i) {
-      const T gi = g[i];
-      const T p = with_e ? static_cast<T>(e[i] + lr * gi) : static_cast<T>(lr * gi);
-      const key_t<T> kg = magnitude_key(gi), kp = magnitude_key(p);
-      top_g = kg > top_g ? kg : top_g;
-      top_p = kp > top_p ? kp : top_p;
-      part[i % lanes] += std::fabs(static_cast<double>(p));
-    }
-    for (std::size_t width = lanes / 2; width > 0; width /= 2)
+    cpu::ef_sign_measure<T> m;
+    cpu::ef_sign_measure_all(lr, g.data(), e.empty() ? nullptr : e.data(), g.size(), m);
+    double* part = m.part;
+    for (std::size_t width = cpu::ef_sign_lanes / 2; width > 0; width /= 2)
       for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
     ef_sign_record& r = records[t];
-    r.largest = is_finite_key<T>(top_g) ? static_cast<double>(value_of_key<T>(top_g))
-                                         : std::numeric_limits<double>::quiet_NaN();
-    r.p_finite = is_finite_key<T>(top_p) ? 1 : 0;
+    r.largest = is_finite_key<T>(m.top_g) ? static_cast<double>(value_of_key<T>(m.top_g))
+                                           : std::numeric_limits<double>::quiet_NaN();
+    r.p_finite = is_finite_key<T>(m.top_p) ? 1 : 0;
     r.l1 = part[0];
   }
   static void plan(const cpu_backend&, span<ef_sign_record> records, span<ef_sign_step_record> step) {
@@ -56,13 +162,7 @@ struct ef_sign_ops<cpu_backend> {
       for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<T>(lr * g[i]);
       return;
     }
-    const T s = static_cast<T>(records[t].scale);
-    for (std::size_t i = 0; i < n; ++i) {
-      const T p = static_cast<T>(e[i] + lr * g[i]);
-      const T v = std::signbit(p) ? -s : s;
-      values[i] = v;
-      e[i] = static_cast<T>(p - v);
-    }
+    cpu::ef_sign_apply_all(lr, static_cast<T>(records[t].scale), g.data(), e.data(), values.data(), n);
   }
 };
 
