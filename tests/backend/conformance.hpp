@@ -1,9 +1,10 @@
 // The backend conformance suite (docs/backends.md): what every backend must show before the
 // compressors may run on it. A backend enters the suite with a harness that moves test data in
-// and out of its memory through its own explicit copies; the suite then runs the DGC step on it
-// and on the CPU backend, the reference, and requires bitwise the same messages, statistics,
-// selections and state, the same refusals with nothing modified, and (where the harness can
-// count them) one synchronisation per compress + encode_message.
+// and out of its memory through its own explicit copies; the suite then runs DGC, EF-SignSGD,
+// their snapshots and the aggregator on it and on the CPU backend, the reference, and requires
+// bitwise the same messages, statistics, selections, state and updates, the same refusals with
+// nothing modified, and (where the harness can count them) one synchronisation per compress +
+// encode_message and none for an aggregation step.
 #pragma once
 
 #include <cstddef>
