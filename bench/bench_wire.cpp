@@ -14,6 +14,11 @@
 // BM_wire_decode_accumulate_scratch uses the overload of decode_accumulate that takes index
 // scratch memory (positions decoded once instead of twice).
 //
+// BM_crc32c/<path>/<bytes> checksums a buffer on one path (tables: slicing-by-8; instructions:
+// the CPU's CRC-32C instructions, as crc32c() chooses them); ratio_to_memcpy is the median over
+// iterations of the time of a memcpy of the same bytes (run untimed before each iteration) over
+// the checksum's.
+//
 // A quick pass over everything: bench_wire --benchmark_min_time=0.01 (Google Benchmark 1.7 wants
 // a plain number of seconds there; 1.8 also takes "0.01s"). One component:
 //   bench_wire --benchmark_filter='BM_wire_decode_accumulate/automatic'
@@ -22,11 +27,13 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/span.hpp>
 #include <gradcomp/tensor_message.hpp>
+#include <gradcomp/wire/crc32c.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 #include <gradcomp/wire/format.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -406,7 +413,53 @@ std::string suffix(std::uint32_t n, double density) {
   return "/cpu/" + std::to_string(n) + "/density:" + density_label(density);
 }
 
+// ---------------------------------------------------------------------------------------------
+// CRC-32C against memcpy of the same bytes.
+// ---------------------------------------------------------------------------------------------
+
+void BM_crc32c(benchmark::State& state, std::size_t bytes, bool instructions) {
+  using clock = std::chrono::steady_clock;
+  std::vector<std::byte> src(bytes), dst(bytes);
+  std::mt19937_64 rng(11);
+  for (auto& b : src) b = static_cast<std::byte>(rng());
+  gradcomp::detail::cpu::simd_override().store(
+      instructions ? -1 : static_cast<int>(gradcomp::detail::cpu::simd_level::portable));
+  if (instructions && gradcomp::detail::active_crc32c_path() == gradcomp::detail::crc32c_path::tables) {
+    state.SkipWithError("this CPU has no CRC-32C instructions");
+    gradcomp::detail::cpu::simd_override().store(-1);
+    return;
+  }
+  std::vector<double> ratios;
+  std::uint32_t sink = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    const auto m0 = clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::ClobberMemory();
+    const double copy = std::chrono::duration<double>(clock::now() - m0).count();
+    state.ResumeTiming();
+    const auto t0 = clock::now();
+    sink ^= gradcomp::crc32c(gradcomp::span<const std::byte>(src.data(), bytes));
+    const double crc = std::chrono::duration<double>(clock::now() - t0).count();
+    ratios.push_back(copy / crc);
+  }
+  benchmark::DoNotOptimize(sink);
+  gradcomp::detail::cpu::simd_override().store(-1);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
+  const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2);
+  std::nth_element(ratios.begin(), mid, ratios.end());
+  if (!ratios.empty()) state.counters["ratio_to_memcpy"] = *mid;
+}
+
 int register_all() {
+  // The demo MLP's dense fp32 message (2,143,492 bytes) and a 64 MiB buffer, out of every cache.
+  for (const std::size_t bytes : {std::size_t(2143492), std::size_t(64) << 20}) {
+    benchmark::RegisterBenchmark(("BM_crc32c/tables/" + std::to_string(bytes)).c_str(), BM_crc32c, bytes, false)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_crc32c/instructions/" + std::to_string(bytes)).c_str(), BM_crc32c, bytes,
+                                 true)
+        ->Unit(benchmark::kMicrosecond);
+  }
   const std::uint32_t sizes_n[] = {1u << 20, 1u << 24};
   const double densities[] = {0.001, 0.01};
   struct coding {

@@ -118,6 +118,18 @@ inline simd_level active_simd_level() {
 
 inline bool use_avx2() { return active_simd_level() == simd_level::avx2; }
 
+// True when the portable kernels are pinned (GRADCOMP_CPU_SIMD=portable or simd_override), not
+// merely all this CPU has: the other instruction-set paths (CRC-32C's) follow it too.
+inline bool portable_pinned() {
+  const int forced = simd_override().load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == static_cast<int>(simd_level::portable);
+  static const bool env = [] {
+    const char* e = std::getenv("GRADCOMP_CPU_SIMD");
+    return e != nullptr && std::strcmp(e, "portable") == 0;
+  }();
+  return env;
+}
+
 #if GRADCOMP_HAVE_AVX2_KERNELS
 
 // Sum of squares of n floats in double, into norm_lanes partial sums updated in the same order
