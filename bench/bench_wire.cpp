@@ -417,9 +417,34 @@ std::string suffix(std::uint32_t n, double density) {
 // CRC-32C against memcpy of the same bytes.
 // ---------------------------------------------------------------------------------------------
 
-void BM_crc32c(benchmark::State& state, std::size_t bytes, bool instructions) {
+// Runs `body` every iteration, with a memcpy of `bytes` bytes run untimed before it; reports
+// bytes_per_second over `bytes` and ratio_to_memcpy, the median of memcpy time / body time.
+template <class Body>
+void timed_against_memcpy(benchmark::State& state, std::size_t bytes, Body&& body) {
   using clock = std::chrono::steady_clock;
-  std::vector<std::byte> src(bytes), dst(bytes);
+  std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes);
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    state.PauseTiming();
+    const auto m0 = clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::ClobberMemory();
+    const double copy = std::chrono::duration<double>(clock::now() - m0).count();
+    state.ResumeTiming();
+    const auto t0 = clock::now();
+    body();
+    benchmark::ClobberMemory();
+    ratios.push_back(copy / std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
+  if (ratios.empty()) return;
+  const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2);
+  std::nth_element(ratios.begin(), mid, ratios.end());
+  state.counters["ratio_to_memcpy"] = *mid;
+}
+
+void BM_crc32c(benchmark::State& state, std::size_t bytes, bool instructions) {
+  std::vector<std::byte> src(bytes);
   std::mt19937_64 rng(11);
   for (auto& b : src) b = static_cast<std::byte>(rng());
   gradcomp::detail::cpu::simd_override().store(
@@ -429,29 +454,88 @@ void BM_crc32c(benchmark::State& state, std::size_t bytes, bool instructions) {
     gradcomp::detail::cpu::simd_override().store(-1);
     return;
   }
-  std::vector<double> ratios;
   std::uint32_t sink = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    const auto m0 = clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::ClobberMemory();
-    const double copy = std::chrono::duration<double>(clock::now() - m0).count();
-    state.ResumeTiming();
-    const auto t0 = clock::now();
-    sink ^= gradcomp::crc32c(gradcomp::span<const std::byte>(src.data(), bytes));
-    const double crc = std::chrono::duration<double>(clock::now() - t0).count();
-    ratios.push_back(copy / crc);
-  }
+  timed_against_memcpy(state, bytes, [&] { sink ^= gradcomp::crc32c(gradcomp::span<const std::byte>(src.data(), bytes)); });
   benchmark::DoNotOptimize(sink);
   gradcomp::detail::cpu::simd_override().store(-1);
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
-  const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2);
-  std::nth_element(ratios.begin(), mid, ratios.end());
-  if (!ratios.empty()) state.counters["ratio_to_memcpy"] = *mid;
+}
+
+// One dense fp32 tensor of n values as a message in `coding`, with or without a checksum:
+// encode, and decode-and-accumulate into a dense buffer, against memcpy of the message bytes.
+struct dense_case {
+  std::size_t n;
+  wire::value_coding coding;
+  bool checksum;
+};
+
+const std::vector<float>& dense_values(std::size_t n) {
+  static std::map<std::size_t, std::vector<float>> cache;
+  auto& v = cache[n];
+  if (v.empty()) {
+    std::mt19937_64 rng(n);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    v.resize(n);
+    for (auto& x : v) x = normal(rng);
+  }
+  return v;
+}
+
+std::vector<std::byte> dense_message(const dense_case& c, const std::vector<float>& values) {
+  gradcomp::tensor_message<float> m;
+  m.numel = c.n;
+  m.dense = true;
+  m.values = gradcomp::span<const float>(values.data(), values.size());
+  wire::encode_options opt;
+  opt.dense_values = c.coding;
+  opt.checksum = c.checksum;
+  return wire::encode(gradcomp::span<const gradcomp::tensor_message<float>>(&m, 1), opt);
+}
+
+void BM_wire_dense_encode(benchmark::State& state, dense_case c) {
+  const auto& values = dense_values(c.n);
+  gradcomp::tensor_message<float> m;
+  m.numel = c.n;
+  m.dense = true;
+  m.values = gradcomp::span<const float>(values.data(), c.n);
+  wire::encode_options opt;
+  opt.dense_values = c.coding;
+  opt.checksum = c.checksum;
+  const gradcomp::span<const gradcomp::tensor_message<float>> sections(&m, 1);
+  std::vector<std::byte> out(wire::max_encoded_bytes(sections, opt).value());
+  const std::size_t bytes = dense_message(c, values).size();
+  bool failed = false;
+  timed_against_memcpy(state, bytes, [&] {
+    failed |= !wire::encode(sections, opt, gradcomp::span<std::byte>(out.data(), out.size()));
+  });
+  if (failed) state.SkipWithError("encode failed");
+}
+
+void BM_wire_dense_decode_accumulate(benchmark::State& state, dense_case c) {
+  const auto msg = dense_message(c, dense_values(c.n));
+  std::vector<float> acc(c.n, 0.0f);
+  const gradcomp::span<float> dest[1] = {gradcomp::span<float>(acc)};
+  bool failed = false;
+  timed_against_memcpy(state, msg.size(), [&] {
+    failed |= !wire::decode_accumulate<float>(gradcomp::span<const std::byte>(msg.data(), msg.size()),
+                                              gradcomp::span<const gradcomp::span<float>>(dest, 1));
+  });
+  if (failed) state.SkipWithError("decode_accumulate failed");
 }
 
 int register_all() {
+  // Dense sections: the demo MLP's whole gradient (535,818 values) and 2^24 values (64 MiB).
+  for (const std::size_t n : {std::size_t(535818), std::size_t(1) << 24})
+    for (const auto coding : {wire::value_coding::fp32, wire::value_coding::fp16, wire::value_coding::bf16})
+      for (const bool checksum : {false, true}) {
+        const std::string name = std::string(wire::to_string(coding)) + (checksum ? "_crc32c" : "") + "/cpu/" +
+                                 std::to_string(n);
+        const dense_case dc{n, coding, checksum};
+        benchmark::RegisterBenchmark(("BM_wire_dense_encode/" + name).c_str(), BM_wire_dense_encode, dc)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("BM_wire_dense_decode_accumulate/" + name).c_str(),
+                                     BM_wire_dense_decode_accumulate, dc)
+            ->Unit(benchmark::kMicrosecond);
+      }
   // The demo MLP's dense fp32 message (2,143,492 bytes) and a 64 MiB buffer, out of every cache.
   for (const std::size_t bytes : {std::size_t(2143492), std::size_t(64) << 20}) {
     benchmark::RegisterBenchmark(("BM_crc32c/tables/" + std::to_string(bytes)).c_str(), BM_crc32c, bytes, false)

@@ -96,3 +96,14 @@ TEST_CASE("CRC-32C: continued over pieces, on every path") {
   }
   cpu::simd_override().store(-1);
 }
+
+TEST_CASE("CRC-32C: the CRC of two pieces joined from theirs (the encoder's one-pass checksum)") {
+  const auto data = random_bytes(70000, 4);
+  const span<const std::byte> all(data.data(), data.size());
+  for (const std::size_t split : {std::size_t(0), std::size_t(1), std::size_t(24), std::size_t(4099), std::size_t(70000)}) {
+    CAPTURE(split);
+    const auto a = all.first(split);
+    const auto b = all.subspan(split, all.size() - split);
+    CHECK(gradcomp::detail::crc32c_combine(crc32c(a), crc32c(b), b.size()) == reference(all));
+  }
+}

@@ -177,6 +177,55 @@ GRADCOMP_TARGET_AVX2 inline std::uint32_t largest_key_avx2(const float* p, std::
   return largest;
 }
 
+// The largest of (word & mask) over n little-endian words of 32 or 16 bits at p, at any
+// alignment (the magnitude bits of wire values: a result at or above the exponent mask means a
+// NaN or an infinity). Four independent vector maxima; the tail word by word.
+GRADCOMP_TARGET_AVX2 inline std::uint32_t largest_masked_le32_avx2(const std::byte* p, std::size_t n,
+                                                                   std::uint32_t mask) {
+  const __m256i m = _mm256_set1_epi32(static_cast<int>(mask));
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const auto* q = reinterpret_cast<const __m256i*>(p + 4 * i);
+    m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256(q), m));
+    m1 = _mm256_max_epu32(m1, _mm256_and_si256(_mm256_loadu_si256(q + 1), m));
+    m2 = _mm256_max_epu32(m2, _mm256_and_si256(_mm256_loadu_si256(q + 2), m));
+    m3 = _mm256_max_epu32(m3, _mm256_and_si256(_mm256_loadu_si256(q + 3), m));
+  }
+  alignas(32) std::uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_max_epu32(_mm256_max_epu32(m0, m1), _mm256_max_epu32(m2, m3)));
+  std::uint32_t largest = 0;
+  for (const std::uint32_t w : lanes) largest = std::max(largest, w);
+  for (; i < n; ++i) {
+    std::uint32_t w;
+    std::memcpy(&w, p + 4 * i, 4);
+    largest = std::max(largest, w & mask);
+  }
+  return largest;
+}
+GRADCOMP_TARGET_AVX2 inline std::uint32_t largest_masked_le16_avx2(const std::byte* p, std::size_t n,
+                                                                   std::uint16_t mask) {
+  const __m256i m = _mm256_set1_epi16(static_cast<short>(mask));
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const auto* q = reinterpret_cast<const __m256i*>(p + 2 * i);
+    m0 = _mm256_max_epu16(m0, _mm256_and_si256(_mm256_loadu_si256(q), m));
+    m1 = _mm256_max_epu16(m1, _mm256_and_si256(_mm256_loadu_si256(q + 1), m));
+  }
+  alignas(32) std::uint16_t lanes[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_max_epu16(m0, m1));
+  std::uint32_t largest = 0;
+  for (const std::uint16_t w : lanes) largest = std::max<std::uint32_t>(largest, w);
+  for (; i < n; ++i) {
+    std::uint16_t w;
+    std::memcpy(&w, p + 2 * i, 2);
+    largest = std::max<std::uint32_t>(largest, static_cast<std::uint32_t>(w & mask));
+  }
+  return largest;
+}
+
 // The bits of lanes whose magnitude key is >= cut (keys and cut below 2^31: key >= cut exactly
 // when cut - 1 - key is negative).
 GRADCOMP_TARGET_AVX2 inline unsigned keys_at_least_mask(__m256 x, __m256i cut_minus_one) {

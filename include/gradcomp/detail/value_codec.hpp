@@ -30,9 +30,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "../cpu/simd.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
 #include "../wire/format.hpp"
@@ -41,6 +43,26 @@
 
 namespace gradcomp {
 namespace detail {
+
+// The largest of (word & mask) over n little-endian words of `Bits` (32 or 16 bits) at p, at any
+// alignment: AVX2 where the CPU has it (cpu/simd.hpp), word by word elsewhere.
+template <class Bits>
+std::uint32_t largest_magnitude_bits(const std::byte* p, std::size_t n, Bits mask) noexcept {
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  if (host_is_little_endian() && cpu::use_avx2()) {
+    if constexpr (sizeof(Bits) == 4) return cpu::largest_masked_le32_avx2(p, n, mask);
+    if constexpr (sizeof(Bits) == 2) return cpu::largest_masked_le16_avx2(p, n, mask);
+  }
+#endif
+  Bits top = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto bits = static_cast<Bits>(load_le<Bits>(p + sizeof(Bits) * j) & mask);
+    top = bits > top ? bits : top;
+  }
+  return top;
+}
+
+struct fp32_codec;
 
 // Codings of one value per fixed number of bytes, decoded through binary32 (fp32, fp16, bf16):
 // `Bits` is the stored integer, `to_float` its value, `encode_one` its encoding.
@@ -62,17 +84,29 @@ struct float_codec_base {
   template <class T>
   static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
     largest = 0.0;
-    Bits top = 0;
-    for (std::size_t j = 0; j < kept; ++j) {
-      const auto bits = static_cast<Bits>(load_le<Bits>(p + sizeof(Bits) * j) & Derived::magnitude_mask);
-      top = bits > top ? bits : top;
-    }
+    const auto top = static_cast<Bits>(largest_magnitude_bits<Bits>(p, kept, Derived::magnitude_mask));
     if (top >= Derived::infinity_bits) return errc::non_finite_input;
     largest = static_cast<double>(Derived::to_float(top));
     return errc::ok;
   }
   template <class T>
   static errc encode(span<const T> v, std::byte* dst) noexcept {
+    // binary32 values to fp32 on a little-endian host: the bytes as they are, once a read of
+    // their magnitude bits has found every one finite.
+    if constexpr (std::is_same<T, float>::value && std::is_same<Derived, fp32_codec>::value &&
+                  host_is_little_endian()) {
+      const auto* src = reinterpret_cast<const std::byte*>(v.data());
+      if (largest_magnitude_bits<std::uint32_t>(src, v.size(), 0x7fffffffu) >= 0x7f800000u)
+        return errc::non_finite_input;
+      if (!v.empty()) std::memcpy(dst, src, 4 * v.size());
+      return errc::ok;
+    } else {
+      return encode_each(v, dst);
+    }
+  }
+  // Value by value: refuses a non-finite value or one the coding cannot hold.
+  template <class T>
+  static errc encode_each(span<const T> v, std::byte* dst) noexcept {
     for (std::size_t j = 0; j < v.size(); ++j) {
       if (!std::isfinite(v[j])) return errc::non_finite_input;
       Bits b;

@@ -153,10 +153,36 @@ inline void write_checksum(std::byte* base, std::size_t body) noexcept {
                                             crc32c(span<const std::byte>(base, body)));
 }
 
-// Writes one planned section at p (exactly pl.bytes bytes).
+// Values encoded and checksummed per block of this many bytes of output, so that the checksum
+// reads what the encoder has just written while it is still in the L1 cache.
+inline constexpr std::size_t checksum_block_bytes = 16384;
+
+// Encodes values in the coding of `pl` at dst; with `crc`, continues *crc over the bytes written,
+// block by block where the coding has a fixed size per value.
+template <class T>
+errc write_values(span<const T> v, value_coding coding, std::byte* dst, std::uint32_t* crc) noexcept {
+  if (crc == nullptr) return gradcomp::detail::encode_values(v, coding, dst);
+  const std::size_t width = value_bytes_per_element(coding);
+  if (width == 0) {
+    const errc e = gradcomp::detail::encode_values(v, coding, dst);
+    if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, *value_payload_bytes(coding, v.size())), *crc);
+    return e;
+  }
+  const std::size_t per_block = checksum_block_bytes / width;
+  for (std::size_t at = 0; at < v.size(); at += per_block) {
+    const std::size_t count = std::min(per_block, v.size() - at);
+    std::byte* out = dst + width * at;
+    const errc e = gradcomp::detail::encode_values(v.subspan(at, count), coding, out);
+    if (e != errc::ok) return e;
+    *crc = crc32c(span<const std::byte>(out, width * count), *crc);
+  }
+  return errc::ok;
+}
+
+// Writes one planned section at p (exactly pl.bytes bytes); with `crc`, continues *crc over them.
 template <class T>
 errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan& pl,
-                   section_role role) noexcept {
+                   section_role role, std::uint32_t* crc = nullptr) noexcept {
   using gradcomp::detail::store_le;
   store_le<std::uint64_t>(p, pl.bytes);
   store_le<std::uint32_t>(p + 8, static_cast<std::uint32_t>(m.tensor));
@@ -176,7 +202,8 @@ errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan&
     case index_coding::bitmap: gradcomp::detail::encode_bitmap(m.indices, n, idx); break;
     default: break;
   }
-  return gradcomp::detail::encode_values(m.values, pl.values, idx + pl.index_bytes);
+  if (crc != nullptr) *crc = crc32c(span<const std::byte>(p, section_header_bytes + pl.index_bytes), *crc);
+  return write_values(m.values, pl.values, idx + pl.index_bytes, crc);
 }
 
 // One pass: each section is planned (validated, codings chosen), checked against the space left
@@ -191,19 +218,25 @@ result<std::size_t> encode_message(span<const tensor_message<T>> sections,
   std::byte* const base = out.data();
   std::uint64_t left = out.size() - message_header_bytes - trailer;
   std::byte* p = base + message_header_bytes;
+  std::uint32_t sections_crc = 0;  // CRC-32C of the sections written so far
   for (std::size_t s = 0; s < sections.size(); ++s) {
     const auto pl = plan_section(sections[s], opt);
     if (!pl) return fail(pl.error());
     if (pl->bytes > left) return fail(errc::output_too_small);
     left -= pl->bytes;
-    const errc e = write_section(p, sections[s], *pl, section_role::gradient);
+    const errc e = write_section(p, sections[s], *pl, section_role::gradient, opt.checksum ? &sections_crc : nullptr);
     if (e != errc::ok) return fail(e);
     p += pl->bytes;
   }
   const auto body = static_cast<std::size_t>(p - base);
   write_message_header(base, message_kind::gradients, static_cast<std::uint32_t>(sections.size()),
                        body + trailer, opt.checksum);
-  if (opt.checksum) write_checksum(base, body);
+  if (opt.checksum) {
+    // The sections were checksummed as they were written; the header joins them in front.
+    const std::uint32_t header_crc = crc32c(span<const std::byte>(base, message_header_bytes));
+    gradcomp::detail::store_le<std::uint32_t>(
+        base + body, gradcomp::detail::crc32c_combine(header_crc, sections_crc, body - message_header_bytes));
+  }
   return body + static_cast<std::size_t>(trailer);
 }
 
