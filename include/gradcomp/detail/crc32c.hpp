@@ -212,6 +212,10 @@ inline std::uint32_t crc32c_update(std::uint32_t crc, const std::byte* p, std::s
   return ~crc;
 }
 
+// Bytes a checksum that follows an encoder or a decoder folds in at a time: the encoder writes (or
+// the decoder checks) a block, and the checksum reads it while it is still in the L1 cache.
+inline constexpr std::size_t crc32c_follow_block = 16384;
+
 // Polynomial arithmetic modulo the CRC polynomial, in the reflected bit order of the register
 // (bit 31 holds x^0): a * b mod P.
 inline std::uint32_t crc32c_multiply_mod(std::uint32_t a, std::uint32_t b) noexcept {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../cpu/wire_kernels.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
 #include "bytes.hpp"
@@ -34,17 +35,15 @@ inline int count_trailing_ones63(std::uint64_t bits) noexcept {
 #endif
 }
 
-inline std::size_t varint_length(std::uint32_t v) noexcept {
-  return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
-}
-
-// Sizes of every coding for one index list, gathered in one pass.
+// Sizes of every coding for one index list, gathered in one pass, with the list's verdict:
+// errc::ok, or the first index_out_of_range / indices_not_increasing in list order.
 struct index_sizes {
   std::uint64_t raw = 0;
   std::uint64_t varint = 0;
   std::uint64_t bitmap = 0;
   std::uint64_t rice = 0;
   int rice_parameter = 0;
+  errc error = errc::ok;
 };
 
 // Rice parameter candidates around the optimum for geometric gaps of mean (n - k) / k.
@@ -61,6 +60,20 @@ inline std::uint64_t rice_bytes_bound(std::uint64_t n, std::uint64_t k, int r) n
   return (((n - k) >> r) + k * (1 + static_cast<std::uint64_t>(r)) + 7) / 8;
 }
 
+// The first error of an index list in order (index_out_of_range, indices_not_increasing), or ok.
+inline errc first_index_error(span<const std::uint32_t> idx, std::uint32_t n) noexcept {
+  std::uint64_t next_min = 0;
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    if (idx[j] >= n) return errc::index_out_of_range;
+    if (idx[j] < next_min) return errc::indices_not_increasing;
+    next_min = static_cast<std::uint64_t>(idx[j]) + 1;
+  }
+  return errc::ok;
+}
+
+// One pass over the gaps gives every coding's size and the list's validity (AVX2 where the CPU
+// has it: cpu/wire_kernels.hpp); the branch-free loop only notes that something is wrong, and a
+// second look finds the first error in order.
 inline index_sizes measure_indices(span<const std::uint32_t> idx, std::uint32_t n) noexcept {
   index_sizes s;
   const std::uint64_t k = idx.size();
@@ -68,23 +81,44 @@ inline index_sizes measure_indices(span<const std::uint32_t> idx, std::uint32_t 
   s.bitmap = (static_cast<std::uint64_t>(n) + 7) / 8;
   const int center = rice_center(n, k);
   const int r0 = std::max(0, center - 1);
-  std::uint64_t quotients[3] = {0, 0, 0};
-  std::uint32_t prev_plus_one = 0;
-  for (std::size_t j = 0; j < idx.size(); ++j) {
-    const std::uint32_t d = idx[j] - prev_plus_one;
-    prev_plus_one = idx[j] + 1;
-    s.varint += varint_length(d);
-    quotients[0] += d >> r0;
-    quotients[1] += d >> std::min(r0 + 1, 31);
-    quotients[2] += d >> std::min(r0 + 2, 31);
+  const int rs[3] = {r0, std::min(r0 + 1, 31), std::min(r0 + 2, 31)};
+  cpu::gap_sums g;
+  std::size_t j = 0;
+  std::uint64_t prev_plus_one = 0;
+  auto scalar = [&](std::size_t to) {
+    std::uint32_t bad = 0;
+    for (; j < to; ++j) {
+      const std::uint32_t i = idx[j];
+      bad |= static_cast<std::uint32_t>(i >= n) | static_cast<std::uint32_t>(i < prev_plus_one);
+      const auto d = static_cast<std::uint32_t>(i - prev_plus_one);
+      prev_plus_one = static_cast<std::uint64_t>(i) + 1;
+      g.varint_extra += static_cast<std::uint64_t>(d >= (1u << 7)) + static_cast<std::uint64_t>(d >= (1u << 14)) +
+                        static_cast<std::uint64_t>(d >= (1u << 21)) + static_cast<std::uint64_t>(d >= (1u << 28));
+      g.quotients[0] += d >> rs[0];
+      g.quotients[1] += d >> rs[1];
+      g.quotients[2] += d >> rs[2];
+    }
+    g.bad |= bad != 0;
+  };
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  if (k > 8 && cpu::use_avx2()) {
+    scalar(1);
+    j = cpu::measure_gaps_avx2(idx.data(), 1, idx.size(), n, rs, g);
+    prev_plus_one = static_cast<std::uint64_t>(idx[j - 1]) + 1;
   }
+#endif
+  scalar(idx.size());
+  if (g.bad) {
+    s.error = first_index_error(idx, n);
+    return s;
+  }
+  s.varint = k + g.varint_extra;
   s.rice = ~std::uint64_t(0);
   for (int c = 0; c < 3; ++c) {
-    const int r = std::min(r0 + c, 31);
-    const std::uint64_t bits = quotients[c] + k * (1 + static_cast<std::uint64_t>(r));
+    const std::uint64_t bits = g.quotients[c] + k * (1 + static_cast<std::uint64_t>(rs[c]));
     if ((bits + 7) / 8 < s.rice) {
       s.rice = (bits + 7) / 8;
-      s.rice_parameter = r;
+      s.rice_parameter = rs[c];
     }
   }
   return s;
@@ -100,12 +134,18 @@ inline std::uint64_t rice_bytes(span<const std::uint32_t> idx, int r) noexcept {
   return (bits + 7) / 8;
 }
 
-// ---- encoders: dst has exactly the measured size ----
+// ---- encoders: dst has exactly the measured size, `bytes` ----
 
 inline void encode_raw(span<const std::uint32_t> idx, std::byte* dst) noexcept {
+  if (host_is_little_endian()) {
+    if (!idx.empty()) std::memcpy(dst, idx.data(), 4 * idx.size());
+    return;
+  }
   for (std::size_t j = 0; j < idx.size(); ++j) store_le<std::uint32_t>(dst + 4 * j, idx[j]);
 }
 
+// Gaps as varints (7 bits a byte, least significant first, the top bit set on every byte but
+// the last), byte by byte: the loop's branch predicts well for gaps of one length.
 inline void encode_varint(span<const std::uint32_t> idx, std::byte* dst) noexcept {
   std::uint32_t prev_plus_one = 0;
   for (std::size_t j = 0; j < idx.size(); ++j) {
@@ -119,47 +159,64 @@ inline void encode_varint(span<const std::uint32_t> idx, std::byte* dst) noexcep
   }
 }
 
+// LSB-first bit writer into a payload of known length. Bits gather in a 64-bit register and go
+// out 32 at a time: while 4 bytes of the payload are left, every put stores the register's low
+// word at the write position, which moves on by 4 bytes once the word is complete (so stores
+// never overlap in part, which costs more than the store itself); near the end, whole bytes are
+// stored one by one. Never writes past the payload.
 class bit_writer {
  public:
-  explicit bit_writer(std::byte* dst) noexcept : dst_(dst) {}
-  // Appends the low `count` bits of v (count <= 32), least significant first.
-  void put(std::uint64_t v, int count) noexcept {
-    acc_ |= (count == 0 ? 0 : (v & ((std::uint64_t(1) << count) - 1))) << fill_;
+  bit_writer(std::byte* dst, std::uint64_t bytes) noexcept : dst_(dst), end_(dst + bytes) {}
+  // Appends the low `count` bits of v, least significant first; v has no bits above them and
+  // count <= 32.
+  void put(std::uint64_t v, unsigned count) noexcept {
+    acc_ |= v << fill_;  // fill_ <= 31, so nothing is lost
     fill_ += count;
-    while (fill_ >= 8) {
-      *dst_++ = static_cast<std::byte>(acc_ & 0xffu);
-      acc_ >>= 8;
-      fill_ -= 8;
+    if (end_ - dst_ >= 4) {
+      store_le<std::uint32_t>(dst_, static_cast<std::uint32_t>(acc_));
+      const unsigned full = fill_ & 32u;
+      dst_ += full >> 3;
+      acc_ >>= full;
+      fill_ -= full;
+    } else {
+      for (; fill_ >= 8; fill_ -= 8, acc_ >>= 8) *dst_++ = static_cast<std::byte>(acc_ & 0xffu);
     }
   }
   void put_ones(std::uint64_t count) noexcept {
-    while (count >= 32) {
-      put(0xffffffffu, 32);
-      count -= 32;
-    }
-    put((std::uint64_t(1) << count) - 1, static_cast<int>(count));
+    for (; count > 32; count -= 32) put(0xffffffffu, 32);
+    put((std::uint64_t(1) << count) - 1, static_cast<unsigned>(count));
   }
+  // Writes the last, partly filled bytes.
   void flush() noexcept {
-    if (fill_ > 0) *dst_++ = static_cast<std::byte>(acc_ & 0xffu);
-    acc_ = 0;
-    fill_ = 0;
+    for (; fill_ > 0; fill_ = fill_ > 8 ? fill_ - 8 : 0, acc_ >>= 8) *dst_++ = static_cast<std::byte>(acc_ & 0xffu);
   }
 
  private:
   std::byte* dst_;
+  std::byte* end_;
   std::uint64_t acc_ = 0;
-  int fill_ = 0;
+  unsigned fill_ = 0;
 };
 
-inline void encode_rice(span<const std::uint32_t> idx, int r, std::byte* dst) noexcept {
-  bit_writer w(dst);
+// Rice codes of the gaps: q = d >> r one-bits, a zero-bit, the r low bits of d. A code of at
+// most 32 bits (every code of a sound parameter choice but rare long gaps) is
+// ((2 * low + 1) << q) - 1 in q + 1 + r bits, written by one put.
+inline void encode_rice(span<const std::uint32_t> idx, int r, std::byte* dst, std::uint64_t bytes) noexcept {
+  bit_writer w(dst, bytes);
+  const auto rr = static_cast<unsigned>(r);
+  const std::uint32_t low_mask = static_cast<std::uint32_t>((std::uint64_t(1) << rr) - 1);
   std::uint32_t prev_plus_one = 0;
   for (std::size_t j = 0; j < idx.size(); ++j) {
     const std::uint32_t d = idx[j] - prev_plus_one;
     prev_plus_one = idx[j] + 1;
-    w.put_ones(d >> r);
-    w.put(0, 1);
-    w.put(d, r);
+    const unsigned q = d >> rr;
+    const std::uint64_t low = d & low_mask;
+    if (q + 1 + rr <= 32) {
+      w.put(((2 * low + 1) << q) - 1, q + 1 + rr);
+    } else {
+      w.put_ones(q);
+      w.put(low << 1, 1 + rr);
+    }
   }
   w.flush();
 }
@@ -191,6 +248,8 @@ errc decode_varint(const std::byte* p, std::uint64_t bytes, std::uint32_t n, std
   std::uint64_t pos = 0;
   std::uint64_t next = 0;  // previous index + 1
   for (std::uint32_t j = 0; j < k; ++j) {
+    // Byte by byte: the branch on each byte's top bit predicts well for gaps of one length,
+    // which lets the processor run ahead, where a word-at-a-time decoder waits on each length.
     std::uint64_t d = 0;
     for (int shift = 0;; shift += 7) {
       if (pos >= bytes) return errc::malformed_payload;
@@ -264,10 +323,13 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
     // Bits above avail() (<= 63) are the stream's next bits or zero, so a count >= avail() means
     // the run continues past the buffer.
     unsigned ones = static_cast<unsigned>(count_trailing_ones63(in.bits()));
-    std::uint64_t q;
+    std::uint64_t q, low;
     if (ones + 1 + rr <= in.avail()) {  // the whole code is buffered: quotient < 64, no overflow
+      // One shift moves past the whole code; the low bits are read beside it, off the chain
+      // of dependent operations that links one code to the next.
       q = ones;
-      in.consume(ones + 1);
+      low = (in.bits() >> (ones + 1)) & low_mask;
+      in.consume(ones + 1 + rr);
     } else {
       q = 0;
       while (ones >= in.avail()) {  // the run of one-bits continues past the buffer
@@ -285,9 +347,9 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
         in.refill();
         if (in.avail() < rr) return errc::malformed_payload;
       }
+      low = in.bits() & low_mask;
+      in.consume(rr);
     }
-    const std::uint64_t low = in.bits() & low_mask;
-    in.consume(rr);
     const std::uint64_t i = next + ((q << rr) | low);
     if (i >= n) return errc::index_out_of_range;
     sink(j, static_cast<std::uint32_t>(i));

@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "../cpu/simd.hpp"
+#include "../cpu/wire_kernels.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
 #include "../wire/format.hpp"
@@ -62,10 +63,12 @@ std::uint32_t largest_magnitude_bits(const std::byte* p, std::size_t n, Bits mas
   return top;
 }
 
-struct fp32_codec;
-
 // Codings of one value per fixed number of bytes, decoded through binary32 (fp32, fp16, bf16):
-// `Bits` is the stored integer, `to_float` its value, `encode_one` its encoding.
+// `Bits` is the stored integer, `to_float` its value, `encode_one` its encoding. A coding may
+// have vector conversions of many values (cpu/wire_kernels.hpp), bitwise the per-value
+// functions: `floats_to` (encode binary32 values; false when one is refused or no vector path is
+// available, and the values are then encoded again one by one so that the first refused value
+// decides the error) and `to_floats` (decode, for a coding whose `add` converts in blocks).
 template <class Derived, class Bits>
 struct float_codec_base {
   static constexpr std::size_t fixed_bytes = sizeof(Bits);
@@ -75,10 +78,32 @@ struct float_codec_base {
   static T value(const std::byte* p, std::size_t j) noexcept {
     return static_cast<T>(Derived::to_float(load_le<Bits>(p + sizeof(Bits) * j)));
   }
+  // Values 0..count-1 of p as binary32 into out, one by one.
+  static void to_floats(const std::byte* p, std::size_t count, float* out) noexcept {
+    for (std::size_t j = 0; j < count; ++j) out[j] = Derived::to_float(load_le<Bits>(p + sizeof(Bits) * j));
+  }
+  // No vector encoding unless the coding has one.
+  static bool floats_to(const float*, std::size_t, std::byte*) noexcept { return false; }
+
+  // Value by value: the compiler vectorises a dense section's loop (at(j) == j) where the
+  // conversion is a shift or a copy (fp32, bf16).
   template <class T, class IndexAt>
   static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
     const std::byte* q = p + sizeof(Bits) * first;
     for (std::size_t j = 0; j < count; ++j) acc[at(j)] += static_cast<T>(Derived::to_float(load_le<Bits>(q + sizeof(Bits) * j)));
+  }
+  // Blocks of values converted together by to_floats (vector conversions where the coding has
+  // them), then added: for a conversion the compiler cannot vectorise (fp16).
+  template <class T, class IndexAt>
+  static void add_converted(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const std::byte* q = p + sizeof(Bits) * first;
+    constexpr std::size_t block = 256;
+    float converted[block];
+    for (std::size_t b = 0; b < count; b += block) {
+      const std::size_t c = count - b < block ? count - b : block;
+      Derived::to_floats(q + sizeof(Bits) * b, c, converted);
+      for (std::size_t j = 0; j < c; ++j) acc[at(b + j)] += static_cast<T>(converted[j]);
+    }
   }
   // One integer maximum of the magnitude bits gives both the finiteness and the largest value.
   template <class T>
@@ -91,18 +116,10 @@ struct float_codec_base {
   }
   template <class T>
   static errc encode(span<const T> v, std::byte* dst) noexcept {
-    // binary32 values to fp32 on a little-endian host: the bytes as they are, once a read of
-    // their magnitude bits has found every one finite.
-    if constexpr (std::is_same<T, float>::value && std::is_same<Derived, fp32_codec>::value &&
-                  host_is_little_endian()) {
-      const auto* src = reinterpret_cast<const std::byte*>(v.data());
-      if (largest_magnitude_bits<std::uint32_t>(src, v.size(), 0x7fffffffu) >= 0x7f800000u)
-        return errc::non_finite_input;
-      if (!v.empty()) std::memcpy(dst, src, 4 * v.size());
-      return errc::ok;
-    } else {
-      return encode_each(v, dst);
+    if constexpr (std::is_same<T, float>::value && host_is_little_endian()) {
+      if (Derived::floats_to(v.data(), v.size(), dst)) return errc::ok;
     }
+    return encode_each(v, dst);
   }
   // Value by value: refuses a non-finite value or one the coding cannot hold.
   template <class T>
@@ -116,6 +133,16 @@ struct float_codec_base {
     }
     return errc::ok;
   }
+  // The values from `done` on, one by one, after a vector loop encoded those before it; false
+  // when one is refused.
+  static bool floats_to_tail(const float* v, std::size_t done, std::size_t n, std::byte* dst) noexcept {
+    for (std::size_t j = done; j < n; ++j) {
+      Bits b;
+      if (!std::isfinite(v[j]) || !Derived::encode_one(v[j], &b)) return false;
+      store_le<Bits>(dst + sizeof(Bits) * j, b);
+    }
+    return true;
+  }
 };
 
 struct fp32_codec : float_codec_base<fp32_codec, std::uint32_t> {
@@ -128,6 +155,15 @@ struct fp32_codec : float_codec_base<fp32_codec, std::uint32_t> {
     *b = float_bits(f);
     return true;
   }
+  // binary32 values on a little-endian host: the bytes as they are, once a read of their
+  // magnitude bits has found every one finite.
+  static bool floats_to(const float* v, std::size_t n, std::byte* dst) noexcept {
+    if (!host_is_little_endian()) return false;
+    const auto* src = reinterpret_cast<const std::byte*>(v);
+    if (largest_magnitude_bits<std::uint32_t>(src, n, magnitude_mask) >= infinity_bits) return false;
+    if (n != 0) std::memcpy(dst, src, 4 * n);
+    return true;
+  }
 };
 
 struct fp16_codec : float_codec_base<fp16_codec, std::uint16_t> {
@@ -137,6 +173,26 @@ struct fp16_codec : float_codec_base<fp16_codec, std::uint16_t> {
   static constexpr std::uint16_t infinity_bits = 0x7c00u;
   static float to_float(std::uint16_t b) noexcept { return half_to_float(b); }
   static bool encode_one(float f, std::uint16_t* b) noexcept { return float_to_half(f, b); }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    add_converted<T>(p, first, count, acc, at);
+  }
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  // F16C where the CPU has it (cpu/wire_kernels.hpp).
+  static bool floats_to(const float* v, std::size_t n, std::byte* dst) noexcept {
+    if (!host_is_little_endian() || !cpu::use_f16c()) return false;
+    const std::size_t done = n - n % 8;
+    return cpu::floats_to_half_f16c(v, done, dst) && floats_to_tail(v, done, n, dst);
+  }
+  static void to_floats(const std::byte* p, std::size_t count, float* out) noexcept {
+    std::size_t done = 0;
+    if (host_is_little_endian() && cpu::use_f16c()) {
+      done = count - count % 8;
+      cpu::half_to_floats_f16c(p, done, out);
+    }
+    float_codec_base::to_floats(p + 2 * done, count - done, out + done);
+  }
+#endif
 };
 
 struct bf16_codec : float_codec_base<bf16_codec, std::uint16_t> {
@@ -146,6 +202,14 @@ struct bf16_codec : float_codec_base<bf16_codec, std::uint16_t> {
   static constexpr std::uint16_t infinity_bits = 0x7f80u;
   static float to_float(std::uint16_t b) noexcept { return bf16_to_float(b); }
   static bool encode_one(float f, std::uint16_t* b) noexcept { return float_to_bf16(f, b); }
+#if GRADCOMP_HAVE_AVX2_KERNELS
+  // AVX2 where the CPU has it (cpu/wire_kernels.hpp).
+  static bool floats_to(const float* v, std::size_t n, std::byte* dst) noexcept {
+    if (!host_is_little_endian() || !cpu::use_avx2()) return false;
+    const std::size_t done = n - n % 16;
+    return cpu::floats_to_bf16_avx2(v, done, dst) && floats_to_tail(v, done, n, dst);
+  }
+#endif
 };
 
 struct fp64_codec {

@@ -27,7 +27,9 @@ namespace wire {
 struct accept_all {
   /**
    * @brief Called once per section, in message order, after the section was checked completely
-   * and before anything is written.
+   * and before anything is written. A message with a checksum is checked in the same read as its
+   * sections, so `section` and `complete` may be called for a message that is then refused
+   * with `errc::checksum_mismatch` (nothing is written then either).
    * @param s        the section's header.
    * @param largest  the largest magnitude among the section's values (0 when it carries none).
    * @param check_sums  set to true to have `decode_accumulate` verify, before anything is
@@ -71,43 +73,47 @@ inline bool stores_positions(const section_header& s) noexcept {
 // every section against the kind's rules, `count` accumulators of `size_of(t)` elements and
 // `rules`; `sums_finite(s)` answers for a section whose rules asked for its sums to be checked.
 // Positions of compact codings are saved in `index_scratch` as decode_accumulate's apply pass
-// expects them.
+// expects them. One read of the message: the checksum follows the checks block by block, and a
+// mismatch takes precedence over any other error.
 template <class T, class Rules, class SizeOf, class SumsFinite>
 result<message_header> check_accumulate(span<const std::byte> msg, std::size_t count, SizeOf&& size_of,
                                         span<std::uint32_t> index_scratch, Rules& rules, SumsFinite&& sums_finite) {
-  auto h = checked_header(msg);
-  if (!h) return h;
-  if (h->kind != message_kind::gradients) return fail(errc::layout_mismatch);
-  std::uint64_t used = 0;
-  kind_rules kind(*h, msg);  // gradient roles only, each tensor at most once
-  auto checked = walk(msg, [&](const section_header& s) {
-    if (const errc e = kind.section(s); e != errc::ok) return e;
-    if (s.tensor >= count) return errc::unknown_tensor;
-    const std::size_t size = size_of(s.tensor);
-    if (size < s.numel) return errc::output_too_small;
-    if (size > s.numel) return errc::size_mismatch;
-    errc e = errc::ok;
-    if (stores_positions(s) && s.kept <= index_scratch.size() - used) {
-      std::uint32_t* out = index_scratch.data() + used;
-      e = for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
-      used += s.kept;
-    } else {
-      e = for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
-    }
-    if (e != errc::ok) return e;
-    double largest = 0.0;
-    e = gradcomp::detail::check_values<T>(value_payload(msg, s), s.values, s.kept, largest);
-    if (e != errc::ok) return e;
-    bool check_sums = false;
-    e = rules.section(s, largest, check_sums);
-    if (e != errc::ok) return e;
-    if (check_sums && !sums_finite(s)) return errc::state_overflow;
-    return errc::ok;
+  return checked_in_one_pass(msg, [&](const message_header& frame, checksum_follower& crc) -> result<message_header> {
+    const auto h = read_header_rest(msg, frame);
+    if (!h) return h;
+    if (h->kind != message_kind::gradients) return fail(errc::layout_mismatch);
+    std::uint64_t used = 0;
+    kind_rules kind(*h, msg);  // gradient roles only, each tensor at most once
+    auto checked = walk(msg, [&](const section_header& s) {
+      if (const errc e = kind.section(s); e != errc::ok) return e;
+      if (s.tensor >= count) return errc::unknown_tensor;
+      const std::size_t size = size_of(s.tensor);
+      if (size < s.numel) return errc::output_too_small;
+      if (size > s.numel) return errc::size_mismatch;
+      crc.through(value_payload_offset(s));
+      errc e = errc::ok;
+      if (stores_positions(s) && s.kept <= index_scratch.size() - used) {
+        std::uint32_t* out = index_scratch.data() + used;
+        e = for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
+        used += s.kept;
+      } else {
+        e = for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
+      }
+      if (e != errc::ok) return e;
+      double largest = 0.0;
+      e = check_section_values<T>(msg, s, crc, largest);
+      if (e != errc::ok) return e;
+      bool check_sums = false;
+      e = rules.section(s, largest, check_sums);
+      if (e != errc::ok) return e;
+      if (check_sums && !sums_finite(s)) return errc::state_overflow;
+      return errc::ok;
+    });
+    if (!checked) return checked;
+    if (const errc e = kind.finish(); e != errc::ok) return fail(e);
+    if (const errc e = rules.complete(); e != errc::ok) return fail(e);
+    return h;
   });
-  if (!checked) return checked;
-  if (const errc e = kind.finish(); e != errc::ok) return fail(e);
-  if (const errc e = rules.complete(); e != errc::ok) return fail(e);
-  return h;
 }
 
 }  // namespace detail

@@ -433,24 +433,110 @@ inline result<message_header> checked_header(span<const std::byte> msg) noexcept
   return read_header_rest(msg, *frame);
 }
 
-// validate, checking values as decode_section<T> would. Per section: its header, the kind's
-// rules, its payload (and a state section's words); after the last: the kind's final rule.
+// The CRC-32C of a message computed along a walk over it: `through(offset)` folds in the bytes
+// up to `offset` not folded in yet, so that the checksum reads each block just before (or after)
+// the checks read it and the message comes from memory once. Does nothing for a message without
+// a checksum.
+class checksum_follower {
+ public:
+  checksum_follower(span<const std::byte> msg, const message_header& frame) noexcept
+      : msg_(msg), on_(frame.has_checksum()), body_(on_ ? frame.total_bytes - checksum_bytes : 0) {}
+  bool on() const noexcept { return on_; }
+  void through(std::uint64_t offset) noexcept {
+    if (offset > body_) offset = body_;
+    if (offset <= done_) return;
+    crc_ = gradcomp::detail::crc32c_update(crc_, msg_.data() + done_, static_cast<std::size_t>(offset - done_));
+    done_ = offset;
+  }
+  // Folds in the rest of the message: errc::ok or errc::checksum_mismatch.
+  errc verdict() noexcept {
+    if (!on_) return errc::ok;
+    through(body_);
+    return gradcomp::detail::load_le<std::uint32_t>(msg_.data() + body_) == crc_ ? errc::ok : errc::checksum_mismatch;
+  }
+
+ private:
+  span<const std::byte> msg_;
+  bool on_;
+  std::uint64_t body_;  // the bytes the checksum covers
+  std::uint64_t done_ = 0;
+  std::uint32_t crc_ = 0;
+};
+
+// The header's frame, then `checks(frame, crc)` (the rest of the header and every section, with
+// the checksum following), then the checksum's verdict, which takes precedence over whatever the
+// checks found: the result is that of checking the checksum first, from one read of the message.
+template <class Checks>
+result<message_header> checked_in_one_pass(span<const std::byte> msg, Checks&& checks) {
+  const auto frame = read_frame(msg);
+  if (!frame) return frame;
+  checksum_follower crc(msg, *frame);
+  auto checked = checks(*frame, crc);
+  if (const errc e = crc.verdict(); e != errc::ok) return fail(e);
+  return checked;
+}
+
+// The bytes of section s up to its value payload.
+inline std::uint64_t value_payload_offset(const section_header& s) noexcept {
+  return s.offset + section_header_bytes + s.index_bytes;
+}
+
+// check_values over the value payload of s with the checksum following: a coding of a fixed
+// size per value is checked block by block, each block checksummed first.
+template <class T>
+errc check_section_values(span<const std::byte> msg, const section_header& s, checksum_follower& crc,
+                          double& largest) noexcept {
+  const std::byte* v = value_payload(msg, s);
+  const std::uint64_t at = value_payload_offset(s);
+  const std::size_t width = value_bytes_per_element(s.values);
+  const std::size_t per_block = width == 0 ? 0 : gradcomp::detail::crc32c_follow_block / width;
+  if (!crc.on() || width == 0 || s.kept <= per_block) {
+    crc.through(at + s.value_bytes);
+    return gradcomp::detail::check_values<T>(v, s.values, s.kept, largest);
+  }
+  largest = 0.0;
+  for (std::size_t first = 0; first < s.kept; first += per_block) {
+    const std::size_t count = std::min<std::size_t>(per_block, s.kept - first);
+    crc.through(at + width * (first + count));
+    double block_largest = 0.0;
+    const errc e = gradcomp::detail::check_values<T>(v + width * first, s.values, count, block_largest);
+    if (e != errc::ok) return e;
+    largest = std::max(largest, block_largest);
+  }
+  return errc::ok;
+}
+
+// check_section with the checksum following.
+template <class T>
+errc check_section(span<const std::byte> msg, const section_header& s, checksum_follower& crc) noexcept {
+  crc.through(value_payload_offset(s));
+  const errc e = for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
+  if (e != errc::ok) return e;
+  double largest = 0.0;
+  return check_section_values<T>(msg, s, crc, largest);
+}
+
+// validate, checking values as decode_section<T> would, in one read of the message. Per section:
+// its header, the kind's rules, its payload (and a state section's words); after the last: the
+// kind's final rule; a checksum mismatch before all of them.
 template <class T>
 result<message_header> validate_as(span<const std::byte> msg) noexcept {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "values are checked as float or double");
-  auto h = checked_header(msg);
-  if (!h) return h;
-  kind_rules rules(*h, msg);
-  auto walked = walk(msg, [&](const section_header& s) {
-    errc e = rules.section(s);
-    if (e == errc::ok) e = check_section<T>(msg, s);
-    if (e == errc::ok && s.role == section_role::state) e = check_state_words(msg, s);
-    return e;
+  return checked_in_one_pass(msg, [&](const message_header& frame, checksum_follower& crc) -> result<message_header> {
+    const auto h = read_header_rest(msg, frame);
+    if (!h) return h;
+    kind_rules rules(*h, msg);
+    auto walked = walk(msg, [&](const section_header& s) {
+      errc e = rules.section(s);
+      if (e == errc::ok) e = check_section<T>(msg, s, crc);
+      if (e == errc::ok && s.role == section_role::state) e = check_state_words(msg, s);
+      return e;
+    });
+    if (!walked) return walked;
+    if (const errc e = rules.finish(); e != errc::ok) return fail(e);
+    return walked;
   });
-  if (!walked) return walked;
-  if (const errc e = rules.finish(); e != errc::ok) return fail(e);
-  return walked;
 }
 
 }  // namespace detail

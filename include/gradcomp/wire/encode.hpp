@@ -56,14 +56,10 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
     if (m.indices.size() > m.numel) return fail(errc::kept_exceeds_numel);
     p.values = m.coding != value_coding::unspecified ? m.coding : opt.values;
     if (!is_known(p.values)) return fail(errc::unknown_coding);
-    std::uint64_t next_min = 0;
-    for (std::size_t j = 0; j < m.indices.size(); ++j) {
-      if (m.indices[j] >= m.numel) return fail(errc::index_out_of_range);
-      if (m.indices[j] < next_min) return fail(errc::indices_not_increasing);
-      next_min = static_cast<std::uint64_t>(m.indices[j]) + 1;
-    }
+    // One pass over the gaps checks the indices and sizes every coding.
     const auto n = static_cast<std::uint32_t>(m.numel);
     const gradcomp::detail::index_sizes s = gradcomp::detail::measure_indices(m.indices, n);
+    if (s.error != errc::ok) return fail(s.error);
     p.rice_parameter = 0;
     switch (opt.indices) {
       case index_coding::automatic: {
@@ -153,10 +149,6 @@ inline void write_checksum(std::byte* base, std::size_t body) noexcept {
                                             crc32c(span<const std::byte>(base, body)));
 }
 
-// Values encoded and checksummed per block of this many bytes of output, so that the checksum
-// reads what the encoder has just written while it is still in the L1 cache.
-inline constexpr std::size_t checksum_block_bytes = 16384;
-
 // Encodes values in the coding of `pl` at dst; with `crc`, continues *crc over the bytes written,
 // block by block where the coding has a fixed size per value.
 template <class T>
@@ -168,7 +160,7 @@ errc write_values(span<const T> v, value_coding coding, std::byte* dst, std::uin
     if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, *value_payload_bytes(coding, v.size())), *crc);
     return e;
   }
-  const std::size_t per_block = checksum_block_bytes / width;
+  const std::size_t per_block = gradcomp::detail::crc32c_follow_block / width;
   for (std::size_t at = 0; at < v.size(); at += per_block) {
     const std::size_t count = std::min(per_block, v.size() - at);
     std::byte* out = dst + width * at;
@@ -198,7 +190,9 @@ errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan&
   switch (pl.indices) {
     case index_coding::raw_u32: gradcomp::detail::encode_raw(m.indices, idx); break;
     case index_coding::delta_varint: gradcomp::detail::encode_varint(m.indices, idx); break;
-    case index_coding::rice: gradcomp::detail::encode_rice(m.indices, pl.rice_parameter, idx); break;
+    case index_coding::rice:
+      gradcomp::detail::encode_rice(m.indices, pl.rice_parameter, idx, pl.index_bytes);
+      break;
     case index_coding::bitmap: gradcomp::detail::encode_bitmap(m.indices, n, idx); break;
     default: break;
   }
