@@ -137,11 +137,11 @@ inline std::uint64_t rice_bytes(span<const std::uint32_t> idx, int r) noexcept {
 // ---- encoders: dst has exactly the measured size, `bytes` ----
 
 inline void encode_raw(span<const std::uint32_t> idx, std::byte* dst) noexcept {
-  if (host_is_little_endian()) {
+  if constexpr (host_is_little_endian()) {
     if (!idx.empty()) std::memcpy(dst, idx.data(), 4 * idx.size());
-    return;
+  } else {
+    for (std::size_t j = 0; j < idx.size(); ++j) store_le<std::uint32_t>(dst + 4 * j, idx[j]);
   }
-  for (std::size_t j = 0; j < idx.size(); ++j) store_le<std::uint32_t>(dst + 4 * j, idx[j]);
 }
 
 // Gaps as varints (7 bits a byte, least significant first, the top bit set on every byte but
