@@ -181,14 +181,6 @@ inline const std::byte* value_payload(span<const std::byte> msg, const section_h
   return msg.data() + s.offset + section_header_bytes + s.index_bytes;
 }
 
-// Checks a section's payloads completely (indices and values), writing nothing.
-template <class T>
-errc check_section(span<const std::byte> msg, const section_header& s) noexcept {
-  const errc e = for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
-  if (e != errc::ok) return e;
-  return gradcomp::detail::check_values<T>(value_payload(msg, s), s.values, s.kept);
-}
-
 /**
  * @brief The rules of a message's kind (docs/wire_format.md, "Rules of each kind"), applied to
  * its section headers one by one in message order, then `finish()` after the last one.
@@ -506,7 +498,8 @@ errc check_section_values(span<const std::byte> msg, const section_header& s, ch
   return errc::ok;
 }
 
-// check_section with the checksum following.
+// Checks a section's payloads completely (indices and values), writing nothing, with the
+// checksum following.
 template <class T>
 errc check_section(span<const std::byte> msg, const section_header& s, checksum_follower& crc) noexcept {
   crc.through(value_payload_offset(s));
@@ -514,6 +507,13 @@ errc check_section(span<const std::byte> msg, const section_header& s, checksum_
   if (e != errc::ok) return e;
   double largest = 0.0;
   return check_section_values<T>(msg, s, crc, largest);
+}
+
+// The same without a checksum.
+template <class T>
+errc check_section(span<const std::byte> msg, const section_header& s) noexcept {
+  checksum_follower none(msg, message_header{});
+  return check_section<T>(msg, s, none);
 }
 
 // validate, checking values as decode_section<T> would, in one read of the message. Per section:
