@@ -9,15 +9,22 @@
 // bytes (produced by encoders, consumed by decoders). Counters:
 //   bits_per_index    index payload bits per kept element
 //   bits_per_element  whole section (header, indices, values) bits per kept element
-//   ratio_to_raw      message bytes / (8 bytes * kept), the raw u32 + fp32 size
+//   size_to_raw       message bytes / (8 bytes * kept), the raw u32 + fp32 size
 //   GB_per_s_message  message bytes per second / 1e9 (decode-and-accumulate and scatter-add)
+//   ratio_to_memcpy   time of a memcpy of the same message bytes / time of the component
+//   ratio_to_raw_scatter_add
+//                     time of the raw u32 + fp32 scatter-add of the same kept elements (no
+//                     decoding, no checks) / time of the component
+// The ratios are medians over iterations of references timed in the same iteration as the
+// component (manual timing: the references are not counted in the reported time); above 1 the
+// component is the faster. Every component is timed against both references.
 // BM_wire_decode_accumulate_scratch uses the overload of decode_accumulate that takes index
 // scratch memory (positions decoded once instead of twice).
 //
 // BM_crc32c/<path>/<bytes> checksums a buffer on one path (tables: slicing-by-8; instructions:
-// the CPU's CRC-32C instructions, as crc32c() chooses them); ratio_to_memcpy is the median over
-// iterations of the time of a memcpy of the same bytes (run untimed before each iteration) over
-// the checksum's.
+// the CPU's CRC-32C instructions, as crc32c() chooses them) and BM_wire_dense_* encode or
+// decode-and-accumulate one dense section; their ratio_to_memcpy is against a memcpy of the same
+// bytes (the buffer, or the whole message).
 //
 // A quick pass over everything: bench_wire --benchmark_min_time=0.01 (Google Benchmark 1.7 wants
 // a plain number of seconds there; 1.8 also takes "0.01s"). One component:
@@ -38,6 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -116,12 +124,177 @@ void set_counters(benchmark::State& state, const sizes& s, bool rate_counter) {
   const double k = std::max(1.0, s.kept);
   state.counters["bits_per_index"] = 8.0 * s.index_bytes / k;
   state.counters["bits_per_element"] = 8.0 * s.section_bytes / k;
-  state.counters["ratio_to_raw"] = s.message_bytes / (8.0 * k);
+  state.counters["size_to_raw"] = s.message_bytes / (8.0 * k);
   if (rate_counter)
     state.counters["GB_per_s_message"] =
         benchmark::Counter(s.message_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(s.message_bytes));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference: the uncoded DGC wire, k raw u32 indices then k raw fp32 values, copied with memcpy,
+// without headers, validation or checksum.
+// ---------------------------------------------------------------------------------------------
+
+sizes raw_sizes(const dataset& d) {
+  sizes s;
+  s.kept = static_cast<double>(d.indices.size());
+  s.index_bytes = 4.0 * s.kept;
+  s.section_bytes = 8.0 * s.kept;
+  s.message_bytes = 8.0 * s.kept;
+  return s;
+}
+
+std::vector<std::byte> raw_message(const dataset& d) {
+  const std::size_t k = d.indices.size();
+  std::vector<std::byte> buf(8 * k);
+  if (k != 0) {
+    std::memcpy(buf.data(), d.indices.data(), 4 * k);
+    std::memcpy(buf.data() + 4 * k, d.values.data(), 4 * k);
+  }
+  return buf;
+}
+
+void BM_raw_encode(benchmark::State& state, std::uint32_t n, double density) {
+  const dataset& d = get_dataset(n, density);
+  const std::size_t k = d.indices.size();
+  std::vector<std::byte> buf(8 * k);
+  for (auto _ : state) {
+    std::memcpy(buf.data(), d.indices.data(), 4 * k);
+    std::memcpy(buf.data() + 4 * k, d.values.data(), 4 * k);
+    benchmark::DoNotOptimize(buf.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, raw_sizes(d), false);
+}
+
+void BM_raw_decode(benchmark::State& state, std::uint32_t n, double density) {
+  const dataset& d = get_dataset(n, density);
+  const std::size_t k = d.indices.size();
+  const std::vector<std::byte> buf = raw_message(d);
+  std::vector<std::uint32_t> idx(k);
+  std::vector<float> val(k);
+  for (auto _ : state) {
+    std::memcpy(idx.data(), buf.data(), 4 * k);
+    std::memcpy(val.data(), buf.data() + 4 * k, 4 * k);
+    benchmark::DoNotOptimize(idx.data());
+    benchmark::DoNotOptimize(val.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, raw_sizes(d), false);
+}
+
+// Adds the k raw (u32 index, fp32 value) pairs of `buf` (all indices, then all values) into `acc`.
+void scatter_add_raw(const std::vector<std::byte>& buf, std::size_t k, float* acc) {
+  const std::byte* ip = buf.data();
+  const std::byte* vp = buf.data() + 4 * k;
+  for (std::size_t j = 0; j < k; ++j) {
+    std::uint32_t i;
+    float v;
+    std::memcpy(&i, ip + 4 * j, 4);
+    std::memcpy(&v, vp + 4 * j, 4);
+    acc[i] += v;
+  }
+}
+
+void BM_raw_scatter_add(benchmark::State& state, std::uint32_t n, double density) {
+  const dataset& d = get_dataset(n, density);
+  const std::vector<std::byte> buf = raw_message(d);
+  std::vector<float> acc(n, 0.0f);
+  for (auto _ : state) {
+    scatter_add_raw(buf, d.indices.size(), acc.data());
+    benchmark::DoNotOptimize(acc.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, raw_sizes(d), true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRC-32C against memcpy of the same bytes.
+// ---------------------------------------------------------------------------------------------
+
+// A piece of code timed beside the benchmark's own body in every iteration: `counter` names the
+// counter it gives (ratio_to_<name>), `run` is the code.
+struct reference {
+  const char* counter;
+  std::function<void()> run;
+};
+
+// Times `body` against `refs` in every iteration, with manual timing so that the references cost
+// nothing in the reported time: each iteration runs every reference and then the body `inner`
+// times in a row (enough repetitions for about 20 microseconds of body, so that the clock's own
+// cost is negligible for small messages), and reports the body's time per run. Each counter
+// ratio_to_<name> is the median over iterations of reference time / body time; above 1 the body
+// is the faster. bytes_per_second counts `bytes` per run of the body.
+template <class Body>
+void timed_against(benchmark::State& state, std::size_t bytes, const std::vector<reference>& refs,
+                   Body&& body) {
+  using clock = std::chrono::steady_clock;
+  const auto seconds = [](clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  body();  // warm caches and branch predictors before sizing the inner loop
+  const auto once = clock::now();
+  body();
+  const double warm = std::max(seconds(once), 1e-9);
+  const int inner = static_cast<int>(std::clamp(20e-6 / warm, 1.0, 1000.0));
+  std::vector<std::vector<double>> ratios(refs.size());
+  for (auto _ : state) {
+    std::vector<double> ref_time(refs.size());
+    for (std::size_t r = 0; r < refs.size(); ++r) {
+      const auto t0 = clock::now();
+      for (int j = 0; j < inner; ++j) refs[r].run();
+      benchmark::ClobberMemory();
+      ref_time[r] = seconds(t0);
+    }
+    const auto t0 = clock::now();
+    for (int j = 0; j < inner; ++j) body();
+    benchmark::ClobberMemory();
+    const double t = seconds(t0);
+    state.SetIterationTime(t / inner);
+    for (std::size_t r = 0; r < refs.size(); ++r) ratios[r].push_back(ref_time[r] / t);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
+  for (std::size_t r = 0; r < refs.size(); ++r) {
+    auto& v = ratios[r];
+    if (v.empty()) continue;
+    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    state.counters[std::string("ratio_to_") + refs[r].counter] = *mid;
+  }
+}
+
+// The memcpy reference: `bytes` bytes copied between two buffers of its own.
+reference memcpy_of(std::size_t bytes) {
+  auto src = std::make_shared<std::vector<std::byte>>(bytes, std::byte{1});
+  auto dst = std::make_shared<std::vector<std::byte>>(bytes);
+  return {"memcpy", [src, dst] {
+            std::memcpy(dst->data(), src->data(), src->size());
+            benchmark::DoNotOptimize(dst->data());
+          }};
+}
+
+// The raw reference: the dataset's k (u32, fp32) pairs scatter-added into an accumulator of its own.
+reference raw_scatter_add_of(const dataset& d) {
+  auto buf = std::make_shared<std::vector<std::byte>>(raw_message(d));
+  auto acc = std::make_shared<std::vector<float>>(d.numel, 0.0f);
+  const std::size_t k = d.indices.size();
+  return {"raw_scatter_add", [buf, acc, k] {
+            scatter_add_raw(*buf, k, acc->data());
+            benchmark::DoNotOptimize(acc->data());
+          }};
+}
+
+// The two references of every sparse benchmark: memcpy of the message bytes, and the raw
+// u32 + fp32 scatter-add of the same kept elements.
+std::vector<reference> sparse_references(std::size_t message_bytes, const dataset& d) {
+  return {memcpy_of(message_bytes), raw_scatter_add_of(d)};
+}
+
+template <class Body>
+void timed_against_memcpy(benchmark::State& state, std::size_t bytes, Body&& body) {
+  timed_against(state, bytes, {memcpy_of(bytes)}, std::forward<Body>(body));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -220,12 +393,10 @@ void BM_wire_encode(benchmark::State& state, wire_case c) {
   std::vector<std::byte> out(wire::max_encoded_bytes(sections, opt).value());
   const gradcomp::span<std::byte> out_view(out.data(), out.size());
   bool failed = false;
-  for (auto _ : state) {
-    const auto n = wire::encode(sections, opt, out_view);
-    failed |= !n;
+  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
+    failed |= !wire::encode(sections, opt, out_view);
     benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
+  });
   if (failed) state.SkipWithError("encode failed in the timed loop");
   set_counters(state, s, false);
 }
@@ -245,7 +416,7 @@ void BM_wire_decode(benchmark::State& state, wire_case c) {
   const gradcomp::span<std::uint32_t> idx_view(idx);
   const gradcomp::span<float> val_view(val);
   bool failed = false;
-  for (auto _ : state) {
+  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
     // The non-allocating path: header, checksum and section headers, then each section's
     // payload checked and decoded into caller memory.
     const auto h = wire::for_each_section(view, [&](const wire::section_header& sh) {
@@ -254,8 +425,7 @@ void BM_wire_decode(benchmark::State& state, wire_case c) {
     failed |= !h;
     benchmark::DoNotOptimize(idx.data());
     benchmark::DoNotOptimize(val.data());
-    benchmark::ClobberMemory();
-  }
+  });
   if (failed) state.SkipWithError("decode failed in the timed loop");
   set_counters(state, s, false);
 }
@@ -271,11 +441,11 @@ void BM_wire_validate(benchmark::State& state, wire_case c) {
   }
   const gradcomp::span<const std::byte> view(msg.data(), msg.size());
   bool failed = false;
-  for (auto _ : state) {
+  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
     const auto h = wire::validate(view);
     failed |= !h;
     benchmark::DoNotOptimize(h);
-  }
+  });
   if (failed) state.SkipWithError("validate failed in the timed loop");
   set_counters(state, s, false);
 }
@@ -308,12 +478,11 @@ void run_decode_accumulate(benchmark::State& state, const wire_case& c, bool use
     }
   }
   bool failed = false;
-  for (auto _ : state) {
+  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
     const auto h = wire::decode_accumulate<float>(view, dests, scratch_view);
     failed |= !h;
     benchmark::DoNotOptimize(acc.data());
-    benchmark::ClobberMemory();
-  }
+  });
   if (failed) state.SkipWithError("decode_accumulate failed in the timed loop");
   set_counters(state, s, true);
 }
@@ -327,81 +496,6 @@ void BM_wire_decode_accumulate_scratch(benchmark::State& state, wire_case c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reference: the uncoded DGC wire, k raw u32 indices then k raw fp32 values, copied with memcpy,
-// without headers, validation or checksum.
-// ---------------------------------------------------------------------------------------------
-
-sizes raw_sizes(const dataset& d) {
-  sizes s;
-  s.kept = static_cast<double>(d.indices.size());
-  s.index_bytes = 4.0 * s.kept;
-  s.section_bytes = 8.0 * s.kept;
-  s.message_bytes = 8.0 * s.kept;
-  return s;
-}
-
-std::vector<std::byte> raw_message(const dataset& d) {
-  const std::size_t k = d.indices.size();
-  std::vector<std::byte> buf(8 * k);
-  if (k != 0) {
-    std::memcpy(buf.data(), d.indices.data(), 4 * k);
-    std::memcpy(buf.data() + 4 * k, d.values.data(), 4 * k);
-  }
-  return buf;
-}
-
-void BM_raw_encode(benchmark::State& state, std::uint32_t n, double density) {
-  const dataset& d = get_dataset(n, density);
-  const std::size_t k = d.indices.size();
-  std::vector<std::byte> buf(8 * k);
-  for (auto _ : state) {
-    std::memcpy(buf.data(), d.indices.data(), 4 * k);
-    std::memcpy(buf.data() + 4 * k, d.values.data(), 4 * k);
-    benchmark::DoNotOptimize(buf.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, raw_sizes(d), false);
-}
-
-void BM_raw_decode(benchmark::State& state, std::uint32_t n, double density) {
-  const dataset& d = get_dataset(n, density);
-  const std::size_t k = d.indices.size();
-  const std::vector<std::byte> buf = raw_message(d);
-  std::vector<std::uint32_t> idx(k);
-  std::vector<float> val(k);
-  for (auto _ : state) {
-    std::memcpy(idx.data(), buf.data(), 4 * k);
-    std::memcpy(val.data(), buf.data() + 4 * k, 4 * k);
-    benchmark::DoNotOptimize(idx.data());
-    benchmark::DoNotOptimize(val.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, raw_sizes(d), false);
-}
-
-void BM_raw_scatter_add(benchmark::State& state, std::uint32_t n, double density) {
-  const dataset& d = get_dataset(n, density);
-  const std::size_t k = d.indices.size();
-  const std::vector<std::byte> buf = raw_message(d);
-  std::vector<float> acc(n, 0.0f);
-  for (auto _ : state) {
-    const std::byte* ip = buf.data();
-    const std::byte* vp = buf.data() + 4 * k;
-    float* a = acc.data();
-    for (std::size_t j = 0; j < k; ++j) {
-      std::uint32_t i;
-      float v;
-      std::memcpy(&i, ip + 4 * j, 4);
-      std::memcpy(&v, vp + 4 * j, 4);
-      a[i] += v;
-    }
-    benchmark::DoNotOptimize(acc.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, raw_sizes(d), true);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Registration
 // ---------------------------------------------------------------------------------------------
 
@@ -411,36 +505,6 @@ std::string density_label(double density) {
 
 std::string suffix(std::uint32_t n, double density) {
   return "/cpu/" + std::to_string(n) + "/density:" + density_label(density);
-}
-
-// ---------------------------------------------------------------------------------------------
-// CRC-32C against memcpy of the same bytes.
-// ---------------------------------------------------------------------------------------------
-
-// Runs `body` every iteration, with a memcpy of `bytes` bytes run untimed before it; reports
-// bytes_per_second over `bytes` and ratio_to_memcpy, the median of memcpy time / body time.
-template <class Body>
-void timed_against_memcpy(benchmark::State& state, std::size_t bytes, Body&& body) {
-  using clock = std::chrono::steady_clock;
-  std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes);
-  std::vector<double> ratios;
-  for (auto _ : state) {
-    state.PauseTiming();
-    const auto m0 = clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::ClobberMemory();
-    const double copy = std::chrono::duration<double>(clock::now() - m0).count();
-    state.ResumeTiming();
-    const auto t0 = clock::now();
-    body();
-    benchmark::ClobberMemory();
-    ratios.push_back(copy / std::chrono::duration<double>(clock::now() - t0).count());
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
-  if (ratios.empty()) return;
-  const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2);
-  std::nth_element(ratios.begin(), mid, ratios.end());
-  state.counters["ratio_to_memcpy"] = *mid;
 }
 
 void BM_crc32c(benchmark::State& state, std::size_t bytes, bool instructions) {
@@ -531,17 +595,21 @@ int register_all() {
                                  std::to_string(n);
         const dense_case dc{n, coding, checksum};
         benchmark::RegisterBenchmark(("BM_wire_dense_encode/" + name).c_str(), BM_wire_dense_encode, dc)
+            ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(("BM_wire_dense_decode_accumulate/" + name).c_str(),
                                      BM_wire_dense_decode_accumulate, dc)
+            ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
   // The demo MLP's dense fp32 message (2,143,492 bytes) and a 64 MiB buffer, out of every cache.
   for (const std::size_t bytes : {std::size_t(2143492), std::size_t(64) << 20}) {
     benchmark::RegisterBenchmark(("BM_crc32c/tables/" + std::to_string(bytes)).c_str(), BM_crc32c, bytes, false)
+        ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("BM_crc32c/instructions/" + std::to_string(bytes)).c_str(), BM_crc32c, bytes,
                                  true)
+        ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }
   const std::uint32_t sizes_n[] = {1u << 20, 1u << 24};
@@ -583,7 +651,8 @@ int register_all() {
         for (const auto& c : codings) {
           const wire_case wc{n, density, c.indices, c.values, c.checksum};
           benchmark::RegisterBenchmark((std::string(comp.first) + c.label + tail).c_str(),
-                                       comp.second, wc);
+                                       comp.second, wc)
+              ->UseManualTime();
         }
       }
     }

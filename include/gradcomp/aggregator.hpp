@@ -293,7 +293,8 @@ class aggregator {
       return r ? errc::ok : r.error();
     } else {
       const auto h = wire::detail::check_accumulate<T>(
-          message, tensors_.size(), [&](std::uint32_t t) { return tensors_[t].info.numel; }, span<std::uint32_t>(),
+          message, tensors_.size(), [&](std::uint32_t t) { return tensors_[t].info.numel; },
+          [](std::uint32_t) -> const T* { return nullptr; }, span<std::uint32_t>(),
           rules, [&](const wire::section_header& s) {
             const auto staged = stage(message, s);
             return !std::isnan(ops::largest_magnitude_of_sum(backend_, readonly(tensors_[s.tensor].sum.view()),

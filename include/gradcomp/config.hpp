@@ -17,3 +17,14 @@
 /// unless `NDEBUG` is defined. Malformed data from outside is never checked with this macro: it
 /// gets an error code.
 #define GRADCOMP_ASSERT(cond) assert(cond)
+
+/// Asks the compiler to inline a small function on a hot path even where its heuristics would
+/// not (a refill step inside a decoding loop, for instance). Expands to nothing on compilers
+/// without the attribute.
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADCOMP_FORCE_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define GRADCOMP_FORCE_INLINE __forceinline
+#else
+#define GRADCOMP_FORCE_INLINE inline
+#endif

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../config.hpp"
 #include "../cpu/wire_kernels.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
@@ -22,16 +23,6 @@ inline int count_trailing_zeros64(std::uint64_t x) noexcept {
   int n = 0;
   while (n < 64 && ((x >> n) & 1u) == 0) ++n;
   return n;
-#endif
-}
-
-// Length of the run of one-bits at the bottom of `bits`, capped at 63: branch-free (no zero
-// test), which is all the Rice decoder needs since it never buffers more than 63 bits.
-inline int count_trailing_ones63(std::uint64_t bits) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  return __builtin_ctzll(~bits | (std::uint64_t(1) << 63));
-#else
-  return count_trailing_zeros64(~bits | (std::uint64_t(1) << 63));
 #endif
 }
 
@@ -269,44 +260,64 @@ errc decode_varint(const std::byte* p, std::uint64_t bytes, std::uint32_t n, std
   return pos == bytes ? errc::ok : errc::malformed_payload;
 }
 
-// LSB-first bit reader over a bounded payload. refill() keeps at least 56 bits buffered while
-// whole words remain (one unaligned 8-byte load per refill) and reads the tail byte by byte, so
-// it never touches memory past the payload.
+// LSB-first bit reader over a bounded payload. It buffers the complement of the stream's bits,
+// so that a run of one-bits in the stream is a run of trailing zeros, counted with one
+// instruction: ones() is on the chain of operations that links one Rice code to the next, and
+// keeping the complement takes the negation off that chain.
+//
+// At most 63 bits are buffered (avail() <= 63), so bit 63 of the buffer is never a buffered bit;
+// it is kept set. That makes the count well defined (the buffer is never zero), and consume()
+// shifts arithmetically, so the bits it brings in at the top are set too: past the buffered
+// bits, the buffer holds either set bits (stream zeros, which end a run there) or the complement
+// of the stream's next bits. refill() keeps at least 56 bits buffered while whole words remain
+// (one unaligned 8-byte load per refill, combined with one and-not: both kinds of bits past the
+// buffered ones combine correctly with the complement of the new bits) and reads the tail byte by
+// byte, so it never touches memory past the payload.
 class bit_reader {
  public:
   bit_reader(const std::byte* p, std::uint64_t bytes) noexcept : p_(p), end_(p + bytes) {}
-  void refill() noexcept {
+  // Forced inline: left to its heuristics, the compiler may call it out of line in some
+  // translation units, which doubles the decoder's time.
+  GRADCOMP_FORCE_INLINE void refill() noexcept {
     if (end_ - p_ >= 8) {
-      buf_ |= load_le<std::uint64_t>(p_) << avail_;
+      complement_ &= ~((load_le<std::uint64_t>(p_) << avail_) & ~top_bit);
       p_ += (63 - avail_) >> 3;
       avail_ |= 56;
     } else {
-      while (avail_ < 56 && p_ < end_) {  // keeps avail_ <= 63
-        buf_ |= static_cast<std::uint64_t>(*p_++) << avail_;
-        avail_ += 8;
-      }
+      refill_tail();
     }
   }
-  std::uint64_t bits() const noexcept { return buf_; }  // valid in the low avail() bits
+  // Length of the run of one-bits at the bottom of the stream, up to the first zero-bit or the
+  // end of the buffered bits, whichever is first; at least avail() means the run may continue.
+  unsigned ones() const noexcept { return static_cast<unsigned>(count_trailing_zeros64(complement_)); }
+  // The next `count` bits (count < 64), valid where count <= avail().
+  std::uint64_t peek(unsigned skip, std::uint64_t mask) const noexcept { return ~(complement_ >> skip) & mask; }
   unsigned avail() const noexcept { return avail_; }
   void consume(unsigned count) noexcept {  // count <= avail() and < 64
-    buf_ >>= count;
+    // An arithmetic shift: bit 63 is set, so the bits brought in at the top are set.
+    complement_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(complement_) >> count);
     avail_ -= count;
   }
   void consume_all() noexcept {
-    buf_ = 0;
+    complement_ = ~std::uint64_t(0);
     avail_ = 0;
   }
-  bool exhausted() const noexcept { return p_ == end_ && avail_ == 0; }
   // Unread bits left in the payload.
   std::uint64_t remaining() const noexcept {
     return avail_ + 8 * static_cast<std::uint64_t>(end_ - p_);
   }
 
  private:
+  static constexpr std::uint64_t top_bit = std::uint64_t(1) << 63;
+  void refill_tail() noexcept {
+    while (avail_ < 56 && p_ < end_) {  // keeps avail_ <= 63 and bit 63 set
+      complement_ &= ~(static_cast<std::uint64_t>(*p_++) << avail_);
+      avail_ += 8;
+    }
+  }
   const std::byte* p_;
   const std::byte* end_;
-  std::uint64_t buf_ = 0;
+  std::uint64_t complement_ = ~std::uint64_t(0);
   unsigned avail_ = 0;
 };
 
@@ -320,15 +331,13 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
   std::uint64_t next = 0;
   for (std::uint32_t j = 0; j < k; ++j) {
     if (in.avail() < 32) in.refill();
-    // Bits above avail() (<= 63) are the stream's next bits or zero, so a count >= avail() means
-    // the run continues past the buffer.
-    unsigned ones = static_cast<unsigned>(count_trailing_ones63(in.bits()));
+    unsigned ones = in.ones();
     std::uint64_t q, low;
     if (ones + 1 + rr <= in.avail()) {  // the whole code is buffered: quotient < 64, no overflow
       // One shift moves past the whole code; the low bits are read beside it, off the chain
       // of dependent operations that links one code to the next.
       q = ones;
-      low = (in.bits() >> (ones + 1)) & low_mask;
+      low = in.peek(ones + 1, low_mask);
       in.consume(ones + 1 + rr);
     } else {
       q = 0;
@@ -338,7 +347,7 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
         in.consume_all();
         if (q > max_quotient) return errc::index_out_of_range;
         in.refill();
-        ones = static_cast<unsigned>(count_trailing_ones63(in.bits()));
+        ones = in.ones();
       }
       q += ones;
       in.consume(ones + 1);
@@ -347,7 +356,7 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
         in.refill();
         if (in.avail() < rr) return errc::malformed_payload;
       }
-      low = in.bits() & low_mask;
+      low = in.peek(0, low_mask);
       in.consume(rr);
     }
     const std::uint64_t i = next + ((q << rr) | low);
@@ -358,7 +367,7 @@ errc decode_rice(const std::byte* p, std::uint64_t bytes, int r, std::uint32_t n
   // Only the last byte may be partly used, and its unused bits must be zero.
   in.refill();
   if (in.remaining() >= 8) return errc::malformed_payload;
-  if ((in.bits() & ((std::uint64_t(1) << in.avail()) - 1)) != 0) return errc::malformed_payload;
+  if (in.peek(0, (std::uint64_t(1) << in.avail()) - 1) != 0) return errc::malformed_payload;
   return errc::ok;
 }
 

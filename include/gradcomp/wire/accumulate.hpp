@@ -62,6 +62,15 @@ bool sums_stay_finite(span<const std::byte> msg, const section_header& s, const 
   return finite;
 }
 
+// A hint that the cache line holding `p` is about to be written.
+inline void prefetch_for_write(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 1, 3);
+#else
+  (void)p;
+#endif
+}
+
 // Positions of gap and bitmap codings go to the index scratch while it has room; raw and dense
 // positions are cheap to read again.
 inline bool stores_positions(const section_header& s) noexcept {
@@ -75,9 +84,10 @@ inline bool stores_positions(const section_header& s) noexcept {
 // Positions of compact codings are saved in `index_scratch` as decode_accumulate's apply pass
 // expects them. One read of the message: the checksum follows the checks block by block, and a
 // mismatch takes precedence over any other error.
-template <class T, class Rules, class SizeOf, class SumsFinite>
+template <class T, class Rules, class SizeOf, class AccumulatorOf, class SumsFinite>
 result<message_header> check_accumulate(span<const std::byte> msg, std::size_t count, SizeOf&& size_of,
-                                        span<std::uint32_t> index_scratch, Rules& rules, SumsFinite&& sums_finite) {
+                                        AccumulatorOf&& accumulator_of, span<std::uint32_t> index_scratch,
+                                        Rules& rules, SumsFinite&& sums_finite) {
   return checked_in_one_pass(msg, [&](const message_header& frame, checksum_follower& crc) -> result<message_header> {
     const auto h = read_header_rest(msg, frame);
     if (!h) return h;
@@ -94,7 +104,14 @@ result<message_header> check_accumulate(span<const std::byte> msg, std::size_t c
       errc e = errc::ok;
       if (stores_positions(s) && s.kept <= index_scratch.size() - used) {
         std::uint32_t* out = index_scratch.data() + used;
-        e = for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
+        if (const T* acc = accumulator_of(s.tensor)) {
+          e = for_each_index(msg, s, [out, acc](std::uint32_t j, std::uint32_t i) {
+            out[j] = i;
+            prefetch_for_write(acc + i);
+          });
+        } else {
+          e = for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
+        }
         used += s.kept;
       } else {
         e = for_each_index(msg, s, [](std::uint32_t, std::uint32_t) {});
@@ -148,7 +165,8 @@ template <class T, class Rules>
                                                        Rules& rules) {
   auto stored = [](const section_header& s) { return detail::stores_positions(s); };
   const auto h = detail::check_accumulate<T>(
-      msg, dest.size(), [&](std::uint32_t t) { return dest[t].size(); }, index_scratch, rules,
+      msg, dest.size(), [&](std::uint32_t t) { return dest[t].size(); },
+      [&](std::uint32_t t) -> const T* { return dest[t].data(); }, index_scratch, rules,
       [&](const section_header& s) { return detail::sums_stay_finite<T>(msg, s, dest[s.tensor].data()); });
   if (!h) return h;
   std::uint64_t used = 0;
