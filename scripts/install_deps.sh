@@ -20,6 +20,9 @@ packages=(
   # Clang's sanitizer and libFuzzer runtimes (libclang-rt-14-dev on Debian 12), which clang
   # only recommends: the sanitizer and fuzzing steps of .ci/run link against them.
   libclang-rt-dev
+  # OpenMP for Clang (g++ brings its own): the Thrust backend's tests run on Thrust's OpenMP
+  # system, in the sanitizer build too.
+  libomp-dev
   make
   doctest-dev
   doxygen

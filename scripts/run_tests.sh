@@ -20,6 +20,7 @@ cmake -S "$root" -B "$build_dir" \
   -DGRADCOMP_BUILD_TESTS=ON \
   -DGRADCOMP_BUILD_EXAMPLES=ON \
   -DGRADCOMP_BUILD_BENCHMARKS=ON \
-  -DGRADCOMP_WERROR=ON
+  -DGRADCOMP_WERROR=ON \
+  -DGRADCOMP_REQUIRE_THRUST_TESTS=ON
 cmake --build "$build_dir" -j"$jobs"
 ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" "$@"

@@ -1,0 +1,387 @@
+/// @file thrust/backend.hpp
+/// @brief The portable Thrust backend: gradcomp's backend operations written once over Thrust
+/// algorithms, with the Thrust system as a template parameter.
+///
+/// `thrust_backend<System>` runs on any Thrust system whose memory the host can address: the
+/// C++ system (`thrust::system::cpp::tag`) and the OpenMP system (`thrust::system::omp::tag`).
+/// Its operations are Thrust algorithms (`fill`, `transform`, `for_each_n`, `transform_reduce`)
+/// over the backend's own functors, each the element-wise form of the CPU backend's loop with
+/// the same arithmetic, and every reduction is of a kind whose result does not depend on the order
+/// of evaluation (maxima of magnitude keys, logical or), so the results are bitwise the CPU
+/// backend's on every system and every thread count. These are the operations a device backend
+/// runs: the same source is the reference the CUDA system is compared with.
+///
+/// Its memory space, `thrust_space<System>`, is not host accessible even where the memory is
+/// host memory: code written against the backend reaches it only through the backend's copies,
+/// as it must for a device.
+///
+/// The backend provides the memory members and the aggregator's operations of the contract
+/// (docs/backends.md), so `aggregator<T, thrust_backend<System>>` runs on it; the DGC and
+/// EF-SignSGD step operations are not part of it yet.
+///
+/// This header includes Thrust (from the CUDA Toolkit's CCCL, `<cuda>/include/cccl`, or any
+/// other Thrust installation); the umbrella header `<gradcomp/gradcomp.hpp>` does not include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include <thrust/copy.h>
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/memory.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
+
+#include "../backend.hpp"
+#include "../config.hpp"
+#include "../detail/magnitude.hpp"
+#include "../detail/state_bounds.hpp"
+#include "../dgc/momentum_kind.hpp"
+#include "../error.hpp"
+#include "../span.hpp"
+
+namespace gradcomp {
+
+/**
+ * @brief The memory space of `thrust_backend<System>`: memory allocated through Thrust system
+ * `System`. Not host accessible, whatever the system, so that spans of it cannot be indexed on
+ * the host.
+ */
+template <class System>
+struct thrust_space {};
+
+/**
+ * @brief The portable Thrust backend on Thrust system `System` (a system tag:
+ * `thrust::system::cpp::tag` or `thrust::system::omp::tag`).
+ *
+ * Its operations are synchronous on these systems (each returns when its work is done) and
+ * deterministic: bitwise the CPU backend's results. The value carries no state.
+ */
+template <class System>
+struct thrust_backend {
+  using memory_space = thrust_space<System>;  ///< Memory allocated through `System`.
+  using system = System;                      ///< The Thrust system tag.
+};
+
+/// Every `thrust_backend<System>` is a backend.
+template <class System>
+struct is_backend<thrust_backend<System>> : std::true_type {};
+
+namespace detail {
+namespace thrust_impl {
+
+// Owning storage of n elements in System's memory, allocated with thrust::malloc; copies are
+// deep (byte copies inside the system), moves take the storage.
+template <class T, class System>
+class system_buffer {
+ public:
+  using value_type = T;
+  using space = thrust_space<System>;
+
+  system_buffer() = default;
+  explicit system_buffer(std::size_t n) : size_(n) {
+    if (n != 0) data_ = allocate_bytes(n * sizeof(T));
+  }
+  system_buffer(const system_buffer& other) : system_buffer(other.size_) { copy_bytes_from(other); }
+  system_buffer(system_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  system_buffer& operator=(const system_buffer& other) {
+    if (this != &other) {
+      system_buffer copy(other);
+      swap(copy);
+    }
+    return *this;
+  }
+  system_buffer& operator=(system_buffer&& other) noexcept {
+    system_buffer taken(std::move(other));
+    swap(taken);
+    return *this;
+  }
+  ~system_buffer() { release(); }
+
+  span<T, space> view() noexcept { return span<T, space>(data_, size_); }
+  span<const T, space> view() const noexcept { return span<const T, space>(data_, size_); }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  static T* allocate_bytes(std::size_t bytes) {
+    auto p = thrust::malloc(System{}, bytes);
+    if (p.get() == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p.get());
+  }
+  void release() noexcept {
+    if (data_ != nullptr) thrust::free(System{}, thrust::pointer<void, System>(static_cast<void*>(data_)));
+    data_ = nullptr;
+    size_ = 0;
+  }
+  void copy_bytes_from(const system_buffer& other) {
+    if (size_ == 0) return;
+    const auto* from = reinterpret_cast<const unsigned char*>(other.data_);
+    thrust::copy_n(System{}, from, size_ * sizeof(T), reinterpret_cast<unsigned char*>(data_));
+  }
+  void swap(system_buffer& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Functors: each the body of the CPU backend's loop for one element (cpu/dgc_kernels.hpp), with
+// the same arithmetic in the same order.
+// ---------------------------------------------------------------------------------------------
+
+template <class T>
+struct plus_op {
+  GRADCOMP_HD T operator()(T acc, T value) const { return acc + value; }
+};
+
+template <class T>
+struct scale_op {
+  T c;
+  GRADCOMP_HD T operator()(T x) const { return x * c; }
+};
+
+template <class T>
+struct scatter_add_op {
+  const std::uint32_t* idx;
+  const T* values;
+  T* acc;
+  GRADCOMP_HD void operator()(std::size_t j) const { acc[idx[j]] += values[j]; }
+};
+
+// Receiver-side momentum on element i (cpu::momentum_apply).
+template <class T>
+struct momentum_apply_op {
+  momentum_kind kind;
+  T m;
+  T* u;
+  T* a;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (kind == momentum_kind::vanilla) {
+      u[i] = m * u[i] + a[i];
+      a[i] = u[i];
+    } else if (kind == momentum_kind::nesterov) {
+      u[i] = m * (u[i] + a[i]);
+      a[i] = u[i] + a[i];
+    }
+  }
+};
+
+template <class K>
+struct max_op {
+  GRADCOMP_HD K operator()(K a, K b) const { return a < b ? b : a; }
+};
+
+template <class T>
+struct magnitude_key_op {
+  GRADCOMP_HD key_t<T> operator()(T v) const { return magnitude_key(v); }
+};
+
+// The magnitude key of acc[i] + values[j] (i = idx[j], or j where idx is null).
+template <class T>
+struct sum_key_op {
+  const T* acc;
+  const std::uint32_t* idx;
+  const T* values;
+  GRADCOMP_HD key_t<T> operator()(std::size_t j) const {
+    const T s = acc[idx != nullptr ? idx[j] : j] + values[j];
+    return magnitude_key(s);
+  }
+};
+
+// The magnitude keys of what momentum_apply would leave in u and a for element i, after `a` is
+// first multiplied by `inv` where `scaled` (cpu::momentum_apply_magnitudes).
+template <class T>
+struct key_pair {
+  key_t<T> u;
+  key_t<T> a;
+};
+
+template <class T>
+struct key_pair_max {
+  GRADCOMP_HD key_pair<T> operator()(key_pair<T> x, key_pair<T> y) const {
+    return key_pair<T>{x.u < y.u ? y.u : x.u, x.a < y.a ? y.a : x.a};
+  }
+};
+
+template <class T>
+struct momentum_apply_keys_op {
+  momentum_kind kind;
+  T m;
+  T inv;
+  bool scaled;
+  const T* u;
+  const T* a;
+  GRADCOMP_HD key_pair<T> operator()(std::size_t i) const {
+    T av = scaled ? a[i] * inv : a[i];
+    T uv = kind == momentum_kind::none ? T(0) : u[i];
+    if (kind == momentum_kind::vanilla) {
+      uv = m * uv + av;
+      av = uv;
+    } else if (kind == momentum_kind::nesterov) {
+      uv = m * (uv + av);
+      av = uv + av;
+    }
+    return key_pair<T>{magnitude_key(uv), magnitude_key(av)};
+  }
+};
+
+struct at_or_above_op {
+  const std::uint32_t* idx;
+  std::size_t n;
+  GRADCOMP_HD bool operator()(std::size_t j) const { return idx[j] >= n; }
+};
+
+// Position j + 1 not above position j.
+struct not_increasing_op {
+  const std::uint32_t* idx;
+  GRADCOMP_HD bool operator()(std::size_t j) const { return idx[j + 1] <= idx[j]; }
+};
+
+struct or_op {
+  GRADCOMP_HD bool operator()(bool a, bool b) const { return a || b; }
+};
+
+template <class T>
+double value_of_largest_key(key_t<T> key) noexcept {
+  if (!is_finite_key<T>(key)) return std::numeric_limits<double>::quiet_NaN();
+  return static_cast<double>(value_of_key<T>(key));
+}
+
+}  // namespace thrust_impl
+
+/// The Thrust backend's operations (docs/backends.md): memory and the aggregator's operations.
+template <class System>
+struct ops<thrust_backend<System>> {
+  using backend = thrust_backend<System>;
+  using space = thrust_space<System>;
+  template <class T>
+  using view = span<T, space>;
+
+  // --- Memory -----------------------------------------------------------------------------
+  template <class T>
+  using buffer = thrust_impl::system_buffer<T, System>;
+
+  // n elements, every byte zero (T is trivially copyable).
+  template <class T>
+  static buffer<T> allocate(const backend&, std::size_t n) {
+    static_assert(std::is_trivially_copyable<T>::value, "backend buffers hold trivially copyable types");
+    buffer<T> b(n);
+    if (n != 0)
+      thrust::fill_n(System{}, reinterpret_cast<unsigned char*>(b.view().data()), n * sizeof(T),
+                     static_cast<unsigned char>(0));
+    return b;
+  }
+  // The systems of this backend keep their memory where the host can address it and finish
+  // each operation before it returns, so the copies are plain copies, done when they return.
+  template <class T>
+  static void copy_to_host(const backend&, view<const T> from, span<T> to) {
+    if (!from.empty()) std::memcpy(static_cast<void*>(to.data()), from.data(), from.size_bytes());
+  }
+  template <class T>
+  static void copy_to_backend(const backend&, span<const T> from, view<T> to) {
+    if (!from.empty()) std::memcpy(static_cast<void*>(to.data()), from.data(), from.size_bytes());
+  }
+  static void synchronize(const backend&) noexcept {}
+
+  // --- Work over tensors --------------------------------------------------------------------
+  // One tensor at a time: each tensor's operations are already parallel inside the system.
+  struct executor {};
+  static executor make_executor(std::size_t) { return executor{}; }
+  static std::size_t executor_slots(const executor&) noexcept { return 1; }
+  template <class F>
+  static void for_each(const backend&, executor&, span<const std::size_t> order, F& f) {
+    for (std::size_t t : order) f(t, std::size_t(0));
+  }
+
+  // --- The aggregator's kernels -------------------------------------------------------------
+  template <class T>
+  static void fill_zero(const backend&, view<T> x) {
+    thrust::fill_n(System{}, x.data(), x.size(), T(0));
+  }
+  // acc += values
+  template <class T>
+  static void add(const backend&, view<const T> values, view<T> acc) {
+    thrust::transform(System{}, acc.data(), acc.data() + acc.size(), values.data(), acc.data(),
+                      thrust_impl::plus_op<T>{});
+  }
+  // acc[idx[j]] += values[j]; the positions are distinct, so the updates are independent.
+  template <class T>
+  static void scatter_add(const backend&, view<const std::uint32_t> idx, view<const T> values, view<T> acc) {
+    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), idx.size(),
+                       thrust_impl::scatter_add_op<T>{idx.data(), values.data(), acc.data()});
+  }
+  // x *= c
+  template <class T>
+  static void scale(const backend&, T c, view<T> x) {
+    thrust::transform(System{}, x.data(), x.data() + x.size(), x.data(), thrust_impl::scale_op<T>{c});
+  }
+  template <class T>
+  static void momentum_apply(const backend&, momentum_kind kind, T m, view<T> u, view<T> a) {
+    if (kind == momentum_kind::none) return;
+    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), a.size(),
+                       thrust_impl::momentum_apply_op<T>{kind, m, u.data(), a.data()});
+  }
+  // The largest magnitude of `values`, NaN where one is not finite. Waits (returns to the host).
+  template <class T>
+  static double largest_magnitude(const backend&, view<const T> values) {
+    const key_t<T> key = thrust::transform_reduce(System{}, values.data(), values.data() + values.size(),
+                                                  thrust_impl::magnitude_key_op<T>{}, key_t<T>(0),
+                                                  thrust_impl::max_op<key_t<T>>{});
+    return thrust_impl::value_of_largest_key<T>(key);
+  }
+  // The largest magnitude the add of `values` (at `idx`, or densely where idx is empty) would
+  // leave in acc, NaN where a sum would not be finite; writes nothing. Waits.
+  template <class T>
+  static double largest_magnitude_of_sum(const backend&, view<const T> acc, view<const std::uint32_t> idx,
+                                         view<const T> values) {
+    const key_t<T> key = thrust::transform_reduce(
+        System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(values.size()),
+        thrust_impl::sum_key_op<T>{acc.data(), idx.empty() ? nullptr : idx.data(), values.data()}, key_t<T>(0),
+        thrust_impl::max_op<key_t<T>>{});
+    return thrust_impl::value_of_largest_key<T>(key);
+  }
+  // What momentum_apply (after scaling by `inv` where `scaled`) would leave; writes nothing.
+  // Waits.
+  template <class T>
+  static state_magnitudes momentum_apply_magnitudes(const backend&, momentum_kind kind, T m, T inv, bool scaled,
+                                                    view<const T> u, view<const T> a) {
+    const auto keys = thrust::transform_reduce(
+        System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(a.size()),
+        thrust_impl::momentum_apply_keys_op<T>{kind, m, inv, scaled, u.data(), a.data()},
+        thrust_impl::key_pair<T>{key_t<T>(0), key_t<T>(0)}, thrust_impl::key_pair_max<T>{});
+    state_magnitudes r;
+    r.finite = is_finite_key<T>(keys.u) && is_finite_key<T>(keys.a);
+    r.u = static_cast<double>(value_of_key<T>(keys.u));
+    r.v = static_cast<double>(value_of_key<T>(keys.a));
+    return r;
+  }
+  // errc::ok when every position is below n and above the one before it; else
+  // errc::index_out_of_range (checked first) or errc::indices_not_increasing. Waits.
+  static errc check_positions(const backend&, view<const std::uint32_t> idx, std::size_t n) {
+    const std::size_t k = idx.size();
+    if (k == 0) return errc::ok;
+    const thrust::counting_iterator<std::size_t> first(0);
+    if (thrust::transform_reduce(System{}, first, first + static_cast<std::ptrdiff_t>(k),
+                                 thrust_impl::at_or_above_op{idx.data(), n}, false, thrust_impl::or_op{}))
+      return errc::index_out_of_range;
+    if (thrust::transform_reduce(System{}, first, first + static_cast<std::ptrdiff_t>(k - 1),
+                                 thrust_impl::not_increasing_op{idx.data()}, false, thrust_impl::or_op{}))
+      return errc::indices_not_increasing;
+    return errc::ok;
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp

@@ -1,0 +1,263 @@
+// The portable Thrust backend on Thrust's OpenMP and C++ systems, on the CPU: each of its
+// operations against the CPU backend's on data that exposes order and arithmetic differences
+// (large sizes, so that the OpenMP system splits the work; NaN, infinities, values near the
+// largest finite one), then the aggregator's part of the conformance suite.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <gradcomp/cpu/ops.hpp>
+#include <gradcomp/thrust/backend.hpp>
+#include <thrust/system/cpp/execution_policy.h>
+#include <thrust/system/omp/execution_policy.h>
+
+#include "backend/aggregator_conformance.hpp"
+#include "backend/conformance.hpp"
+
+namespace {
+
+using omp_backend = gradcomp::thrust_backend<thrust::system::omp::tag>;
+using cpp_backend = gradcomp::thrust_backend<thrust::system::cpp::tag>;
+using cpu_ops = gradcomp::detail::ops<gradcomp::cpu_backend>;
+
+static_assert(gradcomp::is_backend_v<omp_backend>, "a backend");
+static_assert(!gradcomp::is_host_accessible_v<gradcomp::memory_space_t<omp_backend>>,
+              "the Thrust backend's memory is reached only through its copies, even on the OpenMP system");
+
+template <class T>
+std::vector<T> gaussian(std::size_t n, std::uint64_t seed, double scale = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(normal(rng));
+  return v;
+}
+
+// Sorted distinct positions below n, about one in `every`.
+std::vector<std::uint32_t> positions(std::size_t n, std::size_t every, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint32_t> idx;
+  for (std::size_t i = 0; i < n; ++i)
+    if (rng() % every == 0) idx.push_back(static_cast<std::uint32_t>(i));
+  return idx;
+}
+
+template <class T>
+gradcomp::span<T> host(std::vector<T>& v) {
+  return gradcomp::span<T>(v.data(), v.size());
+}
+template <class T>
+gradcomp::span<const T> host_const(const std::vector<T>& v) {
+  return gradcomp::span<const T>(v.data(), v.size());
+}
+
+template <class T>
+bool bitwise_same(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+bool same_double(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+constexpr std::size_t n_large = 100003;  // odd, and large enough for every OpenMP thread to work
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("thrust backend: buffers are zeroed, copied deeply and moved", Backend, omp_backend, cpp_backend) {
+  using ops = gradcomp::detail::ops<Backend>;
+  using harness = gradcomp_test::backend_harness<Backend>;
+  const Backend b{};
+  auto zero = ops::template allocate<double>(b, 1000);
+  CHECK(zero.size() == 1000);
+  CHECK(harness::template download<double>(b, gradcomp::readonly(zero.view())) == std::vector<double>(1000, 0.0));
+  const auto values = gaussian<float>(777, 1);
+  auto a = harness::upload(b, values);
+  auto copy = a;  // deep
+  ops::fill_zero(b, a.view());
+  CHECK(harness::template download<float>(b, gradcomp::readonly(copy.view())) == values);
+  CHECK(harness::template download<float>(b, gradcomp::readonly(a.view())) == std::vector<float>(777, 0.0f));
+  auto moved = std::move(copy);
+  CHECK(copy.empty());
+  CHECK(harness::template download<float>(b, gradcomp::readonly(moved.view())) == values);
+  typename ops::template buffer<float> none;
+  CHECK(none.empty());
+  none = moved;
+  CHECK(harness::template download<float>(b, gradcomp::readonly(none.view())) == values);
+}
+
+TEST_CASE_TEMPLATE("thrust backend: add, scatter_add, scale and momentum_apply are bitwise the CPU's", T, float,
+                   double) {
+  using ops = gradcomp::detail::ops<omp_backend>;
+  using harness = gradcomp_test::backend_harness<omp_backend>;
+  const omp_backend b{};
+  const auto acc0 = gaussian<T>(n_large, 2, 3.0);
+  const auto values = gaussian<T>(n_large, 3, 0.7);
+  const auto idx = positions(n_large, 7, 4);
+  const auto sparse_values = gaussian<T>(idx.size(), 5);
+
+  SUBCASE("add") {
+    auto expected = acc0;
+    cpu_ops::add(gradcomp::cpu_backend{}, host_const(values), host(expected));
+    auto acc = harness::upload(b, acc0);
+    const auto v = harness::upload(b, values);
+    ops::add(b, gradcomp::readonly(v.view()), acc.view());
+    CHECK(bitwise_same(harness::template download<T>(b, gradcomp::readonly(acc.view())), expected));
+  }
+  SUBCASE("scatter_add") {
+    auto expected = acc0;
+    cpu_ops::scatter_add(gradcomp::cpu_backend{}, host_const(idx), host_const(sparse_values), host(expected));
+    auto acc = harness::upload(b, acc0);
+    const auto i = harness::upload(b, idx);
+    const auto v = harness::upload(b, sparse_values);
+    ops::scatter_add(b, gradcomp::readonly(i.view()), gradcomp::readonly(v.view()), acc.view());
+    CHECK(bitwise_same(harness::template download<T>(b, gradcomp::readonly(acc.view())), expected));
+  }
+  SUBCASE("scale") {
+    auto expected = acc0;
+    const T c = static_cast<T>(1.0 / 3.0);
+    cpu_ops::scale(gradcomp::cpu_backend{}, c, host(expected));
+    auto x = harness::upload(b, acc0);
+    ops::scale(b, c, x.view());
+    CHECK(bitwise_same(harness::template download<T>(b, gradcomp::readonly(x.view())), expected));
+  }
+  SUBCASE("momentum_apply") {
+    for (const auto kind : {gradcomp::momentum_kind::none, gradcomp::momentum_kind::vanilla,
+                            gradcomp::momentum_kind::nesterov}) {
+      CAPTURE(static_cast<int>(kind));
+      auto u_expected = acc0;
+      auto a_expected = values;
+      const T m = static_cast<T>(0.9);
+      cpu_ops::momentum_apply(gradcomp::cpu_backend{}, kind, m, host(u_expected), host(a_expected));
+      auto u = harness::upload(b, acc0);
+      auto a = harness::upload(b, values);
+      ops::momentum_apply(b, kind, m, u.view(), a.view());
+      CHECK(bitwise_same(harness::template download<T>(b, gradcomp::readonly(u.view())), u_expected));
+      CHECK(bitwise_same(harness::template download<T>(b, gradcomp::readonly(a.view())), a_expected));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("thrust backend: the reductions are the CPU's, NaN and overflow included", T, float, double) {
+  using ops = gradcomp::detail::ops<omp_backend>;
+  using harness = gradcomp_test::backend_harness<omp_backend>;
+  const omp_backend b{};
+  const gradcomp::cpu_backend cpu{};
+  const T big = std::numeric_limits<T>::max() / T(2) * T(1.5);  // two of them overflow
+  auto acc0 = gaussian<T>(n_large, 6, 2.0);
+  auto values = gaussian<T>(n_large, 7, 2.0);
+  const auto idx = positions(n_large, 5, 8);
+  auto sparse_values = gaussian<T>(idx.size(), 9);
+
+  SUBCASE("largest_magnitude") {
+    for (int variant = 0; variant < 4; ++variant) {
+      CAPTURE(variant);
+      auto v = values;
+      if (variant == 1) v[n_large / 2] = std::numeric_limits<T>::quiet_NaN();
+      if (variant == 2) v[n_large - 1] = -std::numeric_limits<T>::infinity();
+      if (variant == 3) v[0] = -big;
+      const auto d = harness::upload(b, v);
+      CHECK(same_double(ops::largest_magnitude(b, gradcomp::readonly(d.view())),
+                        cpu_ops::largest_magnitude(cpu, host_const(v))));
+    }
+    const auto empty = harness::upload(b, std::vector<T>());
+    CHECK(ops::largest_magnitude(b, gradcomp::readonly(empty.view())) == 0.0);
+  }
+  SUBCASE("largest_magnitude_of_sum") {
+    for (int variant = 0; variant < 3; ++variant) {
+      CAPTURE(variant);
+      auto acc = acc0;
+      if (variant >= 1) {  // one sum overflows, sparse and dense
+        acc[idx[idx.size() / 2]] = big;
+        sparse_values[idx.size() / 2] = big;
+        acc[n_large / 3] = big;
+        values[n_large / 3] = big;
+      }
+      if (variant == 2) acc[idx[1]] = std::numeric_limits<T>::quiet_NaN();
+      const auto d_acc = harness::upload(b, acc);
+      const auto d_idx = harness::upload(b, idx);
+      const auto d_sparse = harness::upload(b, sparse_values);
+      const auto d_values = harness::upload(b, values);
+      const auto no_idx = harness::upload(b, std::vector<std::uint32_t>());
+      CHECK(same_double(ops::largest_magnitude_of_sum(b, gradcomp::readonly(d_acc.view()), gradcomp::readonly(d_idx.view()),
+                                                      gradcomp::readonly(d_sparse.view())),
+                        cpu_ops::largest_magnitude_of_sum(cpu, host_const(acc), host_const(idx), host_const(sparse_values))));
+      CHECK(same_double(ops::largest_magnitude_of_sum(b, gradcomp::readonly(d_acc.view()), gradcomp::readonly(no_idx.view()),
+                                                      gradcomp::readonly(d_values.view())),
+                        cpu_ops::largest_magnitude_of_sum(cpu, host_const(acc), gradcomp::span<const std::uint32_t>(),
+                                                          host_const(values))));
+    }
+  }
+  SUBCASE("momentum_apply_magnitudes") {
+    for (const auto kind : {gradcomp::momentum_kind::none, gradcomp::momentum_kind::vanilla,
+                            gradcomp::momentum_kind::nesterov})
+      for (const bool scaled : {false, true})
+        for (const bool overflow : {false, true}) {
+          CAPTURE(static_cast<int>(kind));
+          CAPTURE(scaled);
+          CAPTURE(overflow);
+          auto u = acc0;
+          auto a = values;
+          if (overflow) {
+            u[77] = big;
+            a[77] = big;
+          }
+          const T m = static_cast<T>(0.9), inv = static_cast<T>(0.25);
+          const auto expected = cpu_ops::momentum_apply_magnitudes(cpu, kind, m, inv, scaled, host_const(u), host_const(a));
+          const auto d_u = harness::upload(b, u);
+          const auto d_a = harness::upload(b, a);
+          const auto got = ops::momentum_apply_magnitudes(b, kind, m, inv, scaled, gradcomp::readonly(d_u.view()),
+                                                          gradcomp::readonly(d_a.view()));
+          CHECK(got.finite == expected.finite);
+          CHECK(same_double(got.u, expected.u));
+          CHECK(same_double(got.v, expected.v));
+        }
+  }
+}
+
+TEST_CASE("thrust backend: check_positions finds the CPU's error, out of range first") {
+  using ops = gradcomp::detail::ops<omp_backend>;
+  using harness = gradcomp_test::backend_harness<omp_backend>;
+  const omp_backend b{};
+  const gradcomp::cpu_backend cpu{};
+  const auto good = positions(n_large, 3, 10);
+  auto check = [&](const std::vector<std::uint32_t>& idx, std::size_t n) {
+    const auto d = harness::upload(b, idx);
+    const auto e = ops::check_positions(b, gradcomp::readonly(d.view()), n);
+    CHECK(e == cpu_ops::check_positions(cpu, host_const(idx), n));
+    return e;
+  };
+  CHECK(check(good, n_large) == gradcomp::errc::ok);
+  CHECK(check({}, 0) == gradcomp::errc::ok);
+  CHECK(check({0}, 1) == gradcomp::errc::ok);
+  CHECK(check({1}, 1) == gradcomp::errc::index_out_of_range);
+  auto swapped = good;
+  std::swap(swapped[swapped.size() - 2], swapped[swapped.size() - 1]);
+  CHECK(check(swapped, n_large) == gradcomp::errc::indices_not_increasing);
+  auto repeated = good;
+  repeated[5] = repeated[4];
+  CHECK(check(repeated, n_large) == gradcomp::errc::indices_not_increasing);
+  auto both = swapped;
+  both.back() = static_cast<std::uint32_t>(n_large);  // also out of order: range is reported
+  CHECK(check(both, n_large) == gradcomp::errc::index_out_of_range);
+}
+
+TEST_CASE_TEMPLATE("conformance (thrust): the aggregator sums, averages and refuses as on the CPU backend", Backend,
+                   omp_backend, cpp_backend) {
+  gradcomp_test::check_aggregator_sums(Backend{}, nullptr);
+}
+
+TEST_CASE_TEMPLATE("conformance (thrust): the aggregator's overflow guard refuses the same add, nothing modified",
+                   Backend, omp_backend, cpp_backend) {
+  gradcomp_test::check_aggregator_overflow(Backend{});
+}
+
+TEST_CASE_TEMPLATE("conformance (thrust): the aggregator adds messages in backend memory as the CPU adds host ones",
+                   Backend, omp_backend, cpp_backend) {
+  gradcomp_test::check_aggregator_backend_messages(Backend{});
+}
