@@ -17,7 +17,10 @@
 //                     decoding, no checks) / time of the component
 // The ratios are medians over iterations of references timed in the same iteration as the
 // component (manual timing: the references are not counted in the reported time); above 1 the
-// component is the faster. Every component is timed against both references.
+// component is the faster. Every component is timed against both references. One iteration of
+// these benchmarks is `runs` runs of the component back to back (the counter `runs`; about 20
+// microseconds of work), so `Time` is that of `runs` runs; bytes_per_second and
+// items_per_second (runs per second) count every run.
 // BM_wire_decode_accumulate_scratch uses the overload of decode_accumulate that takes index
 // scratch memory (positions decoded once instead of twice).
 //
@@ -120,15 +123,16 @@ struct sizes {
   double message_bytes = 0;
 };
 
-void set_counters(benchmark::State& state, const sizes& s, bool rate_counter) {
+// `runs`: runs of the component per iteration.
+void set_counters(benchmark::State& state, const sizes& s, bool rate_counter, int runs = 1) {
   const double k = std::max(1.0, s.kept);
   state.counters["bits_per_index"] = 8.0 * s.index_bytes / k;
   state.counters["bits_per_element"] = 8.0 * s.section_bytes / k;
   state.counters["size_to_raw"] = s.message_bytes / (8.0 * k);
   if (rate_counter)
     state.counters["GB_per_s_message"] =
-        benchmark::Counter(s.message_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+        benchmark::Counter(s.message_bytes * runs / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * runs *
                           static_cast<std::int64_t>(s.message_bytes));
 }
 
@@ -222,14 +226,14 @@ struct reference {
 };
 
 // Times `body` against `refs` in every iteration, with manual timing so that the references cost
-// nothing in the reported time: each iteration runs every reference and then the body `inner`
-// times in a row (enough repetitions for about 20 microseconds of body, so that the clock's own
-// cost is negligible for small messages), and reports the body's time per run. Each counter
+// nothing in the reported time: each iteration runs every reference and then the body `runs`
+// times in a row (enough runs for about 20 microseconds of body, so that the clock's own cost is
+// negligible for small messages) and reports the time of those runs. Each counter
 // ratio_to_<name> is the median over iterations of reference time / body time; above 1 the body
-// is the faster. bytes_per_second counts `bytes` per run of the body.
+// is the faster. bytes_per_second counts `bytes` per run of the body, items_per_second runs.
 template <class Body>
-void timed_against(benchmark::State& state, std::size_t bytes, const std::vector<reference>& refs,
-                   Body&& body) {
+int timed_against(benchmark::State& state, std::size_t bytes, const std::vector<reference>& refs,
+                  Body&& body) {
   using clock = std::chrono::steady_clock;
   const auto seconds = [](clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();
@@ -238,24 +242,27 @@ void timed_against(benchmark::State& state, std::size_t bytes, const std::vector
   const auto once = clock::now();
   body();
   const double warm = std::max(seconds(once), 1e-9);
-  const int inner = static_cast<int>(std::clamp(20e-6 / warm, 1.0, 1000.0));
+  const int runs = static_cast<int>(std::clamp(20e-6 / warm, 1.0, 1000.0));
   std::vector<std::vector<double>> ratios(refs.size());
   for (auto _ : state) {
     std::vector<double> ref_time(refs.size());
     for (std::size_t r = 0; r < refs.size(); ++r) {
       const auto t0 = clock::now();
-      for (int j = 0; j < inner; ++j) refs[r].run();
+      for (int j = 0; j < runs; ++j) refs[r].run();
       benchmark::ClobberMemory();
       ref_time[r] = seconds(t0);
     }
     const auto t0 = clock::now();
-    for (int j = 0; j < inner; ++j) body();
+    for (int j = 0; j < runs; ++j) body();
     benchmark::ClobberMemory();
     const double t = seconds(t0);
-    state.SetIterationTime(t / inner);
+    state.SetIterationTime(t);
     for (std::size_t r = 0; r < refs.size(); ++r) ratios[r].push_back(ref_time[r] / t);
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
+  const auto total_runs = static_cast<std::int64_t>(state.iterations()) * runs;
+  state.SetBytesProcessed(total_runs * static_cast<std::int64_t>(bytes));
+  state.SetItemsProcessed(total_runs);
+  state.counters["runs"] = runs;
   for (std::size_t r = 0; r < refs.size(); ++r) {
     auto& v = ratios[r];
     if (v.empty()) continue;
@@ -263,6 +270,7 @@ void timed_against(benchmark::State& state, std::size_t bytes, const std::vector
     std::nth_element(v.begin(), mid, v.end());
     state.counters[std::string("ratio_to_") + refs[r].counter] = *mid;
   }
+  return runs;
 }
 
 // The memcpy reference: `bytes` bytes copied between two buffers of its own.
@@ -393,12 +401,12 @@ void BM_wire_encode(benchmark::State& state, wire_case c) {
   std::vector<std::byte> out(wire::max_encoded_bytes(sections, opt).value());
   const gradcomp::span<std::byte> out_view(out.data(), out.size());
   bool failed = false;
-  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
+  const int runs = timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
     failed |= !wire::encode(sections, opt, out_view);
     benchmark::DoNotOptimize(out.data());
   });
   if (failed) state.SkipWithError("encode failed in the timed loop");
-  set_counters(state, s, false);
+  set_counters(state, s, false, runs);
 }
 
 void BM_wire_decode(benchmark::State& state, wire_case c) {
@@ -416,7 +424,7 @@ void BM_wire_decode(benchmark::State& state, wire_case c) {
   const gradcomp::span<std::uint32_t> idx_view(idx);
   const gradcomp::span<float> val_view(val);
   bool failed = false;
-  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
+  const int runs = timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
     // The non-allocating path: header, checksum and section headers, then each section's
     // payload checked and decoded into caller memory.
     const auto h = wire::for_each_section(view, [&](const wire::section_header& sh) {
@@ -427,7 +435,7 @@ void BM_wire_decode(benchmark::State& state, wire_case c) {
     benchmark::DoNotOptimize(val.data());
   });
   if (failed) state.SkipWithError("decode failed in the timed loop");
-  set_counters(state, s, false);
+  set_counters(state, s, false, runs);
 }
 
 void BM_wire_validate(benchmark::State& state, wire_case c) {
@@ -441,13 +449,13 @@ void BM_wire_validate(benchmark::State& state, wire_case c) {
   }
   const gradcomp::span<const std::byte> view(msg.data(), msg.size());
   bool failed = false;
-  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
+  const int runs = timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
     const auto h = wire::validate(view);
     failed |= !h;
     benchmark::DoNotOptimize(h);
   });
   if (failed) state.SkipWithError("validate failed in the timed loop");
-  set_counters(state, s, false);
+  set_counters(state, s, false, runs);
 }
 
 // Decode-and-accumulate into a dense float buffer; with `use_scratch`, through the overload that
@@ -478,13 +486,13 @@ void run_decode_accumulate(benchmark::State& state, const wire_case& c, bool use
     }
   }
   bool failed = false;
-  timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
+  const int runs = timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
     const auto h = wire::decode_accumulate<float>(view, dests, scratch_view);
     failed |= !h;
     benchmark::DoNotOptimize(acc.data());
   });
   if (failed) state.SkipWithError("decode_accumulate failed in the timed loop");
-  set_counters(state, s, true);
+  set_counters(state, s, true, runs);
 }
 
 void BM_wire_decode_accumulate(benchmark::State& state, wire_case c) {
