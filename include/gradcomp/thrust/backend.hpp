@@ -15,9 +15,10 @@
 /// host memory: code written against the backend reaches it only through the backend's copies,
 /// as it must for a device.
 ///
-/// The backend provides the memory members and the aggregator's operations of the contract
-/// (docs/backends.md), so `aggregator<T, thrust_backend<System>>` runs on it; the DGC and
-/// EF-SignSGD step operations are not part of it yet.
+/// The backend provides the memory members, the exact top-k (thrust/select.hpp) and the
+/// aggregator's operations of the contract (docs/backends.md), so `aggregator<T,
+/// thrust_backend<System>>` runs on it; the DGC and EF-SignSGD step operations are not part of it
+/// yet.
 ///
 /// This header includes Thrust (from the CUDA Toolkit's CCCL, `<cuda>/include/cccl`, or any
 /// other Thrust installation); the umbrella header `<gradcomp/gradcomp.hpp>` does not include it.
@@ -46,6 +47,7 @@
 #include "../dgc/momentum_kind.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
+#include "select.hpp"
 
 namespace gradcomp {
 
@@ -303,6 +305,19 @@ struct ops<thrust_backend<System>> {
   template <class F>
   static void for_each(const backend&, executor&, span<const std::size_t> order, F& f) {
     for (std::size_t t : order) f(t, std::size_t(0));
+  }
+
+  // --- Selection ----------------------------------------------------------------------------
+  // The exact top-k (thrust/select.hpp): the CPU's indices, count and threshold, bitwise.
+  template <class T>
+  static std::size_t exact_topk_workspace_bytes(const backend&, std::size_t n, std::size_t k) {
+    return thrust_impl::exact_topk_workspace_bytes<T>(n, k);
+  }
+  template <class T>
+  static result<std::size_t> exact_topk(const backend&, view<const T> values, std::size_t k,
+                                        view<std::uint32_t> out, view<std::byte> workspace, T* threshold) {
+    return thrust_impl::exact_topk<T, System>(values.data(), values.size(), k, out.data(), workspace.data(),
+                                              workspace.size(), threshold);
   }
 
   // --- The aggregator's kernels -------------------------------------------------------------
