@@ -158,4 +158,46 @@ inline std::vector<gradcomp::dgc_config> conformance_configs() {
   return out;
 }
 
+// Runs `steps` steps of `cfg` on `backend` and on the CPU backend and checks every observable
+// result bitwise; `bad_step` gets a NaN in one gradient (the step must be refused on both,
+// nothing modified).
+template <class T, class Backend>
+void check_dgc_against_cpu(const gradcomp::dgc_config& cfg, std::size_t steps, const Backend& backend,
+                           std::size_t bad_step = SIZE_MAX) {
+  conformance_worker<T, Backend> tested(cfg, backend);
+  conformance_worker<T, gradcomp::cpu_backend> reference(cfg, gradcomp::cpu_backend{});
+  for (std::size_t s = 0; s < steps; ++s) {
+    CAPTURE(s);
+    auto g = conformance_gradients<T>(s);
+    if (s == bad_step) g[1][g[1].size() / 3] = std::numeric_limits<T>::quiet_NaN();
+    tested.load(g);
+    reference.load(g);
+    const auto before = tested.state();
+    REQUIRE(tested.compressor.compress(tested.views()));
+    REQUIRE(reference.compressor.compress(reference.views()));
+    const auto a = tested.encode();
+    const auto b = reference.encode();
+    if (s == bad_step) {
+      CHECK(a.error() == gradcomp::errc::non_finite_input);
+      CHECK(b.error() == gradcomp::errc::non_finite_input);
+      CHECK(tested.compressor.stats().error() == gradcomp::errc::non_finite_input);
+      CHECK(bitwise_equal(tested.state(), before));
+      CHECK(tested.compressor.step() == reference.compressor.step());
+      continue;
+    }
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(*a == *b);  // the messages, byte for byte (checksum included)
+    const auto sa = tested.compressor.stats();
+    const auto sb = reference.compressor.stats();
+    REQUIRE(sa);
+    REQUIRE(sb);
+    CHECK(same_stats(*sa, *sb));
+    for (std::size_t t = 0; t < tested.compressor.num_tensors(); ++t)
+      if (tested.compressor.info(t).compressed)
+        CHECK(same_selection(tested.compressor.selection(t), reference.compressor.selection(t)));
+    CHECK(bitwise_equal(tested.state(), reference.state()));
+  }
+}
+
 }  // namespace gradcomp_test

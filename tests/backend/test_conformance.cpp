@@ -34,47 +34,6 @@ strict_backend backend_for_test<strict_backend>() {
   return strict_backend{}.on(3);
 }
 
-// Runs `steps` steps of `cfg` on Backend and on the CPU backend and checks every observable
-// result bitwise; `bad_step` gets a NaN in one gradient (the step must be refused on both,
-// nothing modified).
-template <class T, class Backend>
-void check_against_cpu(const dgc_config& cfg, std::size_t steps, std::size_t bad_step = SIZE_MAX) {
-  conformance_worker<T, Backend> tested(cfg, backend_for_test<Backend>());
-  conformance_worker<T, cpu_backend> reference(cfg, cpu_backend{});
-  for (std::size_t s = 0; s < steps; ++s) {
-    CAPTURE(s);
-    auto g = gradcomp_test::conformance_gradients<T>(s);
-    if (s == bad_step) g[1][g[1].size() / 3] = std::numeric_limits<T>::quiet_NaN();
-    tested.load(g);
-    reference.load(g);
-    const auto before = tested.state();
-    REQUIRE(tested.compressor.compress(tested.views()));
-    REQUIRE(reference.compressor.compress(reference.views()));
-    const auto a = tested.encode();
-    const auto b = reference.encode();
-    if (s == bad_step) {
-      CHECK(a.error() == errc::non_finite_input);
-      CHECK(b.error() == errc::non_finite_input);
-      CHECK(tested.compressor.stats().error() == errc::non_finite_input);
-      CHECK(gradcomp_test::bitwise_equal(tested.state(), before));
-      CHECK(tested.compressor.step() == reference.compressor.step());
-      continue;
-    }
-    REQUIRE(a);
-    REQUIRE(b);
-    CHECK(*a == *b);  // the messages, byte for byte (checksum included)
-    const auto sa = tested.compressor.stats();
-    const auto sb = reference.compressor.stats();
-    REQUIRE(sa);
-    REQUIRE(sb);
-    CHECK(gradcomp_test::same_stats(*sa, *sb));
-    for (std::size_t t = 0; t < tested.compressor.num_tensors(); ++t)
-      if (tested.compressor.info(t).compressed)
-        CHECK(gradcomp_test::same_selection(tested.compressor.selection(t), reference.compressor.selection(t)));
-    CHECK(gradcomp_test::bitwise_equal(tested.state(), reference.state()));
-  }
-}
-
 }  // namespace
 
 TEST_CASE_TEMPLATE("conformance: DGC steps are bitwise the CPU backend's in every configuration", Backend,
@@ -85,9 +44,10 @@ TEST_CASE_TEMPLATE("conformance: DGC steps are bitwise the CPU backend's in ever
     CAPTURE(cfg.nesterov);
     CAPTURE(cfg.clip_norm);
     CAPTURE(static_cast<int>(cfg.clipping));
-    check_against_cpu<float, Backend>(cfg, 7);
+    gradcomp_test::check_dgc_against_cpu<float>(cfg, 7, backend_for_test<Backend>());
   }
-  check_against_cpu<double, Backend>(gradcomp_test::conformance_configs().front(), 5);
+  gradcomp_test::check_dgc_against_cpu<double>(gradcomp_test::conformance_configs().front(), 5,
+                                              backend_for_test<Backend>());
 }
 
 TEST_CASE_TEMPLATE("conformance: a non-finite gradient is refused on the backend, nothing modified", Backend,
@@ -96,7 +56,7 @@ TEST_CASE_TEMPLATE("conformance: a non-finite gradient is refused on the backend
     CAPTURE(clip);
     dgc_config cfg = gradcomp_test::conformance_configs().front();
     cfg.clip_norm = clip;
-    check_against_cpu<float, Backend>(cfg, 6, 3);
+    gradcomp_test::check_dgc_against_cpu<float>(cfg, 6, backend_for_test<Backend>(), 3);
   }
 }
 

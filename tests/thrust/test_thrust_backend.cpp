@@ -261,3 +261,38 @@ TEST_CASE_TEMPLATE("conformance (thrust): the aggregator adds messages in backen
                    Backend, omp_backend, cpp_backend) {
   gradcomp_test::check_aggregator_backend_messages(Backend{});
 }
+
+TEST_CASE_TEMPLATE("conformance (thrust): DGC steps with the exact top-k are bitwise the CPU backend's", Backend,
+                   omp_backend, cpp_backend) {
+  for (const auto& cfg : gradcomp_test::conformance_configs()) {
+    if (cfg.selection != gradcomp::selection_method::exact_topk) continue;
+    CAPTURE(cfg.momentum_correction);
+    CAPTURE(cfg.nesterov);
+    CAPTURE(cfg.clip_norm);
+    CAPTURE(static_cast<int>(cfg.clipping));
+    gradcomp_test::check_dgc_against_cpu<float>(cfg, 7, Backend{});
+    gradcomp_test::check_dgc_against_cpu<double>(cfg, 3, Backend{});
+  }
+}
+
+TEST_CASE("conformance (thrust): a non-finite gradient is refused, nothing modified") {
+  for (const auto& cfg : gradcomp_test::conformance_configs()) {
+    if (cfg.selection != gradcomp::selection_method::exact_topk) continue;
+    CAPTURE(cfg.clip_norm);
+    CAPTURE(static_cast<int>(cfg.clipping));
+    gradcomp_test::check_dgc_against_cpu<float>(cfg, 6, omp_backend{}, 3);
+  }
+}
+
+TEST_CASE("thrust backend: a compressor configured for the sampled threshold is refused at registration") {
+  gradcomp::dgc_config cfg;
+  cfg.selection = gradcomp::selection_method::sampled_threshold;
+  gradcomp::dgc_compressor<float, omp_backend> c(cfg, omp_backend{});
+  try {
+    c.add_tensor("w", {512, 512});
+    FAIL("add_tensor accepted a configuration the backend cannot run");
+  } catch (const gradcomp::error& e) {
+    CHECK(e.code() == gradcomp::errc::invalid_argument);
+  }
+  CHECK(c.num_tensors() == 0);
+}

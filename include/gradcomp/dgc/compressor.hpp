@@ -244,11 +244,13 @@ class dgc_compressor {
     } else {
       st.values = ops::template allocate<T>(backend_, n);
     }
-    std::vector<record> host(tensors_.size() + 1);
+    std::vector<record> host(tensors_.size());
     if (!tensors_.empty())
-      ops::copy_to_host(backend_, readonly(records_.view()), span<record>(host.data(), tensors_.size()));
-    ops::synchronize(backend_);
-    host.back().compressed = st.info.compressed ? 1 : 0;
+      ops::copy_to_host(backend_, readonly(records_.view()), span<record>(host.data(), host.size()));
+    ops::synchronize(backend_);  // before the vector may move
+    record added{};
+    added.compressed = st.info.compressed ? 1 : 0;
+    host.push_back(added);
     auto records = ops::template allocate<record>(backend_, host.size());
     ops::copy_to_backend(backend_, span<const record>(host.data(), host.size()), records.view());
     auto workspace = ops::template allocate<std::byte>(backend_, ws_bytes * slots);

@@ -15,9 +15,11 @@
 /// host memory: code written against the backend reaches it only through the backend's copies,
 /// as it must for a device.
 ///
-/// The backend provides the memory members, the exact top-k (thrust/select.hpp) and the
-/// aggregator's operations of the contract (docs/backends.md), so `aggregator<T,
-/// thrust_backend<System>>` runs on it; the DGC and EF-SignSGD step operations are not part of it
+/// The backend provides the memory members, the DGC step with the exact top-k
+/// (`selection_method::exact_topk`; registering a tensor of a compressor configured for the
+/// sampled threshold throws `errc::invalid_argument`) and the aggregator's operations of the
+/// contract (docs/backends.md), so `dgc_compressor<T, thrust_backend<System>>` and
+/// `aggregator<T, thrust_backend<System>>` run on it. EF-SignSGD's operations are not part of it
 /// yet.
 ///
 /// This header includes Thrust (from the CUDA Toolkit's CCCL, `<cuda>/include/cccl`, or any
@@ -46,7 +48,10 @@
 #include "../detail/state_bounds.hpp"
 #include "../dgc/momentum_kind.hpp"
 #include "../error.hpp"
+#include "../select/selection_types.hpp"
 #include "../span.hpp"
+#include "../dgc/step_plan.hpp"
+#include "dgc_kernels.hpp"
 #include "select.hpp"
 
 namespace gradcomp {
@@ -255,6 +260,30 @@ struct or_op {
   GRADCOMP_HD bool operator()(bool a, bool b) const { return a || b; }
 };
 
+// The step-level decisions of dgc/step_plan.hpp, run as single-thread steps.
+template <class T>
+struct plan_step_op {
+  dgc_tensor_record<T>* records;
+  std::size_t count;
+  dgc_step_plan plan;
+  dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t) const { plan_dgc_step(records, count, plan, step); }
+};
+template <class T>
+struct settle_guard_op {
+  const dgc_tensor_record<T>* records;
+  std::size_t count;
+  dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t) const { settle_dgc_guard(records, count, step); }
+};
+template <class T>
+struct commit_step_op {
+  dgc_tensor_record<T>* records;
+  std::size_t count;
+  dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t) const { commit_dgc_step(records, count, step); }
+};
+
 template <class T>
 double value_of_largest_key(key_t<T> key) noexcept {
   if (!is_finite_key<T>(key)) return std::numeric_limits<double>::quiet_NaN();
@@ -318,6 +347,102 @@ struct ops<thrust_backend<System>> {
                                         view<std::uint32_t> out, view<std::byte> workspace, T* threshold) {
     return thrust_impl::exact_topk<T, System>(values.data(), values.size(), k, out.data(), workspace.data(),
                                               workspace.size(), threshold);
+  }
+
+  // --- The DGC step (dgc/step_plan.hpp) ------------------------------------------------------
+  // The step-level functions run in single-thread steps; the per-tensor ones read the verdict
+  // and the records in place (the systems of this backend keep their memory where the host can
+  // address it). Only selection_method::exact_topk is available so far.
+  struct selection_state_none {};
+  template <class T>
+  using selection_state = selection_state_none;
+
+  template <class T>
+  static std::size_t accumulate_and_select_workspace_bytes(const backend&, const sampled_threshold_config&,
+                                                                        std::size_t, std::size_t) {
+    throw error(errc::invalid_argument,
+                "thrust_backend runs DGC with selection_method::exact_topk only; the sampled threshold is not "
+                "available on it yet");
+  }
+
+  template <class T>
+  static void dgc_read_gradient(const backend&, gradient_read read, view<const T> g,
+                                view<dgc_tensor_record<T>> records, std::size_t t) {
+    dgc_tensor_record<T>& r = records.data()[t];
+    if (read == gradient_read::norm) {
+      const auto n = thrust_impl::l2_norm<T, System>(g.data(), g.size());
+      r.norm_scale = n.finite ? n.scale : 1.0;
+      r.norm_root = n.finite ? n.root : std::numeric_limits<double>::quiet_NaN();
+      r.largest = n.scale == 1.0 ? r.norm_root : n.scale;
+    } else if (read == gradient_read::largest) {
+      r.largest = thrust_impl::value_of_largest_key<T>(thrust_impl::largest_key<T, System>(g.data(), g.size()));
+    }
+  }
+  template <class T>
+  static void dgc_plan(const backend&, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
+                       view<dgc_step_record> step) {
+    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
+                       thrust_impl::plan_step_op<T>{records.data(), records.size(), plan, step.data()});
+  }
+  template <class T>
+  static void dgc_exact_bounds(const backend&, momentum_kind kind, T m, view<const T> g, view<const T> u,
+                               view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t) {
+    dgc_tensor_record<T>& r = records.data()[t];
+    if (r.status != static_cast<std::int32_t>(errc::state_overflow)) return;
+    const auto e = thrust_impl::accumulated_magnitudes<T, System>(kind, m, static_cast<T>(r.coef), g.data(),
+                                                                  u.data(), v.data(), g.size());
+    settle_exact_bounds(r, e.u, e.v, e.finite);
+  }
+  template <class T>
+  static void dgc_settle_guard(const backend&, view<const dgc_tensor_record<T>> records, view<dgc_step_record> step) {
+    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
+                       thrust_impl::settle_guard_op<T>{records.data(), records.size(), step.data()});
+  }
+  // A dense tensor's step: the clipped gradient, whole.
+  template <class T>
+  static void dgc_dense_step(const backend&, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
+                             std::size_t t, view<const dgc_step_record> step) {
+    if (!step_may_run(step.data()[0])) return;
+    thrust::transform(System{}, g.data(), g.data() + g.size(), values.data(),
+                      thrust_impl::scale_copy_op<T>{static_cast<T>(records.data()[t].coef)});
+    records.data()[t].kept = g.size();
+  }
+  // A compressed tensor's step with the exact top-k: momentum correction into the accumulator,
+  // the selection, the selected entries moved out and momentum factor masking.
+  template <class T>
+  static void dgc_compressed_step(const backend&, const dgc_tensor_plan<T>& p, const sampled_threshold_config&,
+                                  view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
+                                  view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
+                                  std::size_t t, view<const dgc_step_record> step) {
+    if (!step_may_run(step.data()[0])) return;
+    dgc_tensor_record<T>& r = records.data()[t];
+    if (!p.exact) {  // registration refuses the sampled threshold: never reached
+      r.status = static_cast<std::int32_t>(errc::invalid_argument);
+      return;
+    }
+    const T c = static_cast<T>(r.coef);
+    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), g.size(),
+                       thrust_impl::momentum_accumulate_op<T>{p.kind, p.momentum, c, g.data(), u.data(), v.data()});
+    selection_result<T> sel;
+    const auto s = thrust_impl::exact_topk<T, System>(v.data(), v.size(), p.k, idx.data(), workspace.data(),
+                                                      workspace.size(), &sel.threshold);
+    if (!s) {
+      r.status = static_cast<std::int32_t>(s.error());
+      return;
+    }
+    sel.count = *s;
+    sel.target = p.k;
+    sel.exact = true;
+    r.selection = sel;
+    r.kept = sel.count;
+    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), sel.count,
+                       thrust_impl::gather_and_zero_op<T>{v.data(), idx.data(), values.data(),
+                                                          p.masking ? u.data() : nullptr});
+  }
+  template <class T>
+  static void dgc_commit(const backend&, view<dgc_tensor_record<T>> records, view<dgc_step_record> step) {
+    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
+                       thrust_impl::commit_step_op<T>{records.data(), records.size(), step.data()});
   }
 
   // --- The aggregator's kernels -------------------------------------------------------------

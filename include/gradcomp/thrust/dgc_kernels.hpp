@@ -1,0 +1,205 @@
+// The DGC step's kernels of the portable Thrust backend: each the element-wise body of the CPU
+// kernel (cpu/dgc_kernels.hpp, cpu/fused_kernels.hpp) with the same arithmetic in the same order,
+// and the L2 norm with the CPU's fixed summation order (32 interleaved partial sums in double,
+// combined pairwise in a fixed tree), so every result is bitwise the CPU's.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
+
+#include "../config.hpp"
+#include "../cpu/dgc_kernels.hpp"
+#include "../detail/magnitude.hpp"
+#include "../detail/state_bounds.hpp"
+#include "../dgc/momentum_kind.hpp"
+
+namespace gradcomp {
+namespace detail {
+namespace thrust_impl {
+
+// momentum_accumulate on element i (cpu::accumulate_one):
+// vanilla:  U = m*U + c*g;     V = V + U
+// nesterov: U = m*(U + c*g);   V = V + U + c*g
+// none:     V = V + c*g
+template <class T>
+GRADCOMP_HD inline T accumulate_element(momentum_kind kind, T m, T c, T g, T& u, T& v) {
+  if (kind == momentum_kind::none) {
+    v += c * g;
+  } else if (kind == momentum_kind::vanilla) {
+    u = m * u + c * g;
+    v += u;
+  } else {
+    const T cg = c * g;
+    u = m * (u + cg);
+    v = v + u + cg;
+  }
+  return v;
+}
+
+template <class T>
+struct momentum_accumulate_op {
+  momentum_kind kind;
+  T m;
+  T c;
+  const T* g;
+  T* u;
+  T* v;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    T unused = T(0);
+    accumulate_element(kind, m, c, g[i], kind == momentum_kind::none ? unused : u[i], v[i]);
+  }
+};
+
+template <class Key>
+struct key_pair2 {
+  Key u;
+  Key v;
+};
+
+template <class Key>
+struct key_pair2_max {
+  GRADCOMP_HD key_pair2<Key> operator()(key_pair2<Key> x, key_pair2<Key> y) const {
+    return key_pair2<Key>{x.u < y.u ? y.u : x.u, x.v < y.v ? y.v : x.v};
+  }
+};
+
+// The magnitude keys one accumulation would leave at i, writing nothing.
+template <class T>
+struct accumulated_keys_op {
+  momentum_kind kind;
+  T m;
+  T c;
+  const T* g;
+  const T* u;
+  const T* v;
+  GRADCOMP_HD key_pair2<key_t<T>> operator()(std::size_t i) const {
+    T uu = kind == momentum_kind::none ? T(0) : u[i];
+    T vv = v[i];
+    accumulate_element(kind, m, c, g[i], uu, vv);
+    return key_pair2<key_t<T>>{magnitude_key(uu), magnitude_key(vv)};
+  }
+};
+
+// values[j] = v[idx[j]], v[idx[j]] = 0 and, with masking, u[idx[j]] = 0 (positions distinct).
+template <class T>
+struct gather_and_zero_op {
+  T* v;
+  const std::uint32_t* idx;
+  T* values;
+  T* also_zero;  // null: no masking
+  GRADCOMP_HD void operator()(std::size_t j) const {
+    const std::uint32_t i = idx[j];
+    values[j] = v[i];
+    v[i] = T(0);
+    if (also_zero != nullptr) also_zero[i] = T(0);
+  }
+};
+
+template <class T>
+struct scale_copy_op {
+  T c;
+  GRADCOMP_HD T operator()(T g) const { return c * g; }
+};
+
+// Partial sum `lane` of the L2 norm: the squares of elements lane, lane + lanes, ... in order.
+template <class T>
+struct norm_lane_op {
+  const T* g;
+  std::size_t n;
+  double* part;
+  GRADCOMP_HD void operator()(std::size_t lane) const {
+    double s = 0.0;
+    for (std::size_t i = lane; i < n; i += cpu::norm_lanes) {
+      const double x = static_cast<double>(g[i]);
+      s += x * x;
+    }
+    part[lane] = s;
+  }
+};
+
+// The scaled sum of squares of a finite input whose plain sum overflowed (double only), in the
+// CPU's order: one sum, element by element. One thread.
+template <class T>
+struct scaled_squares_op {
+  const T* g;
+  std::size_t n;
+  double top;
+  double* out;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    double s = 0.0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double x = static_cast<double>(g[k]) / top;
+      s += x * x;
+    }
+    *out = s;
+  }
+};
+
+template <class T>
+struct magnitude_key_of {
+  GRADCOMP_HD key_t<T> operator()(T v) const { return magnitude_key(v); }
+};
+
+template <class K>
+struct key_max {
+  GRADCOMP_HD K operator()(K a, K b) const { return a < b ? b : a; }
+};
+
+// The largest magnitude key of g[0, n).
+template <class T, class System>
+key_t<T> largest_key(const T* g, std::size_t n) {
+  return thrust::transform_reduce(System{}, g, g + n, magnitude_key_of<T>{}, key_t<T>(0), key_max<key_t<T>>{});
+}
+
+// cpu::l2_norm with the CPU's order. The partial sums are written to host memory: the systems of
+// this backend run their functors on the host.
+template <class T, class System>
+cpu::norm_result l2_norm(const T* g, std::size_t n) {
+  cpu::norm_result r;
+  double part[cpu::norm_lanes] = {};
+  thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
+                     norm_lane_op<T>{g, n, part});
+  for (std::size_t width = cpu::norm_lanes / 2; width > 0; width /= 2)
+    for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
+  const double sum = part[0];
+  if (std::isfinite(sum)) {
+    r.norm = r.root = std::sqrt(sum);
+    return r;
+  }
+  const key_t<T> largest = largest_key<T, System>(g, n);
+  r.finite = is_finite_key<T>(largest);
+  if (!r.finite) return r;
+  const double top = std::fabs(static_cast<double>(value_of_key<T>(largest)));
+  double scaled = 0.0;
+  thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1, scaled_squares_op<T>{g, n, top, &scaled});
+  r.scale = top;
+  r.root = std::sqrt(scaled);
+  r.norm = top * r.root;
+  return r;
+}
+
+// cpu::accumulated_magnitudes: what one accumulation would leave in u and v, writing nothing.
+template <class T, class System>
+state_magnitudes accumulated_magnitudes(momentum_kind kind, T m, T c, const T* g, const T* u, const T* v,
+                                        std::size_t n) {
+  using key_type = key_t<T>;
+  const auto keys = thrust::transform_reduce(
+      System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n),
+      accumulated_keys_op<T>{kind, m, c, g, u, v}, key_pair2<key_type>{0, 0}, key_pair2_max<key_type>{});
+  state_magnitudes r;
+  r.finite = is_finite_key<T>(keys.u) && is_finite_key<T>(keys.v);
+  r.u = static_cast<double>(value_of_key<T>(keys.u));
+  r.v = static_cast<double>(value_of_key<T>(keys.v));
+  return r;
+}
+
+}  // namespace thrust_impl
+}  // namespace detail
+}  // namespace gradcomp
