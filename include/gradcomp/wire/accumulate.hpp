@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../cpu/simd.hpp"
 #include "../detail/bytes.hpp"
 #include "../detail/index_codec.hpp"
 #include "../detail/value_codec.hpp"
@@ -62,15 +63,6 @@ bool sums_stay_finite(span<const std::byte> msg, const section_header& s, const 
   return finite;
 }
 
-// A hint that the cache line holding `p` is about to be written.
-inline void prefetch_for_write(const void* p) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 1, 3);
-#else
-  (void)p;
-#endif
-}
-
 // Positions of gap and bitmap codings go to the index scratch while it has room; raw and dense
 // positions are cheap to read again.
 inline bool stores_positions(const section_header& s) noexcept {
@@ -107,7 +99,7 @@ result<message_header> check_accumulate(span<const std::byte> msg, std::size_t c
         if (const T* acc = accumulator_of(s.tensor)) {
           e = for_each_index(msg, s, [out, acc](std::uint32_t j, std::uint32_t i) {
             out[j] = i;
-            prefetch_for_write(acc + i);
+            gradcomp::detail::cpu::prefetch_for_write(acc + i);
           });
         } else {
           e = for_each_index(msg, s, [out](std::uint32_t j, std::uint32_t i) { out[j] = i; });
