@@ -12,6 +12,7 @@
 #include "../detail/magnitude.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../error.hpp"
+#include "../detail/dgc_arithmetic.hpp"
 #include "../dgc/momentum_kind.hpp"
 #include "../span.hpp"
 #include "simd.hpp"
@@ -130,20 +131,16 @@ void momentum_accumulate(momentum_kind kind, T m, T c, span<const T> g, span<T> 
   T* vp = v.data();
   switch (kind) {
     case momentum_kind::none:
-      for (std::size_t i = 0; i < n; ++i) vp[i] += c * gp[i];
+      for (std::size_t i = 0; i < n; ++i) {
+        T unused = T(0);  // u may be empty
+        accumulate_one<momentum_kind::none>(m, c, gp[i], unused, vp[i]);
+      }
       break;
     case momentum_kind::vanilla:
-      for (std::size_t i = 0; i < n; ++i) {
-        up[i] = m * up[i] + c * gp[i];
-        vp[i] += up[i];
-      }
+      for (std::size_t i = 0; i < n; ++i) accumulate_one<momentum_kind::vanilla>(m, c, gp[i], up[i], vp[i]);
       break;
     case momentum_kind::nesterov:
-      for (std::size_t i = 0; i < n; ++i) {
-        const T cg = c * gp[i];
-        up[i] = m * (up[i] + cg);
-        vp[i] = vp[i] + up[i] + cg;
-      }
+      for (std::size_t i = 0; i < n; ++i) accumulate_one<momentum_kind::nesterov>(m, c, gp[i], up[i], vp[i]);
       break;
   }
 }
@@ -158,15 +155,9 @@ void momentum_apply(momentum_kind kind, T m, span<T> u, span<T> a) {
   T* up = u.data();
   T* ap = a.data();
   if (kind == momentum_kind::vanilla) {
-    for (std::size_t i = 0; i < n; ++i) {
-      up[i] = m * up[i] + ap[i];
-      ap[i] = up[i];
-    }
+    for (std::size_t i = 0; i < n; ++i) receiver_momentum_one(momentum_kind::vanilla, m, up[i], ap[i]);
   } else if (kind == momentum_kind::nesterov) {
-    for (std::size_t i = 0; i < n; ++i) {
-      up[i] = m * (up[i] + ap[i]);
-      ap[i] = up[i] + ap[i];
-    }
+    for (std::size_t i = 0; i < n; ++i) receiver_momentum_one(momentum_kind::nesterov, m, up[i], ap[i]);
   }
 }
 
@@ -262,13 +253,7 @@ state_magnitudes momentum_apply_magnitudes(momentum_kind kind, T m, T inv, bool 
   for (std::size_t i = 0; i < a.size(); ++i) {
     T av = scaled ? a[i] * inv : a[i];
     T uv = kind == momentum_kind::none ? T(0) : u[i];
-    if (kind == momentum_kind::vanilla) {
-      uv = m * uv + av;
-      av = uv;
-    } else if (kind == momentum_kind::nesterov) {
-      uv = m * (uv + av);
-      av = uv + av;
-    }
+    receiver_momentum_one(kind, m, uv, av);
     ku = std::max(ku, magnitude_key(uv));
     ka = std::max(ka, magnitude_key(av));
   }

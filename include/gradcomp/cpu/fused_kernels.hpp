@@ -18,6 +18,7 @@
 
 #include "../detail/magnitude.hpp"
 #include "step_guide.hpp"
+#include "../detail/dgc_arithmetic.hpp"
 #include "../dgc/momentum_kind.hpp"
 #include "../error.hpp"
 #include "../select/selection_types.hpp"
@@ -29,25 +30,6 @@
 namespace gradcomp {
 namespace detail {
 namespace cpu {
-
-// One element of momentum_accumulate (the same arithmetic, so the same bits): updates u and v in
-// place and returns the new v. For momentum_kind::none, u is not touched.
-template <momentum_kind K, class T>
-inline T accumulate_one(T m, T c, T g, T& u, T& v) {
-  if constexpr (K == momentum_kind::none) {
-    (void)m;
-    (void)u;
-    v += c * g;
-  } else if constexpr (K == momentum_kind::vanilla) {
-    u = m * u + c * g;
-    v += u;
-  } else {
-    const T cg = c * g;
-    u = m * (u + cg);
-    v = v + u + cg;
-  }
-  return v;
-}
 
 // The accumulator value at i after the update, from the old state, without writing anything.
 template <momentum_kind K, class T>

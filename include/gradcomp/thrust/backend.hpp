@@ -44,6 +44,7 @@
 
 #include "../backend.hpp"
 #include "../config.hpp"
+#include "../detail/dgc_arithmetic.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../dgc/momentum_kind.hpp"
@@ -174,15 +175,7 @@ struct momentum_apply_op {
   T m;
   T* u;
   T* a;
-  GRADCOMP_HD void operator()(std::size_t i) const {
-    if (kind == momentum_kind::vanilla) {
-      u[i] = m * u[i] + a[i];
-      a[i] = u[i];
-    } else if (kind == momentum_kind::nesterov) {
-      u[i] = m * (u[i] + a[i]);
-      a[i] = u[i] + a[i];
-    }
-  }
+  GRADCOMP_HD void operator()(std::size_t i) const { receiver_momentum_one(kind, m, u[i], a[i]); }
 };
 
 template <class K>
@@ -233,13 +226,7 @@ struct momentum_apply_keys_op {
   GRADCOMP_HD key_pair<T> operator()(std::size_t i) const {
     T av = scaled ? a[i] * inv : a[i];
     T uv = kind == momentum_kind::none ? T(0) : u[i];
-    if (kind == momentum_kind::vanilla) {
-      uv = m * uv + av;
-      av = uv;
-    } else if (kind == momentum_kind::nesterov) {
-      uv = m * (uv + av);
-      av = uv + av;
-    }
+    receiver_momentum_one(kind, m, uv, av);
     return key_pair<T>{magnitude_key(uv), magnitude_key(av)};
   }
 };

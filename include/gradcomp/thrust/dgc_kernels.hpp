@@ -1,7 +1,7 @@
-// The DGC step's kernels of the portable Thrust backend: each the element-wise body of the CPU
-// kernel (cpu/dgc_kernels.hpp, cpu/fused_kernels.hpp) with the same arithmetic in the same order,
-// and the L2 norm with the CPU's fixed summation order (32 interleaved partial sums in double,
-// combined pairwise in a fixed tree), so every result is bitwise the CPU's.
+// The DGC step's kernels of the portable Thrust backend: each applies the per-element arithmetic
+// the CPU kernels use (detail/dgc_arithmetic.hpp), and the L2 norm keeps the CPU's summation
+// order (32 interleaved partial sums in double, combined pairwise in a fixed tree), so every
+// result is bitwise the CPU's.
 #pragma once
 
 #include <cmath>
@@ -16,6 +16,7 @@
 
 #include "../config.hpp"
 #include "../cpu/dgc_kernels.hpp"
+#include "../detail/dgc_arithmetic.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../dgc/momentum_kind.hpp"
@@ -23,25 +24,6 @@
 namespace gradcomp {
 namespace detail {
 namespace thrust_impl {
-
-// momentum_accumulate on element i (cpu::accumulate_one):
-// vanilla:  U = m*U + c*g;     V = V + U
-// nesterov: U = m*(U + c*g);   V = V + U + c*g
-// none:     V = V + c*g
-template <class T>
-GRADCOMP_HD inline T accumulate_element(momentum_kind kind, T m, T c, T g, T& u, T& v) {
-  if (kind == momentum_kind::none) {
-    v += c * g;
-  } else if (kind == momentum_kind::vanilla) {
-    u = m * u + c * g;
-    v += u;
-  } else {
-    const T cg = c * g;
-    u = m * (u + cg);
-    v = v + u + cg;
-  }
-  return v;
-}
 
 template <class T>
 struct momentum_accumulate_op {
@@ -52,8 +34,8 @@ struct momentum_accumulate_op {
   T* u;
   T* v;
   GRADCOMP_HD void operator()(std::size_t i) const {
-    T unused = T(0);
-    accumulate_element(kind, m, c, g[i], kind == momentum_kind::none ? unused : u[i], v[i]);
+    T unused = T(0);  // u is empty for momentum_kind::none
+    accumulate_one(kind, m, c, g[i], kind == momentum_kind::none ? unused : u[i], v[i]);
   }
 };
 
@@ -82,7 +64,7 @@ struct accumulated_keys_op {
   GRADCOMP_HD key_pair2<key_t<T>> operator()(std::size_t i) const {
     T uu = kind == momentum_kind::none ? T(0) : u[i];
     T vv = v[i];
-    accumulate_element(kind, m, c, g[i], uu, vv);
+    accumulate_one(kind, m, c, g[i], uu, vv);
     return key_pair2<key_t<T>>{magnitude_key(uu), magnitude_key(vv)};
   }
 };
