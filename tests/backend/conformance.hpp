@@ -200,4 +200,50 @@ void check_dgc_against_cpu(const gradcomp::dgc_config& cfg, std::size_t steps, c
   }
 }
 
+// Six EF-SignSGD steps on `backend` and on the CPU backend (an infinity in step 3): messages and
+// error buffers bitwise equal, the same refusal, and one synchronisation per step where counted.
+template <class Backend>
+void check_ef_signsgd_against_cpu(const Backend& backend, const std::size_t* synchronizations) {
+  using harness = backend_harness<Backend>;
+  gradcomp::ef_signsgd_config cfg;
+  cfg.learning_rate = 0.02;
+  gradcomp::ef_signsgd_compressor<float, Backend> tested(cfg, backend);
+  gradcomp::ef_signsgd_compressor<float> reference(cfg);
+  for (const auto& x : conformance_model()) {
+    tested.add_tensor(x.name, x.shape, x.shape.size() == 1 ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
+    reference.add_tensor(x.name, x.shape, x.shape.size() == 1 ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
+  }
+  for (std::size_t s = 0; s < 6; ++s) {
+    CAPTURE(s);
+    auto g = conformance_gradients<float>(s);
+    if (s == 3) g[0][5] = std::numeric_limits<float>::infinity();
+    std::vector<typename harness::template buffer<float>> device;
+    std::vector<gradcomp::backend_span<const float, Backend>> dv;
+    std::vector<gradcomp::span<const float>> hv;
+    for (const auto& x : g) {
+      device.push_back(harness::upload(backend, x));
+      hv.emplace_back(x.data(), x.size());
+    }
+    for (const auto& d : device) dv.push_back(d.view());
+    const std::size_t before = synchronizations != nullptr ? *synchronizations : 0;
+    REQUIRE(tested.compress(dv));
+    REQUIRE(reference.compress(hv));
+    std::vector<std::byte> a(tested.max_message_bytes()), b(reference.max_message_bytes());
+    const auto na = tested.encode_message({}, gradcomp::span<std::byte>(a.data(), a.size()));
+    const auto nb = reference.encode_message({}, gradcomp::span<std::byte>(b.data(), b.size()));
+    if (synchronizations != nullptr) CHECK(*synchronizations == before + 1);
+    if (s == 3) {
+      CHECK(na.error() == gradcomp::errc::non_finite_input);
+      CHECK(nb.error() == gradcomp::errc::non_finite_input);
+      continue;
+    }
+    REQUIRE(na);
+    REQUIRE(nb);
+    CHECK(a == b);
+    for (std::size_t t = 0; t < tested.num_tensors(); ++t)
+      CHECK(harness::template download<float>(backend, tested.error_feedback(t)) ==
+            std::vector<float>(reference.error_feedback(t).begin(), reference.error_feedback(t).end()));
+  }
+}
+
 }  // namespace gradcomp_test

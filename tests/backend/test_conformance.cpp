@@ -134,48 +134,9 @@ TEST_CASE("conformance (strict): the host cannot read the strict backend's memor
 
 TEST_CASE_TEMPLATE("conformance: EF-SignSGD steps are bitwise the CPU backend's, one synchronisation per step", Backend,
                    cpu_backend, strict_backend) {
-  using harness = gradcomp_test::backend_harness<Backend>;
-  const Backend backend = backend_for_test<Backend>();
-  gradcomp::ef_signsgd_config cfg;
-  cfg.learning_rate = 0.02;
-  gradcomp::ef_signsgd_compressor<float, Backend> tested(cfg, backend);
-  gradcomp::ef_signsgd_compressor<float> reference(cfg);
-  for (const auto& x : gradcomp_test::conformance_model()) {
-    tested.add_tensor(x.name, x.shape, x.shape.size() == 1 ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
-    reference.add_tensor(x.name, x.shape, x.shape.size() == 1 ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
-  }
-  auto& counters = gradcomp_test::strict_stats();
-  for (std::size_t s = 0; s < 6; ++s) {
-    CAPTURE(s);
-    auto g = gradcomp_test::conformance_gradients<float>(s);
-    if (s == 3) g[0][5] = std::numeric_limits<float>::infinity();
-    std::vector<typename harness::template buffer<float>> device;
-    std::vector<gradcomp::backend_span<const float, Backend>> dv;
-    std::vector<gradcomp::span<const float>> hv;
-    for (const auto& x : g) {
-      device.push_back(harness::upload(backend, x));
-      hv.emplace_back(x.data(), x.size());
-    }
-    for (const auto& d : device) dv.push_back(d.view());
-    const std::size_t before = counters.synchronizations;
-    REQUIRE(tested.compress(dv));
-    REQUIRE(reference.compress(hv));
-    std::vector<std::byte> a(tested.max_message_bytes()), b(reference.max_message_bytes());
-    const auto na = tested.encode_message({}, gradcomp::span<std::byte>(a.data(), a.size()));
-    const auto nb = reference.encode_message({}, gradcomp::span<std::byte>(b.data(), b.size()));
-    if (std::is_same<Backend, strict_backend>::value) CHECK(counters.synchronizations == before + 1);
-    if (s == 3) {
-      CHECK(na.error() == errc::non_finite_input);
-      CHECK(nb.error() == errc::non_finite_input);
-      continue;
-    }
-    REQUIRE(na);
-    REQUIRE(nb);
-    CHECK(a == b);
-    for (std::size_t t = 0; t < tested.num_tensors(); ++t)
-      CHECK(harness::template download<float>(backend, tested.error_feedback(t)) ==
-            std::vector<float>(reference.error_feedback(t).begin(), reference.error_feedback(t).end()));
-  }
+  const std::size_t* synchronizations =
+      std::is_same<Backend, strict_backend>::value ? &gradcomp_test::strict_stats().synchronizations : nullptr;
+  gradcomp_test::check_ef_signsgd_against_cpu(backend_for_test<Backend>(), synchronizations);
 }
 
 namespace {

@@ -296,3 +296,8 @@ TEST_CASE("thrust backend: a compressor configured for the sampled threshold is 
   }
   CHECK(c.num_tensors() == 0);
 }
+
+TEST_CASE_TEMPLATE("conformance (thrust): EF-SignSGD steps are bitwise the CPU backend's", Backend, omp_backend,
+                   cpp_backend) {
+  gradcomp_test::check_ef_signsgd_against_cpu(Backend{}, nullptr);
+}

@@ -18,9 +18,9 @@
 /// The backend provides the memory members, the DGC step with the exact top-k
 /// (`selection_method::exact_topk`; registering a tensor of a compressor configured for the
 /// sampled threshold throws `errc::invalid_argument`) and the aggregator's operations of the
-/// contract (docs/backends.md), so `dgc_compressor<T, thrust_backend<System>>` and
-/// `aggregator<T, thrust_backend<System>>` run on it. EF-SignSGD's operations are not part of it
-/// yet.
+/// contract (docs/backends.md), and EF-SignSGD's kernels (thrust/ef_sign_ops.hpp), so
+/// `dgc_compressor<T, thrust_backend<System>>`, `ef_signsgd_compressor<T, thrust_backend<System>>`
+/// and `aggregator<T, thrust_backend<System>>` run on it.
 ///
 /// This header includes Thrust (from the CUDA Toolkit's CCCL, `<cuda>/include/cccl`, or any
 /// other Thrust installation); the umbrella header `<gradcomp/gradcomp.hpp>` does not include it.
@@ -53,6 +53,7 @@
 #include "../span.hpp"
 #include "../dgc/step_plan.hpp"
 #include "dgc_kernels.hpp"
+#include "ef_sign_ops.hpp"
 #include "select.hpp"
 
 namespace gradcomp {
