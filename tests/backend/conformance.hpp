@@ -246,4 +246,63 @@ void check_ef_signsgd_against_cpu(const Backend& backend, const std::size_t* syn
   }
 }
 
+// Saves `c` into a new vector through the snapshot functions of its compressor.
+template <class C>
+std::vector<std::byte> snapshot_of(const C& c) {
+  return gradcomp::save_snapshot(c);
+}
+
+// Snapshots of a compressor on `backend`: the bytes equal the CPU backend's after the same steps,
+// a snapshot restores across backends in both directions, and every copy then continues bitwise
+// as the uninterrupted reference. `make(backend)` builds a compressor, `step(c, s)` runs and
+// encodes step s and returns its message; `synchronizations`, where counted, must grow by one
+// for a save.
+template <class Backend, class Make, class Step>
+void check_snapshots_across_backends(const Backend& backend, Make make, Step step,
+                                     const std::size_t* synchronizations = nullptr) {
+  auto tested = make(backend);
+  auto reference = make(gradcomp::cpu_backend{});
+  for (std::size_t s = 0; s < 3; ++s) REQUIRE(step(tested, s) == step(reference, s));
+  const std::size_t before = synchronizations != nullptr ? *synchronizations : 0;
+  const auto saved_tested = snapshot_of(tested);
+  if (synchronizations != nullptr) CHECK(*synchronizations == before + 1);
+  const auto saved_reference = snapshot_of(reference);
+  CHECK(saved_tested == saved_reference);
+  CHECK(saved_tested.size() == gradcomp::snapshot_bytes(tested));
+  auto restored_tested = make(backend);          // a fresh process on Backend, from the CPU's snapshot
+  auto restored_reference = make(gradcomp::cpu_backend{});  // and on the CPU, from Backend's
+  REQUIRE(gradcomp::restore_snapshot(restored_tested, gradcomp::span<const std::byte>(saved_reference.data(), saved_reference.size())));
+  REQUIRE(gradcomp::restore_snapshot(restored_reference, gradcomp::span<const std::byte>(saved_tested.data(), saved_tested.size())));
+  for (std::size_t s = 3; s < 7; ++s) {
+    CAPTURE(s);
+    const auto expected = step(reference, s);
+    CHECK(step(tested, s) == expected);
+    CHECK(step(restored_tested, s) == expected);
+    CHECK(step(restored_reference, s) == expected);
+  }
+  // A damaged snapshot changes nothing on Backend either.
+  auto damaged = saved_reference;
+  damaged[damaged.size() / 2] ^= std::byte{1};
+  const auto state_before = snapshot_of(restored_tested);
+  CHECK(gradcomp::restore_snapshot(restored_tested, gradcomp::span<const std::byte>(damaged.data(), damaged.size())).error() ==
+        gradcomp::errc::checksum_mismatch);
+  CHECK(snapshot_of(restored_tested) == state_before);
+}
+
+// Uploads a step's gradients to the compressor's backend, compresses, encodes.
+template <class C, class Backend>
+std::vector<std::byte> compress_and_encode(C& c, const Backend& backend, std::size_t s) {
+  using harness = backend_harness<Backend>;
+  std::vector<typename harness::template buffer<float>> device;
+  std::vector<gradcomp::backend_span<const float, Backend>> views;
+  for (const auto& x : conformance_gradients<float>(s)) device.push_back(harness::upload(backend, x));
+  for (const auto& d : device) views.push_back(d.view());
+  REQUIRE(c.compress(views));
+  std::vector<std::byte> out(c.max_message_bytes());
+  const auto n = c.encode_message({}, gradcomp::span<std::byte>(out.data(), out.size()));
+  REQUIRE(n);
+  out.resize(*n);
+  return out;
+}
+
 }  // namespace gradcomp_test

@@ -34,6 +34,12 @@ strict_backend backend_for_test<strict_backend>() {
   return strict_backend{}.on(3);
 }
 
+// The strict backend's synchronisation counter; none for the others.
+template <class Backend>
+const std::size_t* synchronizations_of() {
+  return std::is_same<Backend, strict_backend>::value ? &gradcomp_test::strict_stats().synchronizations : nullptr;
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("conformance: DGC steps are bitwise the CPU backend's in every configuration", Backend,
@@ -134,73 +140,8 @@ TEST_CASE("conformance (strict): the host cannot read the strict backend's memor
 
 TEST_CASE_TEMPLATE("conformance: EF-SignSGD steps are bitwise the CPU backend's, one synchronisation per step", Backend,
                    cpu_backend, strict_backend) {
-  const std::size_t* synchronizations =
-      std::is_same<Backend, strict_backend>::value ? &gradcomp_test::strict_stats().synchronizations : nullptr;
-  gradcomp_test::check_ef_signsgd_against_cpu(backend_for_test<Backend>(), synchronizations);
+  gradcomp_test::check_ef_signsgd_against_cpu(backend_for_test<Backend>(), synchronizations_of<Backend>());
 }
-
-namespace {
-
-// Saves `c` into a new vector through the snapshot functions of its compressor.
-template <class C>
-std::vector<std::byte> snapshot_of(const C& c) {
-  return gradcomp::save_snapshot(c);
-}
-
-// Snapshots of a compressor on Backend: the bytes equal the CPU backend's after the same steps,
-// a snapshot restores across backends in both directions, and every copy then continues bitwise
-// as the uninterrupted reference. `make(backend)` builds a compressor, `step(c, s)` runs and
-// encodes step s and returns its message.
-template <class Backend, class Make, class Step>
-void check_snapshots_across_backends(Make make, Step step) {
-  const Backend backend = backend_for_test<Backend>();
-  auto tested = make(backend);
-  auto reference = make(cpu_backend{});
-  for (std::size_t s = 0; s < 3; ++s) REQUIRE(step(tested, s) == step(reference, s));
-  auto& counters = gradcomp_test::strict_stats();
-  const std::size_t before = counters.synchronizations;
-  const auto saved_tested = snapshot_of(tested);
-  if (std::is_same<Backend, strict_backend>::value) CHECK(counters.synchronizations == before + 1);
-  const auto saved_reference = snapshot_of(reference);
-  CHECK(saved_tested == saved_reference);
-  CHECK(saved_tested.size() == gradcomp::snapshot_bytes(tested));
-  auto restored_tested = make(backend);          // a fresh process on Backend, from the CPU's snapshot
-  auto restored_reference = make(cpu_backend{});  // and on the CPU, from Backend's
-  REQUIRE(gradcomp::restore_snapshot(restored_tested, gradcomp::span<const std::byte>(saved_reference.data(), saved_reference.size())));
-  REQUIRE(gradcomp::restore_snapshot(restored_reference, gradcomp::span<const std::byte>(saved_tested.data(), saved_tested.size())));
-  for (std::size_t s = 3; s < 7; ++s) {
-    CAPTURE(s);
-    const auto expected = step(reference, s);
-    CHECK(step(tested, s) == expected);
-    CHECK(step(restored_tested, s) == expected);
-    CHECK(step(restored_reference, s) == expected);
-  }
-  // A damaged snapshot changes nothing on Backend either.
-  auto damaged = saved_reference;
-  damaged[damaged.size() / 2] ^= std::byte{1};
-  const auto state_before = snapshot_of(restored_tested);
-  CHECK(gradcomp::restore_snapshot(restored_tested, gradcomp::span<const std::byte>(damaged.data(), damaged.size())).error() ==
-        errc::checksum_mismatch);
-  CHECK(snapshot_of(restored_tested) == state_before);
-}
-
-// Uploads a step's gradients to the compressor's backend, compresses, encodes.
-template <class C, class Backend>
-std::vector<std::byte> compress_and_encode(C& c, const Backend& backend, std::size_t s) {
-  using harness = gradcomp_test::backend_harness<Backend>;
-  std::vector<typename harness::template buffer<float>> device;
-  std::vector<gradcomp::backend_span<const float, Backend>> views;
-  for (const auto& x : gradcomp_test::conformance_gradients<float>(s)) device.push_back(harness::upload(backend, x));
-  for (const auto& d : device) views.push_back(d.view());
-  REQUIRE(c.compress(views));
-  std::vector<std::byte> out(c.max_message_bytes());
-  const auto n = c.encode_message({}, gradcomp::span<std::byte>(out.data(), out.size()));
-  REQUIRE(n);
-  out.resize(*n);
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE_TEMPLATE("conformance: DGC snapshots are the CPU's bytes and restore across backends", Backend,
                    cpu_backend, strict_backend) {
@@ -211,8 +152,8 @@ TEST_CASE_TEMPLATE("conformance: DGC snapshots are the CPU's bytes and restore a
       for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
       return c;
     };
-    auto step = [](auto& c, std::size_t s) { return compress_and_encode(c, c.backend(), s); };
-    check_snapshots_across_backends<Backend>(make, step);
+    auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
+    gradcomp_test::check_snapshots_across_backends(backend_for_test<Backend>(), make, step, synchronizations_of<Backend>());
   }
 }
 
@@ -225,15 +166,13 @@ TEST_CASE_TEMPLATE("conformance: EF-SignSGD snapshots are the CPU's bytes and re
     for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
     return c;
   };
-  auto step = [](auto& c, std::size_t s) { return compress_and_encode(c, c.backend(), s); };
-  check_snapshots_across_backends<Backend>(make, step);
+  auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
+  gradcomp_test::check_snapshots_across_backends(backend_for_test<Backend>(), make, step, synchronizations_of<Backend>());
 }
 
 TEST_CASE_TEMPLATE("conformance: the aggregator sums, averages and refuses as on the CPU backend, without waiting",
                    Backend, cpu_backend, strict_backend) {
-  const std::size_t* synchronizations =
-      std::is_same<Backend, strict_backend>::value ? &gradcomp_test::strict_stats().synchronizations : nullptr;
-  gradcomp_test::check_aggregator_sums(backend_for_test<Backend>(), synchronizations);
+  gradcomp_test::check_aggregator_sums(backend_for_test<Backend>(), synchronizations_of<Backend>());
 }
 
 TEST_CASE_TEMPLATE("conformance: the aggregator's overflow guard refuses the same add, nothing modified", Backend,

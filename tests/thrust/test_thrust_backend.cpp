@@ -301,3 +301,27 @@ TEST_CASE_TEMPLATE("conformance (thrust): EF-SignSGD steps are bitwise the CPU b
                    cpp_backend) {
   gradcomp_test::check_ef_signsgd_against_cpu(Backend{}, nullptr);
 }
+
+TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and restore across backends", Backend,
+                   omp_backend, cpp_backend) {
+  auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
+  for (const auto& cfg : gradcomp_test::conformance_configs()) {
+    if (cfg.selection != gradcomp::selection_method::exact_topk || cfg.clip_norm != 0.0) continue;
+    CAPTURE(cfg.momentum_correction);
+    CAPTURE(cfg.nesterov);
+    auto make = [&](auto backend) {
+      gradcomp::dgc_compressor<float, decltype(backend)> c(cfg, backend);
+      for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
+      return c;
+    };
+    gradcomp_test::check_snapshots_across_backends(Backend{}, make, step);
+  }
+  auto make_ef = [](auto backend) {
+    gradcomp::ef_signsgd_config cfg;
+    cfg.learning_rate = 0.02;
+    gradcomp::ef_signsgd_compressor<float, decltype(backend)> c(cfg, backend);
+    for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
+    return c;
+  };
+  gradcomp_test::check_snapshots_across_backends(Backend{}, make_ef, step);
+}
