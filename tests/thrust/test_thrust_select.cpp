@@ -47,15 +47,15 @@ struct outcome {
   std::vector<unsigned char> threshold;  // the bytes
 };
 
-template <class T>
-outcome cpu_topk(const std::vector<T>& v, std::size_t k) {
+// Runs one exact top-k, `topk(values, n, k, out, workspace, workspace_bytes, threshold)`, with a
+// workspace of `workspace_bytes` bytes.
+template <class T, class TopK>
+outcome run_topk(const std::vector<T>& v, std::size_t k, std::size_t workspace_bytes, TopK&& topk) {
   outcome o;
-  std::vector<std::byte> ws(gradcomp::detail::cpu::exact_topk_workspace_bytes<T>(v.size(), k));
+  std::vector<std::byte> ws(workspace_bytes);
   std::vector<std::uint32_t> out(k + 1);
   T threshold{};
-  const auto r = gradcomp::detail::cpu::exact_topk<T>(gradcomp::span<const T>(v.data(), v.size()), k,
-                                                      gradcomp::span<std::uint32_t>(out.data(), out.size()),
-                                                      gradcomp::span<std::byte>(ws.data(), ws.size()), &threshold);
+  const auto r = topk(v.data(), v.size(), k, out.data(), ws.data(), ws.size(), &threshold);
   if (!r) {
     o.error = r.error();
     return o;
@@ -66,22 +66,21 @@ outcome cpu_topk(const std::vector<T>& v, std::size_t k) {
   return o;
 }
 
+template <class T>
+outcome cpu_topk(const std::vector<T>& v, std::size_t k) {
+  return run_topk(v, k, gradcomp::detail::cpu::exact_topk_workspace_bytes<T>(v.size(), k),
+                  [](const T* values, std::size_t n, std::size_t kk, std::uint32_t* out, std::byte* ws,
+                     std::size_t ws_bytes, T* threshold) {
+                    return gradcomp::detail::cpu::exact_topk<T>(gradcomp::span<const T>(values, n), kk,
+                                                                gradcomp::span<std::uint32_t>(out, kk + 1),
+                                                                gradcomp::span<std::byte>(ws, ws_bytes), threshold);
+                  });
+}
+
 template <class T, class System>
 outcome thrust_topk(const std::vector<T>& v, std::size_t k) {
-  outcome o;
-  std::vector<std::byte> ws(gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<T>(v.size(), k));
-  std::vector<std::uint32_t> out(k + 1);
-  T threshold{};
-  const auto r = gradcomp::detail::thrust_impl::exact_topk<T, System>(v.data(), v.size(), k, out.data(), ws.data(),
-                                                                     ws.size(), &threshold);
-  if (!r) {
-    o.error = r.error();
-    return o;
-  }
-  o.indices.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(*r));
-  o.threshold.resize(sizeof(T));
-  std::memcpy(o.threshold.data(), &threshold, sizeof(T));
-  return o;
+  return run_topk(v, k, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<T>(v.size(), k),
+                  gradcomp::detail::thrust_impl::exact_topk<T, System>);
 }
 
 template <class T, class System>

@@ -179,16 +179,6 @@ struct momentum_apply_op {
   GRADCOMP_HD void operator()(std::size_t i) const { receiver_momentum_one(kind, m, u[i], a[i]); }
 };
 
-template <class K>
-struct max_op {
-  GRADCOMP_HD K operator()(K a, K b) const { return a < b ? b : a; }
-};
-
-template <class T>
-struct magnitude_key_op {
-  GRADCOMP_HD key_t<T> operator()(T v) const { return magnitude_key(v); }
-};
-
 // The magnitude key of acc[i] + values[j] (i = idx[j], or j where idx is null).
 template <class T>
 struct sum_key_op {
@@ -201,21 +191,8 @@ struct sum_key_op {
   }
 };
 
-// The magnitude keys of what momentum_apply would leave in u and a for element i, after `a` is
-// first multiplied by `inv` where `scaled` (cpu::momentum_apply_magnitudes).
-template <class T>
-struct key_pair {
-  key_t<T> u;
-  key_t<T> a;
-};
-
-template <class T>
-struct key_pair_max {
-  GRADCOMP_HD key_pair<T> operator()(key_pair<T> x, key_pair<T> y) const {
-    return key_pair<T>{x.u < y.u ? y.u : x.u, x.a < y.a ? y.a : x.a};
-  }
-};
-
+// The magnitude keys of what momentum_apply would leave in u and a (as the pair's v) for element
+// i, after `a` is first multiplied by `inv` where `scaled` (cpu::momentum_apply_magnitudes).
 template <class T>
 struct momentum_apply_keys_op {
   momentum_kind kind;
@@ -224,11 +201,11 @@ struct momentum_apply_keys_op {
   bool scaled;
   const T* u;
   const T* a;
-  GRADCOMP_HD key_pair<T> operator()(std::size_t i) const {
+  GRADCOMP_HD key_pair<key_t<T>> operator()(std::size_t i) const {
     T av = scaled ? a[i] * inv : a[i];
     T uv = kind == momentum_kind::none ? T(0) : u[i];
     receiver_momentum_one(kind, m, uv, av);
-    return key_pair<T>{magnitude_key(uv), magnitude_key(av)};
+    return key_pair<key_t<T>>{magnitude_key(uv), magnitude_key(av)};
   }
 };
 
@@ -464,10 +441,7 @@ struct ops<thrust_backend<System>> {
   // The largest magnitude of `values`, NaN where one is not finite. Waits (returns to the host).
   template <class T>
   static double largest_magnitude(const backend&, view<const T> values) {
-    const key_t<T> key = thrust::transform_reduce(System{}, values.data(), values.data() + values.size(),
-                                                  thrust_impl::magnitude_key_op<T>{}, key_t<T>(0),
-                                                  thrust_impl::max_op<key_t<T>>{});
-    return thrust_impl::value_of_largest_key<T>(key);
+    return thrust_impl::value_of_largest_key<T>(thrust_impl::largest_key<T, System>(values.data(), values.size()));
   }
   // The largest magnitude the add of `values` (at `idx`, or densely where idx is empty) would
   // leave in acc, NaN where a sum would not be finite; writes nothing. Waits.
@@ -477,7 +451,7 @@ struct ops<thrust_backend<System>> {
     const key_t<T> key = thrust::transform_reduce(
         System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(values.size()),
         thrust_impl::sum_key_op<T>{acc.data(), idx.empty() ? nullptr : idx.data(), values.data()}, key_t<T>(0),
-        thrust_impl::max_op<key_t<T>>{});
+        thrust_impl::key_max<key_t<T>>{});
     return thrust_impl::value_of_largest_key<T>(key);
   }
   // What momentum_apply (after scaling by `inv` where `scaled`) would leave; writes nothing.
@@ -488,12 +462,8 @@ struct ops<thrust_backend<System>> {
     const auto keys = thrust::transform_reduce(
         System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(a.size()),
         thrust_impl::momentum_apply_keys_op<T>{kind, m, inv, scaled, u.data(), a.data()},
-        thrust_impl::key_pair<T>{key_t<T>(0), key_t<T>(0)}, thrust_impl::key_pair_max<T>{});
-    state_magnitudes r;
-    r.finite = is_finite_key<T>(keys.u) && is_finite_key<T>(keys.a);
-    r.u = static_cast<double>(value_of_key<T>(keys.u));
-    r.v = static_cast<double>(value_of_key<T>(keys.a));
-    return r;
+        thrust_impl::key_pair<key_t<T>>{0, 0}, thrust_impl::key_pair_max<key_t<T>>{});
+    return thrust_impl::magnitudes_of<T>(keys);
   }
   // errc::ok when every position is below n and above the one before it; else
   // errc::index_out_of_range (checked first) or errc::indices_not_increasing. Waits.

@@ -39,18 +39,30 @@ struct momentum_accumulate_op {
   }
 };
 
+// The largest magnitude keys of two buffers, reduced together (maxima: the order of the
+// reduction does not matter).
 template <class Key>
-struct key_pair2 {
+struct key_pair {
   Key u;
   Key v;
 };
 
 template <class Key>
-struct key_pair2_max {
-  GRADCOMP_HD key_pair2<Key> operator()(key_pair2<Key> x, key_pair2<Key> y) const {
-    return key_pair2<Key>{x.u < y.u ? y.u : x.u, x.v < y.v ? y.v : x.v};
+struct key_pair_max {
+  GRADCOMP_HD key_pair<Key> operator()(key_pair<Key> x, key_pair<Key> y) const {
+    return key_pair<Key>{x.u < y.u ? y.u : x.u, x.v < y.v ? y.v : x.v};
   }
 };
+
+// The magnitudes of a reduced key pair (cpu::magnitudes_of_keys).
+template <class T>
+state_magnitudes magnitudes_of(key_pair<key_t<T>> keys) noexcept {
+  state_magnitudes r;
+  r.finite = is_finite_key<T>(keys.u) && is_finite_key<T>(keys.v);
+  r.u = static_cast<double>(value_of_key<T>(keys.u));
+  r.v = static_cast<double>(value_of_key<T>(keys.v));
+  return r;
+}
 
 // The magnitude keys one accumulation would leave at i, writing nothing.
 template <class T>
@@ -61,11 +73,11 @@ struct accumulated_keys_op {
   const T* g;
   const T* u;
   const T* v;
-  GRADCOMP_HD key_pair2<key_t<T>> operator()(std::size_t i) const {
+  GRADCOMP_HD key_pair<key_t<T>> operator()(std::size_t i) const {
     T uu = kind == momentum_kind::none ? T(0) : u[i];
     T vv = v[i];
     accumulate_one(kind, m, c, g[i], uu, vv);
-    return key_pair2<key_t<T>>{magnitude_key(uu), magnitude_key(vv)};
+    return key_pair<key_t<T>>{magnitude_key(uu), magnitude_key(vv)};
   }
 };
 
@@ -174,12 +186,8 @@ state_magnitudes accumulated_magnitudes(momentum_kind kind, T m, T c, const T* g
   using key_type = key_t<T>;
   const auto keys = thrust::transform_reduce(
       System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n),
-      accumulated_keys_op<T>{kind, m, c, g, u, v}, key_pair2<key_type>{0, 0}, key_pair2_max<key_type>{});
-  state_magnitudes r;
-  r.finite = is_finite_key<T>(keys.u) && is_finite_key<T>(keys.v);
-  r.u = static_cast<double>(value_of_key<T>(keys.u));
-  r.v = static_cast<double>(value_of_key<T>(keys.v));
-  return r;
+      accumulated_keys_op<T>{kind, m, c, g, u, v}, key_pair<key_type>{0, 0}, key_pair_max<key_type>{});
+  return magnitudes_of<T>(keys);
 }
 
 }  // namespace thrust_impl
