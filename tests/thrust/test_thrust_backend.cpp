@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -324,4 +325,10 @@ TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and rest
     return c;
   };
   gradcomp_test::check_snapshots_across_backends(Backend{}, make_ef, step);
+}
+
+TEST_CASE("thrust backend: a buffer whose size in bytes overflows is refused, not truncated") {
+  using ops = gradcomp::detail::ops<omp_backend>;
+  CHECK_THROWS_AS(ops::allocate<double>(omp_backend{}, std::numeric_limits<std::size_t>::max() / 4),
+                  std::bad_alloc);
 }

@@ -96,6 +96,7 @@ class system_buffer {
 
   system_buffer() = default;
   explicit system_buffer(std::size_t n) : size_(n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
     if (n != 0) data_ = allocate_bytes(n * sizeof(T));
   }
   system_buffer(const system_buffer& other) : system_buffer(other.size_) { copy_bytes_from(other); }
