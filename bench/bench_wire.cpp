@@ -22,7 +22,8 @@
 // microseconds of work), so `Time` is that of `runs` runs; bytes_per_second and
 // items_per_second (runs per second) count every run.
 // BM_wire_decode_accumulate_scratch uses the overload of decode_accumulate that takes index
-// scratch memory (positions decoded once instead of twice).
+// scratch memory (positions decoded once); BM_wire_decode_accumulate the one without (positions
+// kept on the stack up to wire::decode_accumulate_stack_positions, decoded twice beyond).
 //
 // BM_crc32c/<path>/<bytes> checksums a buffer on one path (tables: slicing-by-8; instructions:
 // the CPU's CRC-32C instructions, as crc32c() chooses them) and BM_wire_dense_* encode or
@@ -459,7 +460,8 @@ void BM_wire_validate(benchmark::State& state, wire_case c) {
 }
 
 // Decode-and-accumulate into a dense float buffer; with `use_scratch`, through the overload that
-// decodes positions once into caller scratch memory instead of twice.
+// takes caller scratch memory for the positions (decoded once), else through the one without
+// (positions kept on the stack while they fit, decoded twice beyond).
 void run_decode_accumulate(benchmark::State& state, const wire_case& c, bool use_scratch) {
   const dataset& d = get_dataset(c.numel, c.density);
   std::vector<std::byte> msg;
@@ -475,8 +477,13 @@ void run_decode_accumulate(benchmark::State& state, const wire_case& c, bool use
   const gradcomp::span<float> dest[1] = {gradcomp::span<float>(acc)};
   const gradcomp::span<const gradcomp::span<float>> dests(dest, 1);
   const gradcomp::span<std::uint32_t> scratch_view(scratch);
+  // The overload with the caller's scratch, or the one a caller without scratch uses.
+  auto apply = [&] {
+    return use_scratch ? wire::decode_accumulate<float>(view, dests, scratch_view)
+                       : wire::decode_accumulate<float>(view, dests);
+  };
   {  // one application, checked against the input
-    const auto h = wire::decode_accumulate<float>(view, dests, scratch_view);
+    const auto h = apply();
     bool ok = static_cast<bool>(h);
     for (std::size_t j = 0; ok && j < d.indices.size(); ++j)
       ok = std::fabs(acc[d.indices[j]] - d.values[j]) <= std::fabs(d.values[j]) / 128.0f + 1e-6f;
@@ -487,7 +494,7 @@ void run_decode_accumulate(benchmark::State& state, const wire_case& c, bool use
   }
   bool failed = false;
   const int runs = timed_against(state, msg.size(), sparse_references(msg.size(), d), [&] {
-    const auto h = wire::decode_accumulate<float>(view, dests, scratch_view);
+    const auto h = apply();
     failed |= !h;
     benchmark::DoNotOptimize(acc.data());
   });

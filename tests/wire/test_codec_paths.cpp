@@ -408,3 +408,57 @@ TEST_CASE("one read of a checksummed message: a mismatch comes before every sect
     }
   }
 }
+
+TEST_CASE("decode_accumulate without scratch: positions kept on the stack while they fit, the same sums") {
+  // Sections of 1500, 1000 and 300 kept positions in Rice and varint: the first and the third
+  // fit in the stack positions (2048), the second is decoded twice; a damaged last section
+  // changes nothing.
+  std::mt19937_64 rng(71);
+  const std::uint32_t numel = 200000;
+  const std::size_t kept[] = {1500, 1000, 300};
+  std::vector<std::vector<std::uint32_t>> idx(3);
+  std::vector<std::vector<float>> val(3);
+  std::vector<tensor_message<float>> m(3);
+  for (std::size_t t = 0; t < 3; ++t) {
+    idx[t] = positions(numel, kept[t], 71 + t);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (std::size_t j = 0; j < kept[t]; ++j) val[t].push_back(normal(rng));
+    m[t].tensor = static_cast<std::uint32_t>(t);
+    m[t].numel = numel;
+    m[t].dense = false;
+    m[t].indices = span<const std::uint32_t>(idx[t].data(), idx[t].size());
+    m[t].values = span<const float>(val[t].data(), val[t].size());
+  }
+  static_assert(wire::decode_accumulate_stack_positions == 2048, "the sections above are sized for 2048");
+  for (const auto coding : {wire::index_coding::rice, wire::index_coding::delta_varint}) {
+    CAPTURE(static_cast<int>(coding));
+    wire::encode_options opt;
+    opt.indices = coding;
+    opt.checksum = true;
+    const auto msg = wire::encode(span<const tensor_message<float>>(m.data(), m.size()), opt);
+    std::vector<std::vector<float>> a(3, std::vector<float>(numel, 0.5f)), b = a;
+    std::vector<span<float>> da, db;
+    for (std::size_t t = 0; t < 3; ++t) {
+      da.emplace_back(a[t].data(), numel);
+      db.emplace_back(b[t].data(), numel);
+    }
+    std::vector<std::uint32_t> scratch(2800);
+    const span<const std::byte> view(msg.data(), msg.size());
+    REQUIRE(wire::decode_accumulate<float>(view, span<const span<float>>(da.data(), 3)));
+    REQUIRE(wire::decode_accumulate<float>(view, span<const span<float>>(db.data(), 3),
+                                           span<std::uint32_t>(scratch.data(), scratch.size())));
+    CHECK(a == b);
+    for (std::size_t t = 0; t < 3; ++t)
+      for (std::size_t j = 0; j < kept[t]; ++j) REQUIRE(a[t][idx[t][j]] == 0.5f + val[t][j]);
+    // The last section's last value made infinite (checksum resealed): refused, nothing added.
+    auto bad = msg;
+    bad[bad.size() - 5] = std::byte{0x7f};
+    bad[bad.size() - 6] |= std::byte{0x80};
+    reseal(bad);
+    const auto before = a;
+    CHECK(wire::decode_accumulate<float>(span<const std::byte>(bad.data(), bad.size()),
+                                         span<const span<float>>(da.data(), 3))
+              .error() == errc::non_finite_input);
+    CHECK(a == before);
+  }
+}

@@ -208,11 +208,17 @@ template <class T>
   return decode_accumulate<T>(msg, dest, index_scratch, rules);
 }
 
-/// `decode_accumulate` without scratch memory: positions of compact codings are decoded twice.
+/// Positions `decode_accumulate` without caller scratch keeps on the stack (8 KiB).
+inline constexpr std::size_t decode_accumulate_stack_positions = 2048;
+
+/// `decode_accumulate` without caller scratch memory: the positions of compact codings are kept
+/// in `decode_accumulate_stack_positions` entries on the stack while they fit (a message of a
+/// few thousand kept entries is decoded once), and decoded twice beyond.
 template <class T>
 [[nodiscard]] result<message_header> decode_accumulate(span<const std::byte> msg,
                                                        span<const span<T>> dest) {
-  return decode_accumulate<T>(msg, dest, span<std::uint32_t>());
+  std::uint32_t positions[decode_accumulate_stack_positions];
+  return decode_accumulate<T>(msg, dest, span<std::uint32_t>(positions, decode_accumulate_stack_positions));
 }
 
 }  // namespace wire
