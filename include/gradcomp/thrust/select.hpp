@@ -332,6 +332,7 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
   thrust::sort(sys, keys, keys + samples, thrust::greater<key_type>());
   const key_type cut = keys[plan.rank - 1];
   if (cut == 0) return radix_over_all();  // mostly zeros
+  // Counted before they are compacted: more than the capacity must not be written.
   const auto passing = static_cast<std::size_t>(
       thrust::count_if(sys, first, first + static_cast<std::ptrdiff_t>(n), at_least_key<T>{values, cut}));
   if (passing < k || passing > plan.candidate_cap) return radix_over_all();
