@@ -1,4 +1,5 @@
-// The portable Thrust backend on Thrust's OpenMP and C++ systems, on the CPU: each of its
+// The portable Thrust backend on Thrust's OpenMP and C++ systems on the CPU, and on the CUDA
+// system where nvcc compiles this file for the CUDA tests (thrust/systems.hpp): each of its
 // operations against the CPU backend's on data that exposes order and arithmetic differences
 // (large sizes, so that the OpenMP system splits the work; NaN, infinities, values near the
 // largest finite one), then the aggregator's part of the conformance suite.
@@ -16,21 +17,19 @@
 
 #include <gradcomp/cpu/ops.hpp>
 #include <gradcomp/thrust/backend.hpp>
-#include <thrust/system/cpp/execution_policy.h>
-#include <thrust/system/omp/execution_policy.h>
 
 #include "backend/aggregator_conformance.hpp"
 #include "backend/conformance.hpp"
+#include "thrust/systems.hpp"
 
 namespace {
 
-using omp_backend = gradcomp::thrust_backend<thrust::system::omp::tag>;
-using cpp_backend = gradcomp::thrust_backend<thrust::system::cpp::tag>;
+using gradcomp_test::primary_backend;
 using cpu_ops = gradcomp::detail::ops<gradcomp::cpu_backend>;
 
-static_assert(gradcomp::is_backend_v<omp_backend>, "a backend");
-static_assert(!gradcomp::is_host_accessible_v<gradcomp::memory_space_t<omp_backend>>,
-              "the Thrust backend's memory is reached only through its copies, even on the OpenMP system");
+static_assert(gradcomp::is_backend_v<primary_backend>, "a backend");
+static_assert(!gradcomp::is_host_accessible_v<gradcomp::memory_space_t<primary_backend>>,
+              "the Thrust backend's memory is reached only through its copies, whatever its system");
 
 template <class T>
 std::vector<T> gaussian(std::size_t n, std::uint64_t seed, double scale = 1.0) {
@@ -70,7 +69,7 @@ constexpr std::size_t n_large = 100003;  // odd, and large enough for every Open
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("thrust backend: buffers are zeroed, copied deeply and moved", Backend, omp_backend, cpp_backend) {
+TEST_CASE_TEMPLATE("thrust backend: buffers are zeroed, copied deeply and moved", Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
   using ops = gradcomp::detail::ops<Backend>;
   using harness = gradcomp_test::backend_harness<Backend>;
   const Backend b{};
@@ -94,9 +93,9 @@ TEST_CASE_TEMPLATE("thrust backend: buffers are zeroed, copied deeply and moved"
 
 TEST_CASE_TEMPLATE("thrust backend: add, scatter_add, scale and momentum_apply are bitwise the CPU's", T, float,
                    double) {
-  using ops = gradcomp::detail::ops<omp_backend>;
-  using harness = gradcomp_test::backend_harness<omp_backend>;
-  const omp_backend b{};
+  using ops = gradcomp::detail::ops<primary_backend>;
+  using harness = gradcomp_test::backend_harness<primary_backend>;
+  const primary_backend b{};
   const auto acc0 = gaussian<T>(n_large, 2, 3.0);
   const auto values = gaussian<T>(n_large, 3, 0.7);
   const auto idx = positions(n_large, 7, 4);
@@ -145,9 +144,9 @@ TEST_CASE_TEMPLATE("thrust backend: add, scatter_add, scale and momentum_apply a
 }
 
 TEST_CASE_TEMPLATE("thrust backend: the reductions are the CPU's, NaN and overflow included", T, float, double) {
-  using ops = gradcomp::detail::ops<omp_backend>;
-  using harness = gradcomp_test::backend_harness<omp_backend>;
-  const omp_backend b{};
+  using ops = gradcomp::detail::ops<primary_backend>;
+  using harness = gradcomp_test::backend_harness<primary_backend>;
+  const primary_backend b{};
   const gradcomp::cpu_backend cpu{};
   const T big = std::numeric_limits<T>::max() / T(2) * T(1.5);  // two of them overflow
   auto acc0 = gaussian<T>(n_large, 6, 2.0);
@@ -222,9 +221,9 @@ TEST_CASE_TEMPLATE("thrust backend: the reductions are the CPU's, NaN and overfl
 }
 
 TEST_CASE("thrust backend: check_positions finds the CPU's error, out of range first") {
-  using ops = gradcomp::detail::ops<omp_backend>;
-  using harness = gradcomp_test::backend_harness<omp_backend>;
-  const omp_backend b{};
+  using ops = gradcomp::detail::ops<primary_backend>;
+  using harness = gradcomp_test::backend_harness<primary_backend>;
+  const primary_backend b{};
   const gradcomp::cpu_backend cpu{};
   const auto good = positions(n_large, 3, 10);
   auto check = [&](const std::vector<std::uint32_t>& idx, std::size_t n) {
@@ -249,22 +248,22 @@ TEST_CASE("thrust backend: check_positions finds the CPU's error, out of range f
 }
 
 TEST_CASE_TEMPLATE("conformance (thrust): the aggregator sums, averages and refuses as on the CPU backend", Backend,
-                   omp_backend, cpp_backend) {
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
   gradcomp_test::check_aggregator_sums(Backend{}, nullptr);
 }
 
 TEST_CASE_TEMPLATE("conformance (thrust): the aggregator's overflow guard refuses the same add, nothing modified",
-                   Backend, omp_backend, cpp_backend) {
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
   gradcomp_test::check_aggregator_overflow(Backend{});
 }
 
 TEST_CASE_TEMPLATE("conformance (thrust): the aggregator adds messages in backend memory as the CPU adds host ones",
-                   Backend, omp_backend, cpp_backend) {
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
   gradcomp_test::check_aggregator_backend_messages(Backend{});
 }
 
 TEST_CASE_TEMPLATE("conformance (thrust): DGC steps with the exact top-k are bitwise the CPU backend's", Backend,
-                   omp_backend, cpp_backend) {
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
   for (const auto& cfg : gradcomp_test::conformance_configs()) {
     if (cfg.selection != gradcomp::selection_method::exact_topk) continue;
     CAPTURE(cfg.momentum_correction);
@@ -281,14 +280,14 @@ TEST_CASE("conformance (thrust): a non-finite gradient is refused, nothing modif
     if (cfg.selection != gradcomp::selection_method::exact_topk) continue;
     CAPTURE(cfg.clip_norm);
     CAPTURE(static_cast<int>(cfg.clipping));
-    gradcomp_test::check_dgc_against_cpu<float>(cfg, 6, omp_backend{}, 3);
+    gradcomp_test::check_dgc_against_cpu<float>(cfg, 6, primary_backend{}, 3);
   }
 }
 
 TEST_CASE("thrust backend: a compressor configured for the sampled threshold is refused at registration") {
   gradcomp::dgc_config cfg;
   cfg.selection = gradcomp::selection_method::sampled_threshold;
-  gradcomp::dgc_compressor<float, omp_backend> c(cfg, omp_backend{});
+  gradcomp::dgc_compressor<float, primary_backend> c(cfg, primary_backend{});
   try {
     c.add_tensor("w", {512, 512});
     FAIL("add_tensor accepted a configuration the backend cannot run");
@@ -298,13 +297,13 @@ TEST_CASE("thrust backend: a compressor configured for the sampled threshold is 
   CHECK(c.num_tensors() == 0);
 }
 
-TEST_CASE_TEMPLATE("conformance (thrust): EF-SignSGD steps are bitwise the CPU backend's", Backend, omp_backend,
-                   cpp_backend) {
+TEST_CASE_TEMPLATE("conformance (thrust): EF-SignSGD steps are bitwise the CPU backend's", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
   gradcomp_test::check_ef_signsgd_against_cpu(Backend{}, nullptr);
 }
 
 TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and restore across backends", Backend,
-                   omp_backend, cpp_backend) {
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
   auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
   for (const auto& cfg : gradcomp_test::conformance_configs()) {
     if (cfg.selection != gradcomp::selection_method::exact_topk || cfg.clip_norm != 0.0) continue;
@@ -328,7 +327,7 @@ TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and rest
 }
 
 TEST_CASE("thrust backend: a buffer whose size in bytes overflows is refused, not truncated") {
-  using ops = gradcomp::detail::ops<omp_backend>;
-  CHECK_THROWS_AS(ops::allocate<double>(omp_backend{}, std::numeric_limits<std::size_t>::max() / 4),
+  using ops = gradcomp::detail::ops<primary_backend>;
+  CHECK_THROWS_AS(ops::allocate<double>(primary_backend{}, std::numeric_limits<std::size_t>::max() / 4),
                   std::bad_alloc);
 }

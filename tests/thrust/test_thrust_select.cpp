@@ -1,5 +1,5 @@
-// The Thrust backend's exact top-k against the CPU's, on Thrust's OpenMP and C++ systems: the
-// same indices, count and threshold (bitwise) on both plans (plain radix select and
+// The Thrust backend's exact top-k against the CPU's, on Thrust's OpenMP and C++ systems (and on
+// the CUDA system where nvcc compiles this file, thrust/systems.hpp): the same indices, count and threshold (bitwise) on both plans (plain radix select and
 // sample-guided), with ties at the k-th magnitude, mostly zeros, infinities, NaN, k = 0 and
 // k = n, float and double.
 #include <cmath>
@@ -14,13 +14,13 @@
 
 #include <gradcomp/cpu/select_kernels.hpp>
 #include <gradcomp/thrust/select.hpp>
-#include <thrust/system/cpp/execution_policy.h>
-#include <thrust/system/omp/execution_policy.h>
+
+#include "thrust/systems.hpp"
 
 namespace {
 
-using omp_system = thrust::system::omp::tag;
-using cpp_system = thrust::system::cpp::tag;
+using gradcomp_test::primary_system;
+using gradcomp_test::second_system;
 
 enum class shape { gaussian, few_levels, mostly_zero, heavy_tail };
 
@@ -77,10 +77,33 @@ outcome cpu_topk(const std::vector<T>& v, std::size_t k) {
                   });
 }
 
+// The Thrust top-k on System, its input, output and workspace in System's memory.
+template <class T, class System>
+outcome thrust_topk(const std::vector<T>& v, std::size_t k, std::size_t workspace_bytes) {
+  using backend = gradcomp::thrust_backend<System>;
+  using ops = gradcomp::detail::ops<backend>;
+  const backend b{};
+  auto values = ops::template allocate<T>(b, v.size());
+  ops::copy_to_backend(b, gradcomp::span<const T>(v.data(), v.size()), values.view());
+  auto out = ops::template allocate<std::uint32_t>(b, k + 1);
+  auto ws = ops::template allocate<std::byte>(b, workspace_bytes);
+  T threshold{};
+  outcome o;
+  const auto r = gradcomp::detail::thrust_impl::exact_topk<T, System>(
+      values.view().data(), v.size(), k, out.view().data(), ws.view().data(), workspace_bytes, &threshold);
+  if (!r) {
+    o.error = r.error();
+    return o;
+  }
+  o.indices.resize(*r);
+  ops::copy_to_host(b, gradcomp::readonly(out.view().first(*r)), gradcomp::span<std::uint32_t>(o.indices.data(), *r));
+  o.threshold.resize(sizeof(T));
+  std::memcpy(o.threshold.data(), &threshold, sizeof(T));
+  return o;
+}
 template <class T, class System>
 outcome thrust_topk(const std::vector<T>& v, std::size_t k) {
-  return run_topk(v, k, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<T>(v.size(), k),
-                  gradcomp::detail::thrust_impl::exact_topk<T, System>);
+  return thrust_topk<T, System>(v, k, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<T>(v.size(), k));
 }
 
 template <class T, class System>
@@ -105,14 +128,14 @@ TEST_CASE_TEMPLATE("thrust exact top-k: the CPU's indices and threshold on both 
         CAPTURE(n);
         CAPTURE(static_cast<int>(s));
         CAPTURE(k);
-        check_same<T, omp_system>(v, k);
+        check_same<T, primary_system>(v, k);
       }
     }
 }
 
-TEST_CASE("thrust exact top-k: the C++ system gives the same result") {
+TEST_CASE("thrust exact top-k: many ties at the k-th magnitude, on the second system (C++; CUDA under nvcc)") {
   const auto v = input<float>(300007, shape::few_levels, 3);
-  for (const std::size_t k : {std::size_t(300), std::size_t(3000), std::size_t(100000)}) check_same<float, cpp_system>(v, k);
+  for (const std::size_t k : {std::size_t(300), std::size_t(3000), std::size_t(100000)}) check_same<float, second_system>(v, k);
 }
 
 TEST_CASE_TEMPLATE("thrust exact top-k: infinities are ordinary magnitudes, NaN is refused", T, float, double) {
@@ -120,20 +143,17 @@ TEST_CASE_TEMPLATE("thrust exact top-k: infinities are ordinary magnitudes, NaN 
     auto v = input<T>(n, shape::gaussian, 9);
     v[n / 7] = -std::numeric_limits<T>::infinity();
     v[n / 5] = std::numeric_limits<T>::infinity();
-    check_same<T, omp_system>(v, n / 100);
-    check_same<T, omp_system>(v, 1);
+    check_same<T, primary_system>(v, n / 100);
+    check_same<T, primary_system>(v, 1);
     v[n / 3] = std::numeric_limits<T>::quiet_NaN();
-    CHECK(thrust_topk<T, omp_system>(v, n / 100).error == gradcomp::errc::nan_input);
-    check_same<T, omp_system>(v, n / 100);
+    CHECK(thrust_topk<T, primary_system>(v, n / 100).error == gradcomp::errc::nan_input);
+    check_same<T, primary_system>(v, n / 100);
   }
 }
 
 TEST_CASE("thrust exact top-k: a workspace that is too small is refused") {
   const auto v = input<float>(100000, shape::gaussian, 4);
-  std::vector<std::byte> ws(gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float>(v.size(), 100) / 2);
-  std::vector<std::uint32_t> out(100);
-  float threshold = 0;
-  const auto r = gradcomp::detail::thrust_impl::exact_topk<float, omp_system>(v.data(), v.size(), 100, out.data(),
-                                                                             ws.data(), ws.size(), &threshold);
-  CHECK(r.error() == gradcomp::errc::workspace_too_small);
+  const std::size_t enough = gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float>(v.size(), 100);
+  CHECK(thrust_topk<float, primary_system>(v, 100, enough / 2).error == gradcomp::errc::workspace_too_small);
+  CHECK(thrust_topk<float, primary_system>(v, 100, enough).error == gradcomp::errc::ok);
 }

@@ -2,14 +2,18 @@
 /// @brief The portable Thrust backend: gradcomp's backend operations written once over Thrust
 /// algorithms, with the Thrust system as a template parameter.
 ///
-/// `thrust_backend<System>` runs on any Thrust system whose memory the host can address: the
-/// C++ system (`thrust::system::cpp::tag`) and the OpenMP system (`thrust::system::omp::tag`).
+/// `thrust_backend<System>` runs on the C++ system (`thrust::system::cpp::tag`), the OpenMP
+/// system (`thrust::system::omp::tag`) and, compiled by nvcc, the CUDA system
+/// (`thrust::system::cuda::tag`, on the default stream).
 /// Its operations are Thrust algorithms (`fill`, `transform`, `for_each_n`, `transform_reduce`)
 /// over the backend's own functors, each the element-wise form of the CPU backend's loop with
 /// the same arithmetic, and every reduction is of a kind whose result does not depend on the order
 /// of evaluation (maxima of magnitude keys, logical or), so the results are bitwise the CPU
-/// backend's on every system and every thread count. These are the operations a device backend
-/// runs: the same source is the reference the CUDA system is compared with.
+/// backend's on every system and every thread count. The host reads the few values a step's
+/// decisions need (a record, a count, a verdict) through copies from the system's memory
+/// (thrust/system_memory.hpp), so the same source runs where the host cannot address the memory.
+/// On the CUDA system, the library's arithmetic must not be contracted into fused multiply-adds
+/// (compile with `nvcc -fmad=false`), as on the host.
 ///
 /// Its memory space, `thrust_space<System>`, is not host accessible even where the memory is
 /// host memory: code written against the backend reaches it only through the backend's copies,
@@ -55,6 +59,7 @@
 #include "dgc_kernels.hpp"
 #include "ef_sign_ops.hpp"
 #include "select.hpp"
+#include "system_memory.hpp"
 
 namespace gradcomp {
 
@@ -85,66 +90,6 @@ struct is_backend<thrust_backend<System>> : std::true_type {};
 
 namespace detail {
 namespace thrust_impl {
-
-// Owning storage of n elements in System's memory, allocated with thrust::malloc; copies are
-// deep (byte copies inside the system), moves take the storage.
-template <class T, class System>
-class system_buffer {
- public:
-  using value_type = T;
-  using space = thrust_space<System>;
-
-  system_buffer() = default;
-  explicit system_buffer(std::size_t n) : size_(n) {
-    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
-    if (n != 0) data_ = allocate_bytes(n * sizeof(T));
-  }
-  system_buffer(const system_buffer& other) : system_buffer(other.size_) { copy_bytes_from(other); }
-  system_buffer(system_buffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  system_buffer& operator=(const system_buffer& other) {
-    if (this != &other) {
-      system_buffer copy(other);
-      swap(copy);
-    }
-    return *this;
-  }
-  system_buffer& operator=(system_buffer&& other) noexcept {
-    system_buffer taken(std::move(other));
-    swap(taken);
-    return *this;
-  }
-  ~system_buffer() { release(); }
-
-  span<T, space> view() noexcept { return span<T, space>(data_, size_); }
-  span<const T, space> view() const noexcept { return span<const T, space>(data_, size_); }
-  std::size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-
- private:
-  static T* allocate_bytes(std::size_t bytes) {
-    auto p = thrust::malloc(System{}, bytes);
-    if (p.get() == nullptr) throw std::bad_alloc();
-    return static_cast<T*>(p.get());
-  }
-  void release() noexcept {
-    if (data_ != nullptr) thrust::free(System{}, thrust::pointer<void, System>(static_cast<void*>(data_)));
-    data_ = nullptr;
-    size_ = 0;
-  }
-  void copy_bytes_from(const system_buffer& other) {
-    if (size_ == 0) return;
-    const auto* from = reinterpret_cast<const unsigned char*>(other.data_);
-    thrust::copy_n(System{}, from, size_ * sizeof(T), reinterpret_cast<unsigned char*>(data_));
-  }
-  void swap(system_buffer& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(size_, other.size_);
-  }
-
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Functors: each the body of the CPU backend's loop for one element (cpu/dgc_kernels.hpp), with
@@ -280,15 +225,15 @@ struct ops<thrust_backend<System>> {
                      static_cast<unsigned char>(0));
     return b;
   }
-  // The systems of this backend keep their memory where the host can address it and finish
-  // each operation before it returns, so the copies are plain copies, done when they return.
+  // The copies are complete when they return (thrust/system_memory.hpp), and so is every
+  // operation the host waits on: synchronize has nothing left to wait for.
   template <class T>
   static void copy_to_host(const backend&, view<const T> from, span<T> to) {
-    if (!from.empty()) std::memcpy(static_cast<void*>(to.data()), from.data(), from.size_bytes());
+    thrust_impl::copy_bytes_to_host<System>(from.data(), static_cast<void*>(to.data()), from.size_bytes());
   }
   template <class T>
   static void copy_to_backend(const backend&, span<const T> from, view<T> to) {
-    if (!from.empty()) std::memcpy(static_cast<void*>(to.data()), from.data(), from.size_bytes());
+    thrust_impl::copy_bytes_to_system<System>(from.data(), static_cast<void*>(to.data()), from.size_bytes());
   }
   static void synchronize(const backend&) noexcept {}
 
@@ -316,9 +261,9 @@ struct ops<thrust_backend<System>> {
   }
 
   // --- The DGC step (dgc/step_plan.hpp) ------------------------------------------------------
-  // The step-level functions run in single-thread steps; the per-tensor ones read the verdict
-  // and the records in place (the systems of this backend keep their memory where the host can
-  // address it). Only selection_method::exact_topk is available so far.
+  // The step-level functions run in single-thread steps; the per-tensor ones copy the verdict
+  // and their tensor's record to the host, and the record back when they change it. Only
+  // selection_method::exact_topk is available so far.
   struct selection_state_none {};
   template <class T>
   using selection_state = selection_state_none;
@@ -334,7 +279,8 @@ struct ops<thrust_backend<System>> {
   template <class T>
   static void dgc_read_gradient(const backend&, gradient_read read, view<const T> g,
                                 view<dgc_tensor_record<T>> records, std::size_t t) {
-    dgc_tensor_record<T>& r = records.data()[t];
+    if (read == gradient_read::none) return;
+    auto r = thrust_impl::read_value<System>(records.data() + t);
     if (read == gradient_read::norm) {
       const auto n = thrust_impl::l2_norm<T, System>(g.data(), g.size());
       r.norm_scale = n.finite ? n.scale : 1.0;
@@ -343,6 +289,7 @@ struct ops<thrust_backend<System>> {
     } else if (read == gradient_read::largest) {
       r.largest = thrust_impl::value_of_largest_key<T>(thrust_impl::largest_key<T, System>(g.data(), g.size()));
     }
+    thrust_impl::write_value<System>(records.data() + t, r);
   }
   template <class T>
   static void dgc_plan(const backend&, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
@@ -353,11 +300,12 @@ struct ops<thrust_backend<System>> {
   template <class T>
   static void dgc_exact_bounds(const backend&, momentum_kind kind, T m, view<const T> g, view<const T> u,
                                view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t) {
-    dgc_tensor_record<T>& r = records.data()[t];
+    auto r = thrust_impl::read_value<System>(records.data() + t);
     if (r.status != static_cast<std::int32_t>(errc::state_overflow)) return;
     const auto e = thrust_impl::accumulated_magnitudes<T, System>(kind, m, static_cast<T>(r.coef), g.data(),
                                                                   u.data(), v.data(), g.size());
     settle_exact_bounds(r, e.u, e.v, e.finite);
+    thrust_impl::write_value<System>(records.data() + t, r);
   }
   template <class T>
   static void dgc_settle_guard(const backend&, view<const dgc_tensor_record<T>> records, view<dgc_step_record> step) {
@@ -368,10 +316,12 @@ struct ops<thrust_backend<System>> {
   template <class T>
   static void dgc_dense_step(const backend&, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
                              std::size_t t, view<const dgc_step_record> step) {
-    if (!step_may_run(step.data()[0])) return;
+    if (!step_may_run(thrust_impl::read_value<System>(step.data()))) return;
+    auto r = thrust_impl::read_value<System>(records.data() + t);
     thrust::transform(System{}, g.data(), g.data() + g.size(), values.data(),
-                      thrust_impl::scale_copy_op<T>{static_cast<T>(records.data()[t].coef)});
-    records.data()[t].kept = g.size();
+                      thrust_impl::scale_copy_op<T>{static_cast<T>(r.coef)});
+    r.kept = g.size();
+    thrust_impl::write_value<System>(records.data() + t, r);
   }
   // A compressed tensor's step with the exact top-k: momentum correction into the accumulator,
   // the selection, the selected entries moved out and momentum factor masking.
@@ -380,10 +330,12 @@ struct ops<thrust_backend<System>> {
                                   view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
                                   view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
                                   std::size_t t, view<const dgc_step_record> step) {
-    if (!step_may_run(step.data()[0])) return;
-    dgc_tensor_record<T>& r = records.data()[t];
+    if (!step_may_run(thrust_impl::read_value<System>(step.data()))) return;
+    auto r = thrust_impl::read_value<System>(records.data() + t);
+    auto store = [&] { thrust_impl::write_value<System>(records.data() + t, r); };
     if (!p.exact) {  // registration refuses the sampled threshold: never reached
       r.status = static_cast<std::int32_t>(errc::invalid_argument);
+      store();
       return;
     }
     const T c = static_cast<T>(r.coef);
@@ -394,6 +346,7 @@ struct ops<thrust_backend<System>> {
                                                       workspace.size(), &sel.threshold);
     if (!s) {
       r.status = static_cast<std::int32_t>(s.error());
+      store();
       return;
     }
     sel.count = *s;
@@ -401,6 +354,7 @@ struct ops<thrust_backend<System>> {
     sel.exact = true;
     r.selection = sel;
     r.kept = sel.count;
+    store();
     thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), sel.count,
                        thrust_impl::gather_and_zero_op<T>{v.data(), idx.data(), values.data(),
                                                           p.masking ? u.data() : nullptr});

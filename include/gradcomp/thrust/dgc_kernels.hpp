@@ -20,6 +20,7 @@
 #include "../detail/magnitude.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../dgc/momentum_kind.hpp"
+#include "system_memory.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -152,14 +153,16 @@ key_t<T> largest_key(const T* g, std::size_t n) {
   return thrust::transform_reduce(System{}, g, g + n, magnitude_key_of<T>{}, key_t<T>(0), key_max<key_t<T>>{});
 }
 
-// cpu::l2_norm with the CPU's order. The partial sums are written to host memory: the systems of
-// this backend run their functors on the host.
+// cpu::l2_norm with the CPU's order: the lanes' partial sums are computed in the system's
+// memory, copied to the host and combined there in the CPU's tree.
 template <class T, class System>
 cpu::norm_result l2_norm(const T* g, std::size_t n) {
   cpu::norm_result r;
-  double part[cpu::norm_lanes] = {};
+  system_buffer<double, System> sums(cpu::norm_lanes + 1);  // the lanes, then the scaled sum
   thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
-                     norm_lane_op<T>{g, n, part});
+                     norm_lane_op<T>{g, n, sums.view().data()});
+  double part[cpu::norm_lanes] = {};
+  copy_bytes_to_host<System>(sums.view().data(), part, sizeof(part));
   for (std::size_t width = cpu::norm_lanes / 2; width > 0; width /= 2)
     for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
   const double sum = part[0];
@@ -171,8 +174,9 @@ cpu::norm_result l2_norm(const T* g, std::size_t n) {
   r.finite = is_finite_key<T>(largest);
   if (!r.finite) return r;
   const double top = std::fabs(static_cast<double>(value_of_key<T>(largest)));
-  double scaled = 0.0;
-  thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1, scaled_squares_op<T>{g, n, top, &scaled});
+  double* scaled_sum = sums.view().data() + cpu::norm_lanes;
+  thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1, scaled_squares_op<T>{g, n, top, scaled_sum});
+  const double scaled = read_value<System>(scaled_sum);
   r.scale = top;
   r.root = std::sqrt(scaled);
   r.norm = top * r.root;

@@ -18,6 +18,7 @@
 #include "../ef_signsgd/step_plan.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
+#include "system_memory.hpp"
 
 namespace gradcomp {
 
@@ -90,8 +91,8 @@ struct ef_sign_plan_op {
 
 }  // namespace thrust_impl
 
-/// EF-SignSGD's kernels on the Thrust backend. The records and the verdict are read and written
-/// in place (the systems of this backend keep their memory where the host can address it).
+/// EF-SignSGD's kernels on the Thrust backend. The lanes' partial results, the records and the
+/// verdict reach the host through copies (thrust/system_memory.hpp).
 template <class System>
 struct ef_sign_ops<thrust_backend<System>> {
   using backend = thrust_backend<System>;
@@ -102,11 +103,18 @@ struct ef_sign_ops<thrust_backend<System>> {
   static void measure(const backend&, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
                       std::size_t t) {
     constexpr std::size_t lanes = cpu::ef_sign_lanes;
-    double part[lanes] = {};
-    key_t<T> top_g[lanes] = {}, top_p[lanes] = {};
+    thrust_impl::system_buffer<double, System> sums(lanes);
+    thrust_impl::system_buffer<key_t<T>, System> tops(2 * lanes);  // of g, then of p
     thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), lanes,
-                       thrust_impl::ef_sign_lane_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), g.size(), part,
-                                                       top_g, top_p});
+                       thrust_impl::ef_sign_lane_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), g.size(),
+                                                       sums.view().data(), tops.view().data(),
+                                                       tops.view().data() + lanes});
+    double part[lanes] = {};
+    key_t<T> top[2 * lanes] = {};
+    thrust_impl::copy_bytes_to_host<System>(sums.view().data(), part, sizeof(part));
+    thrust_impl::copy_bytes_to_host<System>(tops.view().data(), top, sizeof(top));
+    const key_t<T>* top_g = top;
+    const key_t<T>* top_p = top + lanes;
     key_t<T> kg = 0, kp = 0;
     for (std::size_t j = 0; j < lanes; ++j) {
       kg = top_g[j] > kg ? top_g[j] : kg;
@@ -114,10 +122,11 @@ struct ef_sign_ops<thrust_backend<System>> {
     }
     for (std::size_t width = lanes / 2; width > 0; width /= 2)
       for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
-    ef_sign_record& r = records.data()[t];
+    auto r = thrust_impl::read_value<System>(records.data() + t);
     r.largest = is_finite_key<T>(kg) ? static_cast<double>(value_of_key<T>(kg)) : std::numeric_limits<double>::quiet_NaN();
     r.p_finite = is_finite_key<T>(kp) ? 1 : 0;
     r.l1 = part[0];
+    thrust_impl::write_value<System>(records.data() + t, r);
   }
   static void plan(const backend&, view<ef_sign_record> records, view<ef_sign_step_record> step) {
     thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
@@ -126,9 +135,9 @@ struct ef_sign_ops<thrust_backend<System>> {
   template <class T>
   static void apply(const backend&, T lr, view<const T> g, view<T> e, view<T> values,
                     view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step) {
-    if (step.data()[0].status != static_cast<std::int32_t>(errc::ok)) return;
+    if (thrust_impl::read_value<System>(step.data()).status != static_cast<std::int32_t>(errc::ok)) return;
     const thrust::counting_iterator<std::size_t> first(0);
-    const ef_sign_record& r = records.data()[t];
+    const auto r = thrust_impl::read_value<System>(records.data() + t);
     if (r.compressed == 0) {
       thrust::for_each_n(System{}, first, g.size(), thrust_impl::ef_sign_dense_op<T>{lr, g.data(), values.data()});
       return;

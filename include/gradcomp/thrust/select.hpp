@@ -17,10 +17,9 @@
 //   index order (found through per-block counts of equal keys, their inclusive scan and a
 //   search), compacted in ascending index order by one stable copy_if.
 //
-// The host reads three values in place between the steps (the sample's cut, the count passing
-// it, the NaN verdict): the Thrust systems of this backend keep their memory where the host can
-// address it. A device system reads them through copies, or moves those decisions into
-// single-thread steps like the radix decision.
+// The host reads four values between the steps, through copies from the system's memory (the
+// sample's cut, the count passing it, the NaN verdict, the k-th key); the CUDA path moves these
+// decisions onto the device as single-thread steps like the radix decision.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +42,7 @@
 #include "../detail/magnitude.hpp"
 #include "../detail/workspace.hpp"
 #include "../error.hpp"
+#include "system_memory.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -285,8 +285,7 @@ result<std::size_t> radix_select_and_emit(std::size_t count, std::size_t k, KeyA
     thrust::for_each_n(sys, first, count, radix_histogram<T, KeyAt>{state, key_at, hist, nan});
     thrust::for_each_n(sys, first, 1, radix_decide<T>{state, hist, nan});
   }
-  // The host systems' memory is the host's: the verdict is read in place.
-  if (state->nan != 0) return fail(errc::nan_input);
+  if (read_value<System>(state).nan != 0) return fail(errc::nan_input);
   const std::size_t blocks = (count + equal_block - 1) / equal_block;
   thrust::for_each_n(sys, first, blocks, count_equal_in_block<T, KeyAt>{state, key_at, count, block_counts});
   thrust::inclusive_scan(sys, block_counts, block_counts + blocks, block_counts);
@@ -294,7 +293,7 @@ result<std::size_t> radix_select_and_emit(std::size_t count, std::size_t k, KeyA
   const auto indices = thrust::make_transform_iterator(first, index_at);
   std::uint32_t* end = thrust::copy_if(sys, indices, indices + static_cast<std::ptrdiff_t>(count), first, out,
                                        selected<T, KeyAt>{state, key_at});
-  *threshold = value_of_key<T>(static_cast<key_type>(state->prefix));
+  *threshold = value_of_key<T>(static_cast<key_type>(read_value<System>(state).prefix));
   return static_cast<std::size_t>(end - out);
 }
 
@@ -330,7 +329,7 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
   thrust::transform(sys, first, first + static_cast<std::ptrdiff_t>(samples), keys,
                     sample_key<T>{values, plan.stride});
   thrust::sort(sys, keys, keys + samples, thrust::greater<key_type>());
-  const key_type cut = keys[plan.rank - 1];
+  const key_type cut = read_value<System>(keys + (plan.rank - 1));
   if (cut == 0) return radix_over_all();  // mostly zeros
   // Counted before they are compacted: more than the capacity must not be written.
   const auto passing = static_cast<std::size_t>(

@@ -1,0 +1,118 @@
+// Moving bytes between the host and a Thrust system's memory, for every system of the portable
+// Thrust backend: the host systems (C++, OpenMP), whose memory the host can address, and the
+// CUDA system, whose memory it cannot. Each copy is a Thrust copy across systems (a plain copy
+// on the host systems, cudaMemcpy on the CUDA system's default stream) and is complete when it
+// returns, so a value the host reads this way is the value the system's last operation left.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <new>
+#include <utility>
+
+#include <thrust/copy.h>
+#include <thrust/memory.h>
+
+#include "../span.hpp"
+
+namespace gradcomp {
+
+template <class System>
+struct thrust_space;
+
+namespace detail {
+namespace thrust_impl {
+
+// bytes from System's memory at `from` to host memory at `to`.
+template <class System>
+void copy_bytes_to_host(const void* from, void* to, std::size_t bytes) {
+  if (bytes == 0) return;
+  const thrust::pointer<const unsigned char, System> first(static_cast<const unsigned char*>(from));
+  thrust::copy_n(first, bytes, static_cast<unsigned char*>(to));
+}
+
+// bytes from host memory at `from` to System's memory at `to`.
+template <class System>
+void copy_bytes_to_system(const void* from, void* to, std::size_t bytes) {
+  if (bytes == 0) return;
+  const thrust::pointer<unsigned char, System> out(static_cast<unsigned char*>(to));
+  thrust::copy_n(static_cast<const unsigned char*>(from), bytes, out);
+}
+
+// The value at `p` in System's memory (T trivially copyable).
+template <class System, class T>
+T read_value(const T* p) {
+  T v;
+  copy_bytes_to_host<System>(p, &v, sizeof(T));
+  return v;
+}
+
+// Stores `v` at `p` in System's memory.
+template <class System, class T>
+void write_value(T* p, const T& v) {
+  copy_bytes_to_system<System>(&v, p, sizeof(T));
+}
+
+// Owning storage of n elements in System's memory, allocated with thrust::malloc; copies are
+// deep (byte copies inside the system), moves take the storage.
+template <class T, class System>
+class system_buffer {
+ public:
+  using value_type = T;
+  using space = thrust_space<System>;
+
+  system_buffer() = default;
+  explicit system_buffer(std::size_t n) : size_(n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
+    if (n != 0) data_ = allocate_bytes(n * sizeof(T));
+  }
+  system_buffer(const system_buffer& other) : system_buffer(other.size_) { copy_bytes_from(other); }
+  system_buffer(system_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  system_buffer& operator=(const system_buffer& other) {
+    if (this != &other) {
+      system_buffer copy(other);
+      swap(copy);
+    }
+    return *this;
+  }
+  system_buffer& operator=(system_buffer&& other) noexcept {
+    system_buffer taken(std::move(other));
+    swap(taken);
+    return *this;
+  }
+  ~system_buffer() { release(); }
+
+  span<T, space> view() noexcept { return span<T, space>(data_, size_); }
+  span<const T, space> view() const noexcept { return span<const T, space>(data_, size_); }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  static T* allocate_bytes(std::size_t bytes) {
+    auto p = thrust::malloc(System{}, bytes);
+    if (p.get() == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p.get());
+  }
+  void release() noexcept {
+    if (data_ != nullptr) thrust::free(System{}, thrust::pointer<void, System>(static_cast<void*>(data_)));
+    data_ = nullptr;
+    size_ = 0;
+  }
+  void copy_bytes_from(const system_buffer& other) {
+    if (size_ == 0) return;
+    const auto* from = reinterpret_cast<const unsigned char*>(other.data_);
+    thrust::copy_n(System{}, from, size_ * sizeof(T), reinterpret_cast<unsigned char*>(data_));
+  }
+  void swap(system_buffer& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace thrust_impl
+}  // namespace detail
+}  // namespace gradcomp
