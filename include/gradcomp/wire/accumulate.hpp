@@ -184,7 +184,7 @@ template <class T, class Rules>
     }
     // Without room in the scratch: decode positions in blocks on the stack, add each block.
     constexpr std::uint32_t block = 256;
-    std::uint32_t positions[block];
+    std::uint32_t positions[block] = {};  // zeroed: nvcc's front end cannot see the writes come first
     auto flush = [&](std::uint32_t first, std::uint32_t count) {
       gradcomp::detail::add_values<T>(v, s.values, first, count, acc,
                                       [&positions](std::size_t j) { return positions[j]; });

@@ -1,0 +1,105 @@
+// The exact top-k by magnitude on the GPU (the portable Thrust backend on Thrust's CUDA system),
+// timed against a device-to-device copy of its input measured in the same iteration: the copy is
+// the memory-speed reference (ratio_to_copy = copy time / top-k time; 1.0 would be one read and
+// one write of the input at the copy's speed). bench/cuda/torch_topk.py times torch.topk on the
+// same sizes for comparison.
+//
+// The Thrust top-k returns when its result is known to the host (it reads the k-th key and the
+// count back), so each timed call includes its synchronisations, as a caller sees it.
+#include <benchmark/benchmark.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gradcomp/thrust/backend.hpp>
+#include <thrust/system/cuda/execution_policy.h>
+
+namespace {
+
+using cuda_system = thrust::system::cuda::tag;
+using backend = gradcomp::thrust_backend<cuda_system>;
+using ops = gradcomp::detail::ops<backend>;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Seconds of the work `f` enqueues, between two events on the default stream.
+template <class F>
+double event_seconds(F&& f) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start), "cudaEventRecord");
+  f();
+  check(cudaEventRecord(stop), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1e-3;
+}
+
+// args: n, k per million elements.
+void BM_cuda_exact_topk(benchmark::State& state) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto k = std::max<std::size_t>(1, n * static_cast<std::size_t>(state.range(1)) / 1000000);
+  std::vector<float> host(n);
+  std::mt19937_64 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& x : host) x = normal(rng);
+  const backend b{};
+  auto values = ops::allocate<float>(b, n);
+  ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), n), values.view());
+  auto copy = ops::allocate<float>(b, n);
+  auto out = ops::allocate<std::uint32_t>(b, k);
+  auto ws = ops::allocate<std::byte>(b, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float>(n, k));
+  std::size_t kept = 0;
+  auto topk = [&] {
+    float threshold = 0;
+    const auto r = gradcomp::detail::thrust_impl::exact_topk<float, cuda_system>(
+        values.view().data(), n, k, out.view().data(), ws.view().data(), ws.size(), &threshold);
+    if (!r) throw std::runtime_error("exact_topk failed");
+    kept = *r;
+  };
+  auto device_copy = [&] {
+    check(cudaMemcpy(copy.view().data(), values.view().data(), n * sizeof(float), cudaMemcpyDeviceToDevice),
+          "cudaMemcpy");
+  };
+  topk();  // warm: first-call costs (module load, Thrust's temporary allocations)
+  device_copy();
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    const double c = event_seconds(device_copy);
+    const double t = event_seconds(topk);
+    state.SetIterationTime(t);
+    ratios.push_back(c / t);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["ratio_to_copy"] = ratios[ratios.size() / 2];
+  state.counters["k"] = static_cast<double>(kept);
+  state.counters["input_GBps"] =
+      benchmark::Counter(static_cast<double>(n * sizeof(float)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void topk_sizes(benchmark::internal::Benchmark* b) {
+  for (const long n : {1L << 16, 1L << 20, 1L << 24, 1L << 26})
+    for (const long per_million : {1000L, 10000L}) b->Args({n, per_million});
+}
+
+}  // namespace
+
+BENCHMARK(BM_cuda_exact_topk)->Apply(topk_sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
