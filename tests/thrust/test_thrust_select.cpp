@@ -1,7 +1,9 @@
 // The Thrust backend's exact top-k against the CPU's, on Thrust's OpenMP and C++ systems (and on
-// the CUDA system where nvcc compiles this file, thrust/systems.hpp): the same indices, count and threshold (bitwise) on both plans (plain radix select and
-// sample-guided), with ties at the k-th magnitude, mostly zeros, infinities, NaN, k = 0 and
-// k = n, float and double.
+// the CUDA system where nvcc compiles this file, thrust/systems.hpp): the same indices, count and
+// threshold (bitwise) on both plans (plain radix select and sample-guided), with ties at the k-th
+// magnitude, mostly zeros, infinities, NaN, k = 0 and k = n, float and double. Then DGC's sampled
+// threshold against the CPU's: the same indices and every field of the selection result, on
+// configurations that reach each branch of the adaptation loop.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +15,8 @@
 #include <doctest/doctest.h>
 
 #include <gradcomp/cpu/select_kernels.hpp>
+#include <gradcomp/select/sampled_threshold.hpp>
+#include <gradcomp/thrust/sampled.hpp>
 #include <gradcomp/thrust/select.hpp>
 
 #include "thrust/systems.hpp"
@@ -156,4 +160,153 @@ TEST_CASE("thrust exact top-k: a workspace that is too small is refused") {
   const std::size_t enough = gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float>(v.size(), 100);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough / 2).error == gradcomp::errc::workspace_too_small);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough).error == gradcomp::errc::ok);
+}
+
+namespace {
+
+template <class T>
+struct sampled_outcome {
+  gradcomp::errc error = gradcomp::errc::ok;
+  std::vector<std::uint32_t> indices;
+  gradcomp::selection_result<T> res;
+};
+
+template <class T>
+sampled_outcome<T> cpu_sampled(const std::vector<T>& v, std::size_t k, const gradcomp::sampled_threshold_config& cfg,
+                               std::uint64_t seed) {
+  namespace cpu = gradcomp::detail::cpu;
+  std::vector<std::byte> ws(cpu::sampled_threshold_workspace_bytes<T>(cfg, v.size(), k));
+  std::vector<std::uint32_t> out(k);
+  sampled_outcome<T> o;
+  const auto r = cpu::sampled_threshold_select<T>(gradcomp::span<const T>(v.data(), v.size()), k, cfg, seed,
+                                                  gradcomp::span<std::uint32_t>(out.data(), k),
+                                                  gradcomp::span<std::byte>(ws.data(), ws.size()));
+  if (!r) {
+    o.error = r.error();
+    return o;
+  }
+  o.res = *r;
+  o.indices.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(r->count));
+  return o;
+}
+
+template <class T, class System>
+sampled_outcome<T> thrust_sampled(const std::vector<T>& v, std::size_t k, const gradcomp::sampled_threshold_config& cfg,
+                                  std::uint64_t seed) {
+  using backend = gradcomp::thrust_backend<System>;
+  using ops = gradcomp::detail::ops<backend>;
+  const backend b{};
+  auto values = ops::template allocate<T>(b, v.size());
+  ops::copy_to_backend(b, gradcomp::span<const T>(v.data(), v.size()), values.view());
+  auto out = ops::template allocate<std::uint32_t>(b, k);
+  auto ws = ops::template allocate<std::byte>(b, ops::template sampled_threshold_workspace_bytes<T>(b, cfg, v.size(), k));
+  sampled_outcome<T> o;
+  const auto r = gradcomp::sampled_threshold_select(b, gradcomp::readonly(values.view()), k, cfg, seed, out.view(),
+                                                    ws.view());
+  if (!r) {
+    o.error = r.error();
+    return o;
+  }
+  o.res = *r;
+  o.indices.resize(r->count);
+  ops::copy_to_host(b, gradcomp::readonly(out.view().first(r->count)),
+                    gradcomp::span<std::uint32_t>(o.indices.data(), r->count));
+  return o;
+}
+
+template <class T>
+bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+template <class T, class System>
+sampled_outcome<T> check_same_sampled(const std::vector<T>& v, std::size_t k, const gradcomp::sampled_threshold_config& cfg,
+                        std::uint64_t seed) {
+  const auto a = thrust_sampled<T, System>(v, k, cfg, seed);
+  const auto b = cpu_sampled<T>(v, k, cfg, seed);
+  REQUIRE(a.error == b.error);
+  CHECK(a.indices == b.indices);
+  CHECK(a.res.count == b.res.count);
+  CHECK(a.res.target == b.res.target);
+  CHECK(same_bits(a.res.threshold, b.res.threshold));
+  CHECK(a.res.sample_count == b.res.sample_count);
+  CHECK(a.res.rounds == b.res.rounds);
+  CHECK(a.res.exact == b.res.exact);
+  return b;
+}
+
+// Configurations that lead the adaptation loop through each of its branches.
+std::vector<gradcomp::sampled_threshold_config> sampled_configs() {
+  std::vector<gradcomp::sampled_threshold_config> out;
+  gradcomp::sampled_threshold_config c;
+  out.push_back(c);  // the defaults: strided, truncation to the largest
+  c.sampling = gradcomp::sampling_mode::uniform;
+  out.push_back(c);
+  c = {};
+  c.truncation = gradcomp::truncation_mode::index_order;  // the first k by index
+  c.upper_bound = 3.0;
+  out.push_back(c);
+  c = {};
+  c.lower_bound = 1.0;  // more rounds with a lower threshold
+  c.threshold_decay = 0.9;
+  c.max_rounds = 4;
+  c.sample_ratio = 0.002;
+  out.push_back(c);
+  c = {};
+  c.lower_bound = 1.0;  // the second round lets far too many through: the exact top-k
+  c.threshold_decay = 0.01;
+  c.sample_ratio = 0.001;
+  out.push_back(c);
+  c = {};
+  c.sample_ratio = 1.0;  // every element sampled
+  c.sampling = gradcomp::sampling_mode::uniform;
+  out.push_back(c);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection result, every branch", T, float, double) {
+  const auto configs = sampled_configs();
+  // The branches the inputs reached, so that the comparison cannot pass on one path alone.
+  bool plain_radix = false, several_rounds = false, exact_of_all = false, exact_of_candidates = false,
+       first_k = false, accepted = false;
+  for (const std::size_t n : {std::size_t(1000), std::size_t(40000), std::size_t(300007)})
+    for (const auto s : {shape::gaussian, shape::few_levels, shape::mostly_zero, shape::heavy_tail}) {
+      const auto v = input<T>(n, s, 7 * n + static_cast<std::uint64_t>(s));
+      for (const std::size_t k : {std::size_t(1), std::size_t(2), n / 1000, n / 100, n / 20})
+        for (std::size_t c = 0; c < configs.size(); ++c)
+          for (const std::uint64_t seed : {std::uint64_t(3), std::uint64_t(1234567)}) {
+            if (k == 0) continue;
+            CAPTURE(n);
+            CAPTURE(static_cast<int>(s));
+            CAPTURE(k);
+            CAPTURE(c);
+            CAPTURE(seed);
+            const auto o = check_same_sampled<T, primary_system>(v, k, configs[c], seed);
+            const auto& r = o.res;
+            plain_radix |= r.exact && r.sample_count == 0;
+            several_rounds |= r.rounds > 1;
+            exact_of_all |= r.exact && r.sample_count > 0 && r.rounds > 1;
+            exact_of_candidates |= r.exact && r.sample_count > 0 && r.rounds == 1;
+            first_k |= !r.exact && r.count == k && configs[c].truncation == gradcomp::truncation_mode::index_order;
+            accepted |= !r.exact && r.count < k;
+          }
+    }
+  CHECK(plain_radix);
+  CHECK(several_rounds);
+  CHECK(exact_of_all);
+  CHECK(exact_of_candidates);
+  CHECK(first_k);
+  CHECK(accepted);
+}
+
+TEST_CASE("thrust sampled threshold: NaN is refused as on the CPU, on the second system too") {
+  auto v = input<float>(200000, shape::gaussian, 11);
+  for (const auto& cfg : sampled_configs()) check_same_sampled<float, second_system>(v, 2000, cfg, 5);
+  v[123457] = std::numeric_limits<float>::quiet_NaN();
+  for (const auto& cfg : sampled_configs()) {
+    CHECK(thrust_sampled<float, primary_system>(v, 2000, cfg, 5).error == gradcomp::errc::nan_input);
+    check_same_sampled<float, primary_system>(v, 2000, cfg, 5);
+  }
 }

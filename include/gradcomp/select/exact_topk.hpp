@@ -46,9 +46,9 @@ template <class T, class Backend>
  *         a NaN; `out_indices` is then unspecified).
  */
 template <class Backend, class T>
-[[nodiscard]] result<std::size_t> exact_topk(const Backend& backend, span<const T> values,
-                                             std::size_t k, span<std::uint32_t> out_indices,
-                                             span<std::byte> workspace) {
+[[nodiscard]] result<std::size_t> exact_topk(const Backend& backend, backend_span<const T, Backend> values,
+                                             std::size_t k, backend_span<std::uint32_t, Backend> out_indices,
+                                             backend_span<std::byte, Backend> workspace) {
   static_assert(detail::is_selectable_v<T>, "exact_topk supports float and double");
   if (values.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   if (k > values.size()) return fail(errc::k_exceeds_n);
@@ -64,12 +64,12 @@ template <class Backend, class T>
 /// ones). Steps that run every iteration should reserve the workspace once and use the overload
 /// above.
 template <class Backend, class T>
-[[nodiscard]] result<std::size_t> exact_topk(const Backend& backend, span<const T> values,
-                                             std::size_t k, span<std::uint32_t> out_indices) {
+[[nodiscard]] result<std::size_t> exact_topk(const Backend& backend, backend_span<const T, Backend> values,
+                                             std::size_t k, backend_span<std::uint32_t, Backend> out_indices) {
   const auto bytes = exact_topk_workspace_bytes<T>(backend, values.size(), k);
   if (!bytes) return fail(bytes.error());
-  std::vector<std::byte> ws(*bytes);
-  return exact_topk(backend, values, k, out_indices, span<std::byte>(ws.data(), ws.size()));
+  auto ws = detail::ops<Backend>::template allocate<std::byte>(backend, *bytes);
+  return exact_topk(backend, values, k, out_indices, ws.view());
 }
 
 /// Convenience on the CPU: returns the ascending indices of the `k` largest `|v|`; throws

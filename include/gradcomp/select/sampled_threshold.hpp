@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <vector>
 
 #include "../backend.hpp"
 #include "../cpu/ops.hpp"
@@ -76,9 +75,9 @@ template <class T, class Backend>
  */
 template <class Backend, class T>
 [[nodiscard]] result<selection_result<T>> sampled_threshold_select(
-    const Backend& backend, span<const T> values, std::size_t k,
-    const sampled_threshold_config& cfg, std::uint64_t seed, span<std::uint32_t> out_indices,
-    span<std::byte> workspace) {
+    const Backend& backend, backend_span<const T, Backend> values, std::size_t k,
+    const sampled_threshold_config& cfg, std::uint64_t seed, backend_span<std::uint32_t, Backend> out_indices,
+    backend_span<std::byte, Backend> workspace) {
   static_assert(detail::is_selectable_v<T>, "sampled_threshold_select supports float and double");
   if (auto v = validate(cfg); !v) return fail(v.error());
   if (values.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
@@ -93,13 +92,12 @@ template <class Backend, class T>
 /// As above, allocating the workspace (use the overload with a workspace on the hot path).
 template <class Backend, class T>
 [[nodiscard]] result<selection_result<T>> sampled_threshold_select(
-    const Backend& backend, span<const T> values, std::size_t k,
-    const sampled_threshold_config& cfg, std::uint64_t seed, span<std::uint32_t> out_indices) {
+    const Backend& backend, backend_span<const T, Backend> values, std::size_t k,
+    const sampled_threshold_config& cfg, std::uint64_t seed, backend_span<std::uint32_t, Backend> out_indices) {
   const auto bytes = sampled_threshold_workspace_bytes<T>(backend, cfg, values.size(), k);
   if (!bytes) return fail(bytes.error());
-  std::vector<std::byte> ws(*bytes);
-  return sampled_threshold_select(backend, values, k, cfg, seed, out_indices,
-                                  span<std::byte>(ws.data(), ws.size()));
+  auto ws = detail::ops<Backend>::template allocate<std::byte>(backend, *bytes);
+  return sampled_threshold_select(backend, values, k, cfg, seed, out_indices, ws.view());
 }
 
 }  // namespace gradcomp

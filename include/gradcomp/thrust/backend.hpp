@@ -19,9 +19,8 @@
 /// host memory: code written against the backend reaches it only through the backend's copies,
 /// as it must for a device.
 ///
-/// The backend provides the memory members, the DGC step with the exact top-k
-/// (`selection_method::exact_topk`; registering a tensor of a compressor configured for the
-/// sampled threshold throws `errc::invalid_argument`) and the aggregator's operations of the
+/// The backend provides the memory members, the selections (exact top-k and DGC's sampled
+/// threshold), the DGC step with either selection and the aggregator's operations of the
 /// contract (docs/backends.md), and EF-SignSGD's kernels (thrust/ef_sign_ops.hpp), so
 /// `dgc_compressor<T, thrust_backend<System>>`, `ef_signsgd_compressor<T, thrust_backend<System>>`
 /// and `aggregator<T, thrust_backend<System>>` run on it.
@@ -58,6 +57,7 @@
 #include "../dgc/step_plan.hpp"
 #include "dgc_kernels.hpp"
 #include "ef_sign_ops.hpp"
+#include "sampled.hpp"
 #include "select.hpp"
 #include "system_memory.hpp"
 
@@ -260,20 +260,32 @@ struct ops<thrust_backend<System>> {
                                               workspace.size(), threshold);
   }
 
+  // DGC's sampled threshold (thrust/sampled.hpp): the CPU's selection_result and indices, bitwise.
+  template <class T>
+  static std::size_t sampled_threshold_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
+                                                       std::size_t n, std::size_t k) {
+    return thrust_impl::sampled_threshold_workspace_bytes<T>(cfg, n, k);
+  }
+  template <class T>
+  static result<selection_result<T>> sampled_threshold_select(const backend&, view<const T> values, std::size_t k,
+                                                              const sampled_threshold_config& cfg, std::uint64_t seed,
+                                                              view<std::uint32_t> out, view<std::byte> workspace) {
+    return thrust_impl::sampled_threshold_select<T, System>(values.data(), values.size(), k, cfg, seed, out.data(),
+                                                            workspace.data(), workspace.size());
+  }
+
   // --- The DGC step (dgc/step_plan.hpp) ------------------------------------------------------
   // The step-level functions run in single-thread steps; the per-tensor ones copy the verdict
-  // and their tensor's record to the host, and the record back when they change it. Only
-  // selection_method::exact_topk is available so far.
+  // and their tensor's record to the host, and the record back when they change it. The
+  // compressed step runs its parts one after the other (no per-tensor state between steps).
   struct selection_state_none {};
   template <class T>
   using selection_state = selection_state_none;
 
   template <class T>
-  static std::size_t accumulate_and_select_workspace_bytes(const backend&, const sampled_threshold_config&,
-                                                                        std::size_t, std::size_t) {
-    throw error(errc::invalid_argument,
-                "thrust_backend runs DGC with selection_method::exact_topk only; the sampled threshold is not "
-                "available on it yet");
+  static std::size_t accumulate_and_select_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
+                                                           std::size_t n, std::size_t k) {
+    return thrust_impl::sampled_threshold_workspace_bytes<T>(cfg, n, k);
   }
 
   template <class T>
@@ -323,35 +335,39 @@ struct ops<thrust_backend<System>> {
     r.kept = g.size();
     thrust_impl::write_value<System>(records.data() + t, r);
   }
-  // A compressed tensor's step with the exact top-k: momentum correction into the accumulator,
-  // the selection, the selected entries moved out and momentum factor masking.
+  // A compressed tensor's step: momentum correction into the accumulator, the selection (exact
+  // top-k or sampled threshold), the selected entries moved out and momentum factor masking.
   template <class T>
-  static void dgc_compressed_step(const backend&, const dgc_tensor_plan<T>& p, const sampled_threshold_config&,
+  static void dgc_compressed_step(const backend&, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
                                   view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
                                   view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
                                   std::size_t t, view<const dgc_step_record> step) {
     if (!step_may_run(thrust_impl::read_value<System>(step.data()))) return;
     auto r = thrust_impl::read_value<System>(records.data() + t);
     auto store = [&] { thrust_impl::write_value<System>(records.data() + t, r); };
-    if (!p.exact) {  // registration refuses the sampled threshold: never reached
-      r.status = static_cast<std::int32_t>(errc::invalid_argument);
-      store();
-      return;
-    }
     const T c = static_cast<T>(r.coef);
     thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), g.size(),
                        thrust_impl::momentum_accumulate_op<T>{p.kind, p.momentum, c, g.data(), u.data(), v.data()});
-    selection_result<T> sel;
-    const auto s = thrust_impl::exact_topk<T, System>(v.data(), v.size(), p.k, idx.data(), workspace.data(),
-                                                      workspace.size(), &sel.threshold);
+    auto selected = [&]() -> result<selection_result<T>> {
+      if (!p.exact)
+        return thrust_impl::sampled_threshold_select<T, System>(v.data(), v.size(), p.k, cfg, p.seed, idx.data(),
+                                                                workspace.data(), workspace.size());
+      selection_result<T> exact;
+      const auto s = thrust_impl::exact_topk<T, System>(v.data(), v.size(), p.k, idx.data(), workspace.data(),
+                                                        workspace.size(), &exact.threshold);
+      if (!s) return fail(s.error());
+      exact.count = *s;
+      exact.target = p.k;
+      exact.exact = true;
+      return exact;
+    };
+    const auto s = selected();
     if (!s) {
       r.status = static_cast<std::int32_t>(s.error());
       store();
       return;
     }
-    sel.count = *s;
-    sel.target = p.k;
-    sel.exact = true;
+    const selection_result<T> sel = *s;
     r.selection = sel;
     r.kept = sel.count;
     store();

@@ -253,14 +253,20 @@ struct at_least_key {
   GRADCOMP_HD bool operator()(std::size_t i) const { return magnitude_key(v[i]) >= cut; }
 };
 
-// The workspace of the Thrust exact top-k for (n, k): the radix state, a histogram, the
-// per-block counts, and, for the sample-guided plan, the sample and candidate keys and indices.
+// The workspace of the radix select over `count` keys: its state, a histogram (and the NaN
+// flag), the per-block counts of equal keys.
+template <class T>
+std::size_t radix_workspace_bytes(std::size_t count) {
+  return workspace_slot_bytes<radix_state<key_t<T>>>(1) + workspace_slot_bytes<std::uint32_t>(radix_bins + 1) +
+         workspace_slot_bytes<std::uint32_t>(count / equal_block + 1);
+}
+
+// The workspace of the Thrust exact top-k for (n, k): the radix select's over n keys, and, for
+// the sample-guided plan, the sample and candidate keys and indices.
 template <class T>
 std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k) {
   const cpu::topk_plan p = cpu::plan_topk(n, k);
-  std::size_t bytes = workspace_slot_bytes<radix_state<key_t<T>>>(1) +
-                      workspace_slot_bytes<std::uint32_t>(radix_bins + 1) +
-                      workspace_slot_bytes<std::uint32_t>(n / equal_block + 1);
+  std::size_t bytes = radix_workspace_bytes<T>(n);
   if (!p.radix_only)
     bytes += workspace_slot_bytes<key_t<T>>(p.samples > p.candidate_cap ? p.samples : p.candidate_cap) +
              workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
@@ -295,6 +301,22 @@ result<std::size_t> radix_select_and_emit(std::size_t count, std::size_t k, KeyA
                                        selected<T, KeyAt>{state, key_at});
   *threshold = value_of_key<T>(static_cast<key_type>(read_value<System>(state).prefix));
   return static_cast<std::size_t>(end - out);
+}
+
+// cpu::exact_topk_over: the exact top-k of `count` keys (key_at) by radix select, ascending
+// indices (index_at) into `out`; the radix state is carved from `carver`.
+template <class T, class System, class KeyAt, class IndexAt>
+result<std::size_t> exact_topk_over(std::size_t count, std::size_t k, KeyAt key_at, IndexAt index_at,
+                                    std::uint32_t* out, workspace_carver& carver, T* threshold) {
+  if (k == 0) {
+    *threshold = std::numeric_limits<T>::infinity();
+    return std::size_t(0);
+  }
+  auto* state = carver.take<radix_state<key_t<T>>>(1);
+  auto* hist = carver.take<std::uint32_t>(radix_bins + 1);
+  auto* block_counts = carver.take<std::uint32_t>(count / equal_block + 1);
+  if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
+  return radix_select_and_emit<T, System>(count, k, key_at, index_at, out, state, hist, block_counts, threshold);
 }
 
 // The exact top-k of values[0, n) (the CPU's result, threshold included): ascending indices
