@@ -1,5 +1,5 @@
 // One DGC step on the GPU (dgc_compressor on the portable Thrust backend, Thrust's CUDA system,
-// exact top-k): compress() of one tensor, waited for through stats(), timed against the step's
+// with the exact top-k or the sampled threshold): compress() of one tensor, waited for through stats(), timed against the step's
 // streaming part alone in the same iteration (u = m*u + g; v += u over the same elements: reads
 // g, u, v and writes u, v, 20 bytes per element, with the library's own element functor).
 // ratio_to_stream = stream time / step time: the share of memory speed the whole step reaches.
@@ -40,7 +40,7 @@ double event_seconds(F&& f) {
   return ms * 1e-3;
 }
 
-// args: n, density per million.
+// args: n, density per million, selection (0: exact top-k, 1: sampled threshold).
 void BM_cuda_dgc_step(benchmark::State& state) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -50,7 +50,8 @@ void BM_cuda_dgc_step(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const double density = static_cast<double>(state.range(1)) * 1e-6;
   gradcomp::dgc_config cfg;
-  cfg.selection = gradcomp::selection_method::exact_topk;
+  cfg.selection = state.range(2) == 0 ? gradcomp::selection_method::exact_topk
+                                      : gradcomp::selection_method::sampled_threshold;
   cfg.schedule = gradcomp::warmup_schedule::constant(density);
   const backend b{};
   gradcomp::dgc_compressor<float, backend> c(cfg, b);
@@ -97,7 +98,8 @@ void BM_cuda_dgc_step(benchmark::State& state) {
 
 void step_sizes(benchmark::internal::Benchmark* b) {
   for (const long n : {1L << 20, 1L << 24, 1L << 26})
-    for (const long per_million : {1000L, 10000L}) b->Args({n, per_million});
+    for (const long per_million : {1000L, 10000L})
+      for (const long selection : {0L, 1L}) b->Args({n, per_million, selection});
 }
 
 }  // namespace

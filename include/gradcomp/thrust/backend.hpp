@@ -221,12 +221,13 @@ struct ops<thrust_backend<System>> {
     static_assert(std::is_trivially_copyable<T>::value, "backend buffers hold trivially copyable types");
     buffer<T> b(n);
     if (n != 0)
-      thrust::fill_n(System{}, reinterpret_cast<unsigned char*>(b.view().data()), n * sizeof(T),
+      thrust::fill_n(thrust_impl::exec<System>(), reinterpret_cast<unsigned char*>(b.view().data()), n * sizeof(T),
                      static_cast<unsigned char>(0));
     return b;
   }
-  // The copies are complete when they return (thrust/system_memory.hpp), and so is every
-  // operation the host waits on: synchronize has nothing left to wait for.
+  // The copies are complete when they return (thrust/system_memory.hpp), after the work queued
+  // before them; synchronize waits for the work queued since (on the CUDA system; the host
+  // systems finish each operation before it returns).
   template <class T>
   static void copy_to_host(const backend&, view<const T> from, span<T> to) {
     thrust_impl::copy_bytes_to_host<System>(from.data(), static_cast<void*>(to.data()), from.size_bytes());
@@ -235,7 +236,7 @@ struct ops<thrust_backend<System>> {
   static void copy_to_backend(const backend&, span<const T> from, view<T> to) {
     thrust_impl::copy_bytes_to_system<System>(from.data(), static_cast<void*>(to.data()), from.size_bytes());
   }
-  static void synchronize(const backend&) noexcept {}
+  static void synchronize(const backend&) { thrust_impl::execution<System>::wait(); }
 
   // --- Work over tensors --------------------------------------------------------------------
   // One tensor at a time: each tensor's operations are already parallel inside the system.
@@ -306,7 +307,7 @@ struct ops<thrust_backend<System>> {
   template <class T>
   static void dgc_plan(const backend&, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
                        view<dgc_step_record> step) {
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), 1,
                        thrust_impl::plan_step_op<T>{records.data(), records.size(), plan, step.data()});
   }
   template <class T>
@@ -321,7 +322,7 @@ struct ops<thrust_backend<System>> {
   }
   template <class T>
   static void dgc_settle_guard(const backend&, view<const dgc_tensor_record<T>> records, view<dgc_step_record> step) {
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), 1,
                        thrust_impl::settle_guard_op<T>{records.data(), records.size(), step.data()});
   }
   // A dense tensor's step: the clipped gradient, whole.
@@ -330,7 +331,7 @@ struct ops<thrust_backend<System>> {
                              std::size_t t, view<const dgc_step_record> step) {
     if (!step_may_run(thrust_impl::read_value<System>(step.data()))) return;
     auto r = thrust_impl::read_value<System>(records.data() + t);
-    thrust::transform(System{}, g.data(), g.data() + g.size(), values.data(),
+    thrust::transform(thrust_impl::exec<System>(), g.data(), g.data() + g.size(), values.data(),
                       thrust_impl::scale_copy_op<T>{static_cast<T>(r.coef)});
     r.kept = g.size();
     thrust_impl::write_value<System>(records.data() + t, r);
@@ -346,7 +347,7 @@ struct ops<thrust_backend<System>> {
     auto r = thrust_impl::read_value<System>(records.data() + t);
     auto store = [&] { thrust_impl::write_value<System>(records.data() + t, r); };
     const T c = static_cast<T>(r.coef);
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), g.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), g.size(),
                        thrust_impl::momentum_accumulate_op<T>{p.kind, p.momentum, c, g.data(), u.data(), v.data()});
     auto selected = [&]() -> result<selection_result<T>> {
       if (!p.exact)
@@ -371,42 +372,42 @@ struct ops<thrust_backend<System>> {
     r.selection = sel;
     r.kept = sel.count;
     store();
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), sel.count,
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), sel.count,
                        thrust_impl::gather_and_zero_op<T>{v.data(), idx.data(), values.data(),
                                                           p.masking ? u.data() : nullptr});
   }
   template <class T>
   static void dgc_commit(const backend&, view<dgc_tensor_record<T>> records, view<dgc_step_record> step) {
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), 1,
                        thrust_impl::commit_step_op<T>{records.data(), records.size(), step.data()});
   }
 
   // --- The aggregator's kernels -------------------------------------------------------------
   template <class T>
   static void fill_zero(const backend&, view<T> x) {
-    thrust::fill_n(System{}, x.data(), x.size(), T(0));
+    thrust::fill_n(thrust_impl::exec<System>(), x.data(), x.size(), T(0));
   }
   // acc += values
   template <class T>
   static void add(const backend&, view<const T> values, view<T> acc) {
-    thrust::transform(System{}, acc.data(), acc.data() + acc.size(), values.data(), acc.data(),
+    thrust::transform(thrust_impl::exec<System>(), acc.data(), acc.data() + acc.size(), values.data(), acc.data(),
                       thrust_impl::plus_op<T>{});
   }
   // acc[idx[j]] += values[j]; the positions are distinct, so the updates are independent.
   template <class T>
   static void scatter_add(const backend&, view<const std::uint32_t> idx, view<const T> values, view<T> acc) {
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), idx.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), idx.size(),
                        thrust_impl::scatter_add_op<T>{idx.data(), values.data(), acc.data()});
   }
   // x *= c
   template <class T>
   static void scale(const backend&, T c, view<T> x) {
-    thrust::transform(System{}, x.data(), x.data() + x.size(), x.data(), thrust_impl::scale_op<T>{c});
+    thrust::transform(thrust_impl::exec<System>(), x.data(), x.data() + x.size(), x.data(), thrust_impl::scale_op<T>{c});
   }
   template <class T>
   static void momentum_apply(const backend&, momentum_kind kind, T m, view<T> u, view<T> a) {
     if (kind == momentum_kind::none) return;
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), a.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), a.size(),
                        thrust_impl::momentum_apply_op<T>{kind, m, u.data(), a.data()});
   }
   // The largest magnitude of `values`, NaN where one is not finite. Waits (returns to the host).
@@ -420,7 +421,7 @@ struct ops<thrust_backend<System>> {
   static double largest_magnitude_of_sum(const backend&, view<const T> acc, view<const std::uint32_t> idx,
                                          view<const T> values) {
     const key_t<T> key = thrust::transform_reduce(
-        System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(values.size()),
+        thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(values.size()),
         thrust_impl::sum_key_op<T>{acc.data(), idx.empty() ? nullptr : idx.data(), values.data()}, key_t<T>(0),
         thrust_impl::key_max<key_t<T>>{});
     return thrust_impl::value_of_largest_key<T>(key);
@@ -431,7 +432,7 @@ struct ops<thrust_backend<System>> {
   static state_magnitudes momentum_apply_magnitudes(const backend&, momentum_kind kind, T m, T inv, bool scaled,
                                                     view<const T> u, view<const T> a) {
     const auto keys = thrust::transform_reduce(
-        System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(a.size()),
+        thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(a.size()),
         thrust_impl::momentum_apply_keys_op<T>{kind, m, inv, scaled, u.data(), a.data()},
         thrust_impl::key_pair<key_t<T>>{0, 0}, thrust_impl::key_pair_max<key_t<T>>{});
     return thrust_impl::magnitudes_of<T>(keys);
@@ -442,10 +443,10 @@ struct ops<thrust_backend<System>> {
     const std::size_t k = idx.size();
     if (k == 0) return errc::ok;
     const thrust::counting_iterator<std::size_t> first(0);
-    if (thrust::transform_reduce(System{}, first, first + static_cast<std::ptrdiff_t>(k),
+    if (thrust::transform_reduce(thrust_impl::exec<System>(), first, first + static_cast<std::ptrdiff_t>(k),
                                  thrust_impl::at_or_above_op{idx.data(), n}, false, thrust_impl::or_op{}))
       return errc::index_out_of_range;
-    if (thrust::transform_reduce(System{}, first, first + static_cast<std::ptrdiff_t>(k - 1),
+    if (thrust::transform_reduce(thrust_impl::exec<System>(), first, first + static_cast<std::ptrdiff_t>(k - 1),
                                  thrust_impl::not_increasing_op{idx.data()}, false, thrust_impl::or_op{}))
       return errc::indices_not_increasing;
     return errc::ok;

@@ -150,7 +150,7 @@ struct key_max {
 // The largest magnitude key of g[0, n).
 template <class T, class System>
 key_t<T> largest_key(const T* g, std::size_t n) {
-  return thrust::transform_reduce(System{}, g, g + n, magnitude_key_of<T>{}, key_t<T>(0), key_max<key_t<T>>{});
+  return thrust::transform_reduce(exec<System>(), g, g + n, magnitude_key_of<T>{}, key_t<T>(0), key_max<key_t<T>>{});
 }
 
 // cpu::l2_norm with the CPU's order: the lanes' partial sums are computed in the system's
@@ -159,7 +159,7 @@ template <class T, class System>
 cpu::norm_result l2_norm(const T* g, std::size_t n) {
   cpu::norm_result r;
   system_buffer<double, System> sums(cpu::norm_lanes + 1);  // the lanes, then the scaled sum
-  thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
+  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
                      norm_lane_op<T>{g, n, sums.view().data()});
   double part[cpu::norm_lanes] = {};
   copy_bytes_to_host<System>(sums.view().data(), part, sizeof(part));
@@ -175,7 +175,7 @@ cpu::norm_result l2_norm(const T* g, std::size_t n) {
   if (!r.finite) return r;
   const double top = std::fabs(static_cast<double>(value_of_key<T>(largest)));
   double* scaled_sum = sums.view().data() + cpu::norm_lanes;
-  thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1, scaled_squares_op<T>{g, n, top, scaled_sum});
+  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), 1, scaled_squares_op<T>{g, n, top, scaled_sum});
   const double scaled = read_value<System>(scaled_sum);
   r.scale = top;
   r.root = std::sqrt(scaled);
@@ -189,7 +189,7 @@ state_magnitudes accumulated_magnitudes(momentum_kind kind, T m, T c, const T* g
                                         std::size_t n) {
   using key_type = key_t<T>;
   const auto keys = thrust::transform_reduce(
-      System{}, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n),
+      thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n),
       accumulated_keys_op<T>{kind, m, c, g, u, v}, key_pair<key_type>{0, 0}, key_pair_max<key_type>{});
   return magnitudes_of<T>(keys);
 }

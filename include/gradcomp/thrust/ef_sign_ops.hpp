@@ -105,7 +105,7 @@ struct ef_sign_ops<thrust_backend<System>> {
     constexpr std::size_t lanes = cpu::ef_sign_lanes;
     thrust_impl::system_buffer<double, System> sums(lanes);
     thrust_impl::system_buffer<key_t<T>, System> tops(2 * lanes);  // of g, then of p
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), lanes,
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), lanes,
                        thrust_impl::ef_sign_lane_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), g.size(),
                                                        sums.view().data(), tops.view().data(),
                                                        tops.view().data() + lanes});
@@ -129,7 +129,7 @@ struct ef_sign_ops<thrust_backend<System>> {
     thrust_impl::write_value<System>(records.data() + t, r);
   }
   static void plan(const backend&, view<ef_sign_record> records, view<ef_sign_step_record> step) {
-    thrust::for_each_n(System{}, thrust::counting_iterator<std::size_t>(0), 1,
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), 1,
                        thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
   }
   template <class T>
@@ -139,10 +139,10 @@ struct ef_sign_ops<thrust_backend<System>> {
     const thrust::counting_iterator<std::size_t> first(0);
     const auto r = thrust_impl::read_value<System>(records.data() + t);
     if (r.compressed == 0) {
-      thrust::for_each_n(System{}, first, g.size(), thrust_impl::ef_sign_dense_op<T>{lr, g.data(), values.data()});
+      thrust::for_each_n(thrust_impl::exec<System>(), first, g.size(), thrust_impl::ef_sign_dense_op<T>{lr, g.data(), values.data()});
       return;
     }
-    thrust::for_each_n(System{}, first, g.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(), first, g.size(),
                        thrust_impl::ef_sign_apply_op<T>{lr, static_cast<T>(r.scale), g.data(), e.data(), values.data()});
   }
 };

@@ -79,7 +79,7 @@ result<selection_result<T>> sampled_threshold_select(const T* values, std::size_
                                                      std::uint32_t* out, std::byte* workspace,
                                                      std::size_t workspace_bytes) {
   using key_type = key_t<T>;
-  const System sys{};
+  const auto sys = exec<System>();
   const thrust::counting_iterator<std::size_t> first(0);
   const cpu::sample_plan plan = cpu::plan_sampling(cfg, n, k);
   workspace_carver carver(span<std::byte>(workspace, workspace_bytes));

@@ -280,7 +280,7 @@ result<std::size_t> radix_select_and_emit(std::size_t count, std::size_t k, KeyA
                                           std::uint32_t* out, radix_state<key_t<T>>* state, std::uint32_t* hist,
                                           std::uint32_t* block_counts, T* threshold) {
   using key_type = key_t<T>;
-  const System sys{};
+  const auto sys = exec<System>();
   const thrust::counting_iterator<std::size_t> first(0);
   std::uint32_t* nan = hist + radix_bins;
   thrust::for_each_n(sys, first, 1, radix_start<T>{state, k});
@@ -329,7 +329,7 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
     *threshold = std::numeric_limits<T>::infinity();
     return std::size_t(0);
   }
-  const System sys{};
+  const auto sys = exec<System>();
   workspace_carver carver(span<std::byte>(workspace, workspace_bytes));
   auto* state = carver.take<radix_state<key_type>>(1);
   auto* hist = carver.take<std::uint32_t>(radix_bins + 1);

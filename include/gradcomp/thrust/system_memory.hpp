@@ -1,8 +1,9 @@
-// Moving bytes between the host and a Thrust system's memory, for every system of the portable
-// Thrust backend: the host systems (C++, OpenMP), whose memory the host can address, and the
-// CUDA system, whose memory it cannot. Each copy is a Thrust copy across systems (a plain copy
-// on the host systems, cudaMemcpy on the CUDA system's default stream) and is complete when it
-// returns, so a value the host reads this way is the value the system's last operation left.
+// How the portable Thrust backend runs its algorithms on a system, and how it moves bytes between
+// the host and the system's memory, for every system of the backend: the host systems (C++,
+// OpenMP), whose memory the host can address, and the CUDA system, whose memory it cannot. Each
+// copy is a Thrust copy across systems (a plain copy on the host systems, a copy on the CUDA
+// system's default stream, after the kernels queued there) and is complete when it returns, so a
+// value the host reads this way is the value the system's last operation left.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,10 @@
 
 #include "../span.hpp"
 
+#if defined(__CUDACC__)
+#include "cuda_execution.cuh"
+#endif
+
 namespace gradcomp {
 
 template <class System>
@@ -22,6 +27,21 @@ struct thrust_space;
 
 namespace detail {
 namespace thrust_impl {
+
+// The execution policy of the backend's algorithms on System, and how to wait for the work it
+// queued. The host systems run each algorithm to completion before it returns: the policy is
+// the system's tag and there is nothing to wait for. The CUDA system's (thrust/cuda_execution.cuh,
+// with nvcc) queues kernels on the default stream without waiting.
+template <class System>
+struct execution {
+  static System policy() noexcept { return System{}; }
+  static void wait() noexcept {}
+};
+
+template <class System>
+auto exec() {
+  return execution<System>::policy();
+}
 
 // bytes from System's memory at `from` to host memory at `to`.
 template <class System>
@@ -102,7 +122,7 @@ class system_buffer {
   void copy_bytes_from(const system_buffer& other) {
     if (size_ == 0) return;
     const auto* from = reinterpret_cast<const unsigned char*>(other.data_);
-    thrust::copy_n(System{}, from, size_ * sizeof(T), reinterpret_cast<unsigned char*>(data_));
+    thrust::copy_n(exec<System>(), from, size_ * sizeof(T), reinterpret_cast<unsigned char*>(data_));
   }
   void swap(system_buffer& other) noexcept {
     std::swap(data_, other.data_);
