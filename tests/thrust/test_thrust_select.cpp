@@ -142,6 +142,20 @@ TEST_CASE("thrust exact top-k: many ties at the k-th magnitude, on the second sy
   for (const std::size_t k : {std::size_t(300), std::size_t(3000), std::size_t(100000)}) check_same<float, second_system>(v, k);
 }
 
+TEST_CASE("thrust exact top-k: inputs of millions of elements, both plans") {
+  // More than 1,024 tiles of 2,048 keys (the CUDA kernels scan the tiles' counts in several
+  // chunks) and more keys than one grid of the histogram kernel covers in one sweep.
+  const std::size_t n = 9000011;
+  for (const auto s : {shape::gaussian, shape::few_levels, shape::mostly_zero}) {
+    const auto v = input<float>(n, s, 77 + static_cast<std::uint64_t>(s));
+    for (const std::size_t k : {std::size_t(1), std::size_t(9000), n / 20, n - 1}) {
+      CAPTURE(static_cast<int>(s));
+      CAPTURE(k);
+      check_same<float, primary_system>(v, k);
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("thrust exact top-k: infinities are ordinary magnitudes, NaN is refused", T, float, double) {
   for (const std::size_t n : {std::size_t(5000), std::size_t(200000)}) {
     auto v = input<T>(n, shape::gaussian, 9);

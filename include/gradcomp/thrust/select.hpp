@@ -68,6 +68,8 @@ GRADCOMP_HD inline void atomic_set(std::uint32_t* p) noexcept {
 constexpr int radix_bits = cpu::radix_digit_bits;
 constexpr std::size_t radix_bins = std::size_t(1) << radix_bits;
 constexpr std::size_t equal_block = 1024;  // elements per block of the equal-key counts
+// Entries of the per-block counts for `count` keys (the CUDA kernels keep two per 2,048 keys).
+constexpr std::size_t block_count_entries(std::size_t count) { return count / equal_block + 2; }
 
 // The radix select's state between passes (in backend memory).
 template <class Key>
@@ -81,6 +83,13 @@ struct radix_state {
   std::int32_t bits;         // bits of the current digit
   std::uint32_t done;
   std::uint32_t nan;
+  // Used by the CUDA kernels (thrust/cuda_select.cuh) only: the selected count, and the
+  // sample-guided plan's cut, passing count and choice, decided on the device.
+  std::uint64_t count;
+  std::uint64_t passing;
+  std::uint64_t cut;         // a key; 64 bits so that the struct has no padding for either key
+  std::uint32_t full;        // resolve every digit (the cut's exact key), no NaN verdict
+  std::uint32_t candidates;  // the selection runs over the compacted candidates
 };
 
 template <class T>
@@ -106,7 +115,10 @@ template <class T>
 struct radix_start {
   radix_state<key_t<T>>* s;
   std::uint64_t k;
+  std::uint32_t full = 0;
   GRADCOMP_HD void operator()(std::size_t) const {
+    s->count = 0;
+    s->full = full;
     s->prefix = 0;
     s->mask = 0;
     s->need = k;
@@ -258,7 +270,7 @@ struct at_least_key {
 template <class T>
 std::size_t radix_workspace_bytes(std::size_t count) {
   return workspace_slot_bytes<radix_state<key_t<T>>>(1) + workspace_slot_bytes<std::uint32_t>(radix_bins + 1) +
-         workspace_slot_bytes<std::uint32_t>(count / equal_block + 1);
+         workspace_slot_bytes<std::uint32_t>(block_count_entries(count));
 }
 
 // The workspace of the Thrust exact top-k for (n, k): the radix select's over n keys, and, for
@@ -280,6 +292,10 @@ result<std::size_t> radix_select_and_emit(std::size_t count, std::size_t k, KeyA
                                           std::uint32_t* out, radix_state<key_t<T>>* state, std::uint32_t* hist,
                                           std::uint32_t* block_counts, T* threshold) {
   using key_type = key_t<T>;
+  if constexpr (execution<System>::hand_kernels) {
+    return execution<System>::template radix_select_and_emit<T>(count, k, key_at, index_at, out, state, hist,
+                                                                block_counts, threshold);
+  }
   const auto sys = exec<System>();
   const thrust::counting_iterator<std::size_t> first(0);
   std::uint32_t* nan = hist + radix_bins;
@@ -314,7 +330,7 @@ result<std::size_t> exact_topk_over(std::size_t count, std::size_t k, KeyAt key_
   }
   auto* state = carver.take<radix_state<key_t<T>>>(1);
   auto* hist = carver.take<std::uint32_t>(radix_bins + 1);
-  auto* block_counts = carver.take<std::uint32_t>(count / equal_block + 1);
+  auto* block_counts = carver.take<std::uint32_t>(block_count_entries(count));
   if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
   return radix_select_and_emit<T, System>(count, k, key_at, index_at, out, state, hist, block_counts, threshold);
 }
@@ -333,7 +349,7 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
   workspace_carver carver(span<std::byte>(workspace, workspace_bytes));
   auto* state = carver.take<radix_state<key_type>>(1);
   auto* hist = carver.take<std::uint32_t>(radix_bins + 1);
-  auto* block_counts = carver.take<std::uint32_t>(n / equal_block + 1);
+  auto* block_counts = carver.take<std::uint32_t>(block_count_entries(n));
   if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
   auto radix_over_all = [&] {
     return radix_select_and_emit<T, System>(n, k, key_of_values<T>{values}, index_of_position{}, out, state, hist,
@@ -344,6 +360,10 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
   key_type* keys = carver.take<key_type>(plan.samples > plan.candidate_cap ? plan.samples : plan.candidate_cap);
   std::uint32_t* idx = carver.take<std::uint32_t>(plan.candidate_cap);
   if (keys == nullptr || idx == nullptr) return fail(errc::workspace_too_small);
+  if constexpr (execution<System>::hand_kernels) {
+    return execution<System>::template sample_guided_topk<T>(values, n, k, plan, out, state, hist, block_counts, keys,
+                                                             idx, threshold);
+  }
 
   // The sample: positions stride/2, stride/2 + stride, ... below n.
   const thrust::counting_iterator<std::size_t> first(0);
@@ -367,3 +387,7 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
 }  // namespace thrust_impl
 }  // namespace detail
 }  // namespace gradcomp
+
+#if defined(__CUDACC__)
+#include "cuda_select.cuh"
+#endif
