@@ -26,7 +26,7 @@
 #include <thrust/count.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/logical.h>
+#include <thrust/reduce.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
 
@@ -50,11 +50,6 @@ struct strided_sample_key {
   std::size_t offset;
   std::size_t stride;
   GRADCOMP_HD key_t<T> operator()(std::size_t j) const { return magnitude_key(v[offset + j * stride]); }
-};
-
-template <class T>
-struct is_nan_key_op {
-  GRADCOMP_HD bool operator()(key_t<T> key) const { return is_nan_key<T>(key); }
 };
 
 // The workspace of sampled_threshold_select for (n, k): the sample's keys (then the candidates'),
@@ -143,8 +138,11 @@ result<selection_result<T>> sampled_threshold_select(const T* values, std::size_
     thrust::copy_if(sys, positions_of_all, positions_of_all + static_cast<std::ptrdiff_t>(n), first, candidates,
                     passes);
     thrust::transform(sys, candidates, candidates + count, keys, candidate_key<T>{values});
-    // NaN keys lie above every threshold: a NaN is always a candidate.
-    if (thrust::any_of(sys, keys, keys + count, is_nan_key_op<T>{})) return fail(errc::nan_input);
+    // NaN keys lie above every threshold: a NaN is always a candidate, and the largest key tells.
+    // (A maximum, not thrust::any_of, whose result on the CUDA system is a padded pair read back
+    // with its padding.)
+    if (count != 0 && is_nan_key<T>(thrust::reduce(sys, keys, keys + count, key_type(0), thrust::maximum<key_type>())))
+      return fail(errc::nan_input);
     if (count > k) {
       if (count <= plan.upper && cfg.truncation == truncation_mode::index_order) {
         thrust::copy_n(sys, candidates, k, out);
