@@ -10,43 +10,25 @@
 #include <algorithm>
 #include <cstddef>
 #include <random>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/thrust/backend.hpp>
 #include <thrust/system/cuda/execution_policy.h>
 
+#include "gpu_timing.cuh"
+
 namespace {
+
+using gradcomp_bench::event_seconds;
 
 using cuda_system = thrust::system::cuda::tag;
 using backend = gradcomp::thrust_backend<cuda_system>;
 using ops = gradcomp::detail::ops<backend>;
 
-template <class F>
-double event_seconds(F&& f) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start);
-  f();
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e-3;
-}
-
 // args: n, density per million, selection (0: exact top-k, 1: sampled threshold).
 void BM_cuda_dgc_step(benchmark::State& state) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    state.SkipWithError("no CUDA device");
-    return;
-  }
+  if (!gradcomp_bench::have_device(state)) return;
   const auto n = static_cast<std::size_t>(state.range(0));
   const double density = static_cast<double>(state.range(1)) * 1e-6;
   gradcomp::dgc_config cfg;

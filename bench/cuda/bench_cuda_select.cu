@@ -15,46 +15,24 @@
 #include <cstdint>
 #include <random>
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 #include <gradcomp/thrust/backend.hpp>
 #include <thrust/system/cuda/execution_policy.h>
 
+#include "gpu_timing.cuh"
+
 namespace {
+
+using gradcomp_bench::event_seconds;
 
 using cuda_system = thrust::system::cuda::tag;
 using backend = gradcomp::thrust_backend<cuda_system>;
 using ops = gradcomp::detail::ops<backend>;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-// Seconds of the work `f` enqueues, between two events on the default stream.
-template <class F>
-double event_seconds(F&& f) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start), "cudaEventRecord");
-  f();
-  check(cudaEventRecord(stop), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e-3;
-}
-
 // args: n, k per million elements.
 void BM_cuda_exact_topk(benchmark::State& state) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    state.SkipWithError("no CUDA device");
-    return;
-  }
+  if (!gradcomp_bench::have_device(state)) return;
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto k = std::max<std::size_t>(1, n * static_cast<std::size_t>(state.range(1)) / 1000000);
   std::vector<float> host(n);
@@ -76,8 +54,9 @@ void BM_cuda_exact_topk(benchmark::State& state) {
     kept = *r;
   };
   auto device_copy = [&] {
-    check(cudaMemcpy(copy.view().data(), values.view().data(), n * sizeof(float), cudaMemcpyDeviceToDevice),
-          "cudaMemcpy");
+    gradcomp_bench::check(
+        cudaMemcpy(copy.view().data(), values.view().data(), n * sizeof(float), cudaMemcpyDeviceToDevice),
+        "cudaMemcpy");
   };
   topk();  // warm: first-call costs (module load, Thrust's temporary allocations)
   device_copy();

@@ -1,0 +1,42 @@
+// Timing helpers of the GPU benchmarks.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace gradcomp_bench {
+
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// False (and the benchmark marked as skipped with an error) where no CUDA device is present.
+inline bool have_device(benchmark::State& state) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return true;
+  state.SkipWithError("no CUDA device");
+  return false;
+}
+
+// Seconds of the work `f` enqueues on the default stream, between two events.
+template <class F>
+double event_seconds(F&& f) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start), "cudaEventRecord");
+  f();
+  check(cudaEventRecord(stop), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1e-3;
+}
+
+}  // namespace gradcomp_bench
