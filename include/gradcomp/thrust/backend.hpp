@@ -73,10 +73,13 @@ struct thrust_space {};
 
 /**
  * @brief The portable Thrust backend on Thrust system `System` (a system tag:
- * `thrust::system::cpp::tag` or `thrust::system::omp::tag`).
+ * `thrust::system::cpp::tag`, `thrust::system::omp::tag` or, compiled by nvcc,
+ * `thrust::system::cuda::tag`).
  *
- * Its operations are synchronous on these systems (each returns when its work is done) and
- * deterministic: bitwise the CPU backend's results. The value carries no state.
+ * Its results are deterministic: bitwise the CPU backend's. On the host systems each operation
+ * returns when its work is done; on the CUDA system work is queued on the default stream, and
+ * the host waits where an operation returns a value and in `synchronize`. The value carries no
+ * state.
  */
 template <class System>
 struct thrust_backend {
