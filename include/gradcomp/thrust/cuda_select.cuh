@@ -6,7 +6,7 @@
 // Kernels (all on the default stream, in the order below):
 // - radix_init        <<<1, 1024>>>  the radix state (thrust_impl::radix_start), histogram zeroed.
 //                     The state lives in the caller's workspace; the host copies it back once.
-// - radix_histogram   <<<<= 2048, 256>>>  per digit: a grid-stride loop counts the keys whose
+// - radix_histogram   <<<up to 2048, 256>>>  per digit: a grid-stride loop counts the keys whose
 //                     higher digits match the prefix into a shared-memory histogram (2,048 bins),
 //                     added to the global one; the first pass also flags NaN keys.
 // - radix_decide      <<<1, 1024>>>  per digit: thread t holds bins 2047-2t and 2046-2t; an
