@@ -51,6 +51,12 @@ template <>
 struct execution<thrust::system::cuda::tag> {
   static constexpr bool hand_kernels = true;
   static auto policy() { return thrust::cuda::par_nosync(stream_ordered_temporaries{}); }
+  static void* allocate_scratch(std::size_t bytes) {
+    return stream_ordered_temporaries{}.allocate(static_cast<std::ptrdiff_t>(bytes));
+  }
+  static void release_scratch(void* p) noexcept {
+    stream_ordered_temporaries{}.deallocate(static_cast<char*>(p), 0);
+  }
   // Waits for the work queued on the default stream; an error a kernel left is thrown as
   // Thrust's system_error, as Thrust's own algorithms report it.
   static void wait() {

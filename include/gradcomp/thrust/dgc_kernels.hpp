@@ -158,11 +158,11 @@ key_t<T> largest_key(const T* g, std::size_t n) {
 template <class T, class System>
 cpu::norm_result l2_norm(const T* g, std::size_t n) {
   cpu::norm_result r;
-  system_buffer<double, System> sums(cpu::norm_lanes + 1);  // the lanes, then the scaled sum
+  scratch<double, System> sums(cpu::norm_lanes + 1);  // the lanes, then the scaled sum
   thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
-                     norm_lane_op<T>{g, n, sums.view().data()});
+                     norm_lane_op<T>{g, n, sums.data()});
   double part[cpu::norm_lanes] = {};
-  copy_bytes_to_host<System>(sums.view().data(), part, sizeof(part));
+  copy_bytes_to_host<System>(sums.data(), part, sizeof(part));
   for (std::size_t width = cpu::norm_lanes / 2; width > 0; width /= 2)
     for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
   const double sum = part[0];
@@ -174,7 +174,7 @@ cpu::norm_result l2_norm(const T* g, std::size_t n) {
   r.finite = is_finite_key<T>(largest);
   if (!r.finite) return r;
   const double top = std::fabs(static_cast<double>(value_of_key<T>(largest)));
-  double* scaled_sum = sums.view().data() + cpu::norm_lanes;
+  double* scaled_sum = sums.data() + cpu::norm_lanes;
   thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), 1, scaled_squares_op<T>{g, n, top, scaled_sum});
   const double scaled = read_value<System>(scaled_sum);
   r.scale = top;

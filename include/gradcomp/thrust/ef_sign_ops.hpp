@@ -103,16 +103,15 @@ struct ef_sign_ops<thrust_backend<System>> {
   static void measure(const backend&, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
                       std::size_t t) {
     constexpr std::size_t lanes = cpu::ef_sign_lanes;
-    thrust_impl::system_buffer<double, System> sums(lanes);
-    thrust_impl::system_buffer<key_t<T>, System> tops(2 * lanes);  // of g, then of p
+    thrust_impl::scratch<double, System> sums(lanes);
+    thrust_impl::scratch<key_t<T>, System> tops(2 * lanes);  // of g, then of p
     thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), lanes,
                        thrust_impl::ef_sign_lane_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), g.size(),
-                                                       sums.view().data(), tops.view().data(),
-                                                       tops.view().data() + lanes});
+                                                       sums.data(), tops.data(), tops.data() + lanes});
     double part[lanes] = {};
     key_t<T> top[2 * lanes] = {};
-    thrust_impl::copy_bytes_to_host<System>(sums.view().data(), part, sizeof(part));
-    thrust_impl::copy_bytes_to_host<System>(tops.view().data(), top, sizeof(top));
+    thrust_impl::copy_bytes_to_host<System>(sums.data(), part, sizeof(part));
+    thrust_impl::copy_bytes_to_host<System>(tops.data(), top, sizeof(top));
     const key_t<T>* top_g = top;
     const key_t<T>* top_p = top + lanes;
     key_t<T> kg = 0, kp = 0;

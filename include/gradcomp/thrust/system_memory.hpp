@@ -32,11 +32,28 @@ namespace thrust_impl {
 // queued. The host systems run each algorithm to completion before it returns: the policy is
 // the system's tag and there is nothing to wait for. The CUDA system's (thrust/cuda_execution.cuh,
 // with nvcc) queues kernels on the default stream without waiting.
+// Allocation in System's memory (thrust::malloc); std::bad_alloc when it fails.
+template <class System>
+void* system_allocate(std::size_t bytes) {
+  auto p = thrust::malloc(System{}, bytes);
+  if (p.get() == nullptr) throw std::bad_alloc();
+  return p.get();
+}
+template <class System>
+void system_free(void* p) noexcept {
+  if (p != nullptr) thrust::free(System{}, thrust::pointer<void, System>(p));
+}
+
 template <class System>
 struct execution {
   static constexpr bool hand_kernels = false;  // the CUDA system runs hand-written kernels where it has them
   static System policy() noexcept { return System{}; }
   static void wait() noexcept {}
+  // Scratch bytes an operation uses and releases before it returns (a few partial results the
+  // host reads back): System's own allocation here; in stream order on the CUDA system, where a
+  // plain cudaFree would wait for the whole device.
+  static void* allocate_scratch(std::size_t bytes) { return system_allocate<System>(bytes); }
+  static void release_scratch(void* p) noexcept { system_free<System>(p); }
 };
 
 template <class System>
@@ -110,13 +127,9 @@ class system_buffer {
   bool empty() const noexcept { return size_ == 0; }
 
  private:
-  static T* allocate_bytes(std::size_t bytes) {
-    auto p = thrust::malloc(System{}, bytes);
-    if (p.get() == nullptr) throw std::bad_alloc();
-    return static_cast<T*>(p.get());
-  }
+  static T* allocate_bytes(std::size_t bytes) { return static_cast<T*>(system_allocate<System>(bytes)); }
   void release() noexcept {
-    if (data_ != nullptr) thrust::free(System{}, thrust::pointer<void, System>(static_cast<void*>(data_)));
+    system_free<System>(static_cast<void*>(data_));
     data_ = nullptr;
     size_ = 0;
   }
@@ -132,6 +145,20 @@ class system_buffer {
 
   T* data_ = nullptr;
   std::size_t size_ = 0;
+};
+
+// n elements of scratch in System's memory for the duration of one operation.
+template <class T, class System>
+class scratch {
+ public:
+  explicit scratch(std::size_t n) : data_(static_cast<T*>(execution<System>::allocate_scratch(n * sizeof(T)))) {}
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+  ~scratch() { execution<System>::release_scratch(data_); }
+  T* data() const noexcept { return data_; }
+
+ private:
+  T* data_;
 };
 
 }  // namespace thrust_impl
