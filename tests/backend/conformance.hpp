@@ -200,6 +200,16 @@ void check_dgc_against_cpu(const gradcomp::dgc_config& cfg, std::size_t steps, c
   }
 }
 
+// The EF-SignSGD compressor of the snapshot cases: the conformance model on `backend`.
+template <class Backend>
+gradcomp::ef_signsgd_compressor<float, Backend> conformance_ef_signsgd(const Backend& backend) {
+  gradcomp::ef_signsgd_config cfg;
+  cfg.learning_rate = 0.02;
+  gradcomp::ef_signsgd_compressor<float, Backend> c(cfg, backend);
+  for (const auto& x : conformance_model()) c.add_tensor(x.name, x.shape);
+  return c;
+}
+
 // Six EF-SignSGD steps on `backend` and on the CPU backend (an infinity in step 3): messages and
 // error buffers bitwise equal, the same refusal, and one synchronisation per step where counted.
 template <class Backend>

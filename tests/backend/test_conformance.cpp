@@ -159,13 +159,7 @@ TEST_CASE_TEMPLATE("conformance: DGC snapshots are the CPU's bytes and restore a
 
 TEST_CASE_TEMPLATE("conformance: EF-SignSGD snapshots are the CPU's bytes and restore across backends", Backend,
                    cpu_backend, strict_backend) {
-  auto make = [](auto backend) {
-    gradcomp::ef_signsgd_config cfg;
-    cfg.learning_rate = 0.02;
-    gradcomp::ef_signsgd_compressor<float, decltype(backend)> c(cfg, backend);
-    for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
-    return c;
-  };
+  auto make = [](auto backend) { return gradcomp_test::conformance_ef_signsgd(backend); };
   auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
   gradcomp_test::check_snapshots_across_backends(backend_for_test<Backend>(), make, step, synchronizations_of<Backend>());
 }

@@ -304,13 +304,7 @@ TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and rest
     };
     gradcomp_test::check_snapshots_across_backends(Backend{}, make, step);
   }
-  auto make_ef = [](auto backend) {
-    gradcomp::ef_signsgd_config cfg;
-    cfg.learning_rate = 0.02;
-    gradcomp::ef_signsgd_compressor<float, decltype(backend)> c(cfg, backend);
-    for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
-    return c;
-  };
+  auto make_ef = [](auto backend) { return gradcomp_test::conformance_ef_signsgd(backend); };
   gradcomp_test::check_snapshots_across_backends(Backend{}, make_ef, step);
 }
 
