@@ -44,7 +44,7 @@ void BM_cuda_exact_topk(benchmark::State& state) {
   ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), n), values.view());
   auto copy = ops::allocate<float>(b, n);
   auto out = ops::allocate<std::uint32_t>(b, k);
-  auto ws = ops::allocate<std::byte>(b, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float>(n, k));
+  auto ws = ops::allocate<std::byte>(b, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float, cuda_system>(n, k));
   std::size_t kept = 0;
   auto topk = [&] {
     float threshold = 0;
@@ -75,7 +75,7 @@ void BM_cuda_exact_topk(benchmark::State& state) {
 }
 
 void topk_sizes(benchmark::internal::Benchmark* b) {
-  for (const long n : {1L << 16, 1L << 20, 1L << 24, 1L << 26})
+  for (const long n : {1L << 16, 1L << 20, 1L << 24, 1L << 26, 100000000L})
     for (const long per_million : {1000L, 10000L}) b->Args({n, per_million});
 }
 

@@ -18,7 +18,7 @@ def event_seconds(f):
 
 def main():
     gen = torch.Generator(device="cuda").manual_seed(42)
-    for n in (1 << 16, 1 << 20, 1 << 24, 1 << 26):
+    for n in (1 << 16, 1 << 20, 1 << 24, 1 << 26, 10**8):
         for per_million in (1000, 10000):
             k = max(1, n * per_million // 1000000)
             x = torch.randn(n, device="cuda", generator=gen)

@@ -4,10 +4,12 @@
 // magnitude, mostly zeros, infinities, NaN, k = 0 and k = n, float and double. Then DGC's sampled
 // threshold against the CPU's: the same indices and every field of the selection result, on
 // configurations that reach each branch of the adaptation loop.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -107,7 +109,7 @@ outcome thrust_topk(const std::vector<T>& v, std::size_t k, std::size_t workspac
 }
 template <class T, class System>
 outcome thrust_topk(const std::vector<T>& v, std::size_t k) {
-  return thrust_topk<T, System>(v, k, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<T>(v.size(), k));
+  return thrust_topk<T, System>(v, k, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<T, System>(v.size(), k));
 }
 
 template <class T, class System>
@@ -156,6 +158,45 @@ TEST_CASE("thrust exact top-k: inputs of millions of elements, both plans") {
   }
 }
 
+namespace {
+
+// Where the sample-guided plan goes on `v`: -1 fewer than k pass the sample's cut, 0 the
+// candidates are used, 1 more than the plan's capacity pass.
+int sample_guided_branch(const std::vector<float>& v, std::size_t k) {
+  namespace cpu = gradcomp::detail::cpu;
+  using gradcomp::detail::magnitude_key;
+  const cpu::topk_plan plan = cpu::plan_topk(v.size(), k);
+  REQUIRE_FALSE(plan.radix_only);
+  std::vector<std::uint32_t> sample;
+  for (std::size_t i = plan.stride / 2; i < v.size(); i += plan.stride) sample.push_back(magnitude_key(v[i]));
+  std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(plan.rank - 1), sample.end(),
+                   std::greater<std::uint32_t>());
+  const std::uint32_t cut = sample[plan.rank - 1];
+  REQUIRE(cut != 0);
+  std::size_t passing = 0;
+  for (const float x : v) passing += magnitude_key(x) >= cut ? 1 : 0;
+  return passing < k ? -1 : passing > plan.candidate_cap ? 1 : 0;
+}
+
+}  // namespace
+
+TEST_CASE("thrust exact top-k: the sample-guided plan's fallbacks to the whole input") {
+  // The sampled positions (stride / 2 + j * stride) hold the largest magnitudes: too few pass
+  // the cut. Then they hold the smallest: far too many pass it. The result is the CPU's either way.
+  const std::size_t n = 300007, k = n / 100;
+  const std::size_t stride = gradcomp::detail::cpu::plan_topk(n, k).stride;
+  auto v = input<float>(n, shape::gaussian, 21);
+  for (std::size_t i = stride / 2; i < n; i += stride) v[i] = 100.0f + static_cast<float>(i % 13);
+  CHECK(sample_guided_branch(v, k) == -1);
+  check_same<float, primary_system>(v, k);
+  for (std::size_t i = 0; i < n; ++i) v[i] = i % stride == stride / 2 ? 0.001f : 10.0f + static_cast<float>(i % 101);
+  CHECK(sample_guided_branch(v, k) == 1);
+  check_same<float, primary_system>(v, k);
+  const auto normal = input<float>(n, shape::gaussian, 22);
+  CHECK(sample_guided_branch(normal, k) == 0);
+  check_same<float, primary_system>(normal, k);
+}
+
 TEST_CASE_TEMPLATE("thrust exact top-k: infinities are ordinary magnitudes, NaN is refused", T, float, double) {
   for (const std::size_t n : {std::size_t(5000), std::size_t(200000)}) {
     auto v = input<T>(n, shape::gaussian, 9);
@@ -171,7 +212,7 @@ TEST_CASE_TEMPLATE("thrust exact top-k: infinities are ordinary magnitudes, NaN 
 
 TEST_CASE("thrust exact top-k: a workspace that is too small is refused") {
   const auto v = input<float>(100000, shape::gaussian, 4);
-  const std::size_t enough = gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float>(v.size(), 100);
+  const std::size_t enough = gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float, primary_system>(v.size(), 100);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough / 2).error == gradcomp::errc::workspace_too_small);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough).error == gradcomp::errc::ok);
 }

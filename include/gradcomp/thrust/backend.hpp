@@ -255,7 +255,7 @@ struct ops<thrust_backend<System>> {
   // The exact top-k (thrust/select.hpp): the CPU's indices, count and threshold, bitwise.
   template <class T>
   static std::size_t exact_topk_workspace_bytes(const backend&, std::size_t n, std::size_t k) {
-    return thrust_impl::exact_topk_workspace_bytes<T>(n, k);
+    return thrust_impl::exact_topk_workspace_bytes<T, System>(n, k);
   }
   template <class T>
   static result<std::size_t> exact_topk(const backend&, view<const T> values, std::size_t k,
@@ -268,7 +268,7 @@ struct ops<thrust_backend<System>> {
   template <class T>
   static std::size_t sampled_threshold_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
                                                        std::size_t n, std::size_t k) {
-    return thrust_impl::sampled_threshold_workspace_bytes<T>(cfg, n, k);
+    return thrust_impl::sampled_threshold_workspace_bytes<T, System>(cfg, n, k);
   }
   template <class T>
   static result<selection_result<T>> sampled_threshold_select(const backend&, view<const T> values, std::size_t k,
@@ -289,7 +289,7 @@ struct ops<thrust_backend<System>> {
   template <class T>
   static std::size_t accumulate_and_select_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
                                                            std::size_t n, std::size_t k) {
-    return thrust_impl::sampled_threshold_workspace_bytes<T>(cfg, n, k);
+    return thrust_impl::sampled_threshold_workspace_bytes<T, System>(cfg, n, k);
   }
 
   template <class T>

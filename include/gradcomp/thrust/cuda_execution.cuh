@@ -71,13 +71,16 @@ struct execution<thrust::system::cuda::tag> {
                                                    std::uint32_t* out, radix_state<key_t<T>>* state,
                                                    std::uint32_t* hist, std::uint32_t* block_counts, T* threshold);
   // The sample-guided plan of the exact top-k (thrust/select.hpp's exact_topk), its decisions
-  // taken on the device.
+  // taken on the device; `select_temp`: candidate_select_bytes<T>(n) bytes.
   template <class T>
   static result<std::size_t> sample_guided_topk(const T* values, std::size_t n, std::size_t k,
                                                 const cpu::topk_plan& plan, std::uint32_t* out,
                                                 radix_state<key_t<T>>* state, std::uint32_t* hist,
                                                 std::uint32_t* block_counts, key_t<T>* keys, std::uint32_t* idx,
-                                                T* threshold);
+                                                void* select_temp, std::size_t select_bytes, T* threshold);
+  // The temporary storage of the sample-guided plan's candidate selection over n elements.
+  template <class T>
+  static std::size_t candidate_select_bytes(std::size_t n);
 };
 
 }  // namespace thrust_impl

@@ -1,39 +1,54 @@
-// The exact top-k of the Thrust backend on the CUDA system, on hand-written kernels: the same
-// radix select as the portable path (thrust/select.hpp), with every decision taken on the device
-// and one copy back per selection (the NaN verdict, the k-th key, the count), instead of a
-// Thrust call, a synchronisation and a temporary allocation per step.
+// The exact top-k of the Thrust backend on the CUDA system, on hand-written kernels and CUB: the
+// same radix select as the portable path (thrust/select.hpp), with every decision taken on the
+// device and one copy back per selection (the NaN verdict, the k-th key, the count), instead of
+// a Thrust call, a synchronisation and a temporary allocation per step.
 //
-// Kernels (all on the default stream, in the order below):
+// The sample-guided plan (cpu::plan_topk), in launch order on the default stream:
+// - sample_cut        <<<1, 1024>>>  the cut: the sample's rank-th largest key, resolved to every
+//                     bit by a radix select inside one block (the sample's keys gathered into the
+//                     workspace, the histogram in shared memory). Also initialises the state.
+// - cub::DeviceSelect::If  the candidates: every key at or above the cut with its index, in index
+//                     order, in one pass over the input (decoupled look-back); positions past the
+//                     plan's capacity are counted but not written.
+// - then the radix select below over the candidates, or over the whole input where the plan falls
+//   back to it (fewer than k or more than the capacity passed, or the cut is zero): radix_init
+//   takes that decision on the device, and every later kernel reads it from the state.
+//
+// The radix select (also the plain plan), in launch order:
 // - radix_init        <<<1, 1024>>>  the radix state (thrust_impl::radix_start), histogram zeroed.
-//                     The state lives in the caller's workspace; the host copies it back once.
-// - radix_histogram   <<<up to 2048, 256>>>  per digit: a grid-stride loop counts the keys whose
+// - radix_pass        <<<up to 2048, 256>>>  per digit: a grid-stride loop counts the keys whose
 //                     higher digits match the prefix into a shared-memory histogram (2,048 bins),
-//                     added to the global one; the first pass also flags NaN keys.
-// - radix_decide      <<<1, 1024>>>  per digit: thread t holds bins 2047-2t and 2046-2t; an
-//                     exclusive block scan of their sums (highest bins first) finds the bin
-//                     holding the k-th key (the one thread where the running sum crosses `need`),
-//                     thread 0 applies the CPU's decision (cpu::radix_kth_largest); the histogram
-//                     is zeroed for the next digit. Invariant: the bins matching the prefix hold
-//                     at least `need` keys, so exactly one thread finds the bin.
+//                     added to the global one; the first pass also flags NaN keys. The last block
+//                     to finish (a ticket counter after a memory fence) takes the digit's decision
+//                     (decide_digit) and zeroes the histogram for the next digit. Blocks past what
+//                     the selection's size needs return at once, so a grid sized for the whole
+//                     input costs little over a few candidates.
 // - count_classes / scan_classes / write_classes: a stable compaction in three launches. Every
 //   key is of class 2 (always taken), 1 (taken while its rank among the class-1 keys, in index
 //   order, is below a limit) or 0. Tiles of 2,048 keys (256 threads x 8 consecutive keys, so that
-//   thread order is index order) count both classes; one block scans the tiles' counts (any
-//   number of tiles, 1,024 at a time); each tile then writes its taken keys at
+//   thread order is index order) count both classes; one block scans the tiles' counts (each
+//   thread a run of consecutive tiles); each tile then writes its taken keys at
 //   (class 2 before it) + min(class 1 before it, limit) + (taken before it in the tile). The
 //   output of the selection is the compaction with class 2 = above the k-th key, class 1 = equal
-//   to it, limit = the equal keys to take; the sample-guided plan's candidates are the
-//   compaction of the keys at or above the cut.
-// - plan_cut / plan_choose <<<1, 1>>>: the sample-guided plan's decisions (thrust_impl::exact_topk).
+//   to it, limit = the equal keys to take.
+//
+// decide_digit (block-wide, thread t holding 2,048 / threads consecutive bins, highest first): an
+// exclusive block scan of the threads' sums finds the bin holding the need-th key (the one bin
+// where the running sum crosses `need`); thread 0 applies the CPU's decision
+// (cpu::radix_kth_largest). Invariant: the bins matching the prefix hold at least `need` keys,
+// so exactly one bin is found.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_select.cuh>
 #include <cuda_runtime_api.h>
+#include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/cuda/error.h>
 #include <thrust/system_error.h>
 
@@ -54,11 +69,26 @@ constexpr unsigned block_items = 8;
 constexpr std::size_t tile = std::size_t(block_threads) * block_items;  // keys per tile of the counts
 constexpr unsigned decide_threads = static_cast<unsigned>(radix_bins / 2);
 constexpr std::size_t histogram_blocks = 2048;
+constexpr std::size_t histogram_keys_per_block = 16 * std::size_t(block_threads);
+constexpr unsigned sample_batch = 8;  // sample keys each thread of sample_cut loads at once
 static_assert(tile == 2 * equal_block, "two counts per tile fit the per-block counts of thrust/select.hpp");
+static_assert(radix_bins % block_threads == 0 && radix_bins % decide_threads == 0, "whole bins per thread");
 
-inline void check_launch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
+inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw thrust::system_error(e, thrust::cuda_category(), what);
+}
+inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+// Blocks of radix_pass for `count` keys (at least one).
+__host__ __device__ inline unsigned histogram_grid(std::size_t count) {
+  const std::size_t b = (count + histogram_keys_per_block - 1) / histogram_keys_per_block;
+  return static_cast<unsigned>(b == 0 ? 1 : b < histogram_blocks ? b : histogram_blocks);
+}
+
+// Tiles of the compaction for `count` keys (at least one).
+__host__ __device__ inline unsigned tiles_of(std::size_t count) {
+  const std::size_t t = (count + tile - 1) / tile;
+  return static_cast<unsigned>(t == 0 ? 1 : t);
 }
 
 // The keys a selection reads. A fixed number of them:
@@ -70,17 +100,6 @@ struct fixed_source {
   __device__ std::size_t size() const { return n; }
   __device__ auto key(std::size_t i) const { return key_at(i); }
   __device__ std::uint32_t index(std::size_t i) const { return index_at(i); }
-};
-
-// The strided sample of the sample-guided plan (thrust_impl::sample_key).
-template <class T>
-struct sample_source {
-  const T* values;
-  std::size_t stride;
-  std::size_t n;
-  __device__ std::size_t size() const { return n; }
-  __device__ key_t<T> key(std::size_t i) const { return magnitude_key(values[stride / 2 + i * stride]); }
-  __device__ std::uint32_t index(std::size_t i) const { return static_cast<std::uint32_t>(i); }
 };
 
 // The sample-guided plan's selection: the compacted candidates, or the whole input where the plan
@@ -99,29 +118,112 @@ struct chosen_source {
   }
 };
 
-// `reset_plan`: also clears the sample-guided plan's fields (every byte of the state is then
-// written before the host copies it back).
+// The histogram's bins as decide_digit reads and clears them: in global memory (read from L2,
+// where the other blocks' atomic additions are) or in the block's shared memory.
+struct global_bins {
+  std::uint32_t* p;
+  __device__ unsigned long long at(unsigned b) const { return __ldcg(p + b); }
+  __device__ void clear(unsigned b) const { p[b] = 0; }
+};
+struct shared_bins {
+  std::uint32_t* p;
+  __device__ unsigned long long at(unsigned b) const { return p[b]; }
+  __device__ void clear(unsigned b) const { p[b] = 0; }
+};
+
+// The digit's decision, by all Threads threads of a block (see the top of the file); the bins are
+// zeroed; thread 0 updates *s (global or shared memory). `nan`: a NaN key was seen (the first
+// digit of a selection that gives a verdict).
+template <class T, unsigned Threads, class Bins>
+__device__ void decide_digit(radix_state<key_t<T>>* s, Bins bins, bool nan) {
+  using key_type = key_t<T>;
+  constexpr unsigned per = static_cast<unsigned>(radix_bins) / Threads;
+  using scan_t = cub::BlockScan<unsigned long long, Threads>;
+  __shared__ typename scan_t::TempStorage temp;
+  __shared__ unsigned found;
+  __shared__ unsigned long long found_above;
+  __shared__ unsigned long long found_count;
+  const unsigned top = static_cast<unsigned>(radix_bins) - 1 - threadIdx.x * per;
+  if (threadIdx.x == 0) {
+    found = 0;
+    found_above = 0;
+    found_count = 0;
+  }
+  unsigned long long h[per];
+  unsigned long long sum = 0;
+  for (unsigned j = 0; j < per; ++j) {
+    h[j] = bins.at(top - j);
+    sum += h[j];
+  }
+  const unsigned long long need = s->need;
+  __syncthreads();  // the found_* initialisation before any thread's finding
+  unsigned long long before = 0;
+  scan_t(temp).ExclusiveSum(sum, before);
+  for (unsigned j = 0; j < per; ++j) {
+    if (before < need && before + h[j] >= need) {
+      found = top - j;
+      found_above = before;
+      found_count = h[j];
+    }
+    before += h[j];
+    bins.clear(top - j);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    radix_state<key_type> st = *s;
+    if (nan) {
+      st.nan = 1;
+      st.done = 1;
+    } else {
+      const key_type digit_mask = static_cast<key_type>((key_type(1) << st.bits) - 1);
+      st.need -= found_above;
+      st.prefix |= static_cast<key_type>(found) << st.shift;
+      st.mask |= static_cast<key_type>(digit_mask << st.shift);
+      if (found_count == st.need && st.full == 0) {  // the whole bin is taken
+        st.take_equal = cpu::take_all_equal;
+        st.done = 1;
+      } else if (st.shift == 0) {
+        st.take_equal = st.need;
+        st.done = 1;
+      } else {
+        st.bits = st.shift < radix_bits ? st.shift : radix_bits;
+        st.shift -= st.bits;
+      }
+    }
+    *s = st;
+  }
+}
+
+// `choose_cap` (non-zero for the select after the sample-guided plan's candidates): first decides
+// whether the candidates are used: the cut is not zero and at least k, at most choose_cap keys
+// passed it. `reset_plan` (the plain plan): clears the plan's fields, so that every byte of the
+// state is written before the host copies it back.
 template <class T>
-__global__ void radix_init(radix_state<key_t<T>>* s, std::uint64_t k, std::uint32_t full, bool reset_plan,
+__global__ void radix_init(radix_state<key_t<T>>* s, std::uint64_t k, std::uint64_t choose_cap, bool reset_plan,
                            std::uint32_t* hist) {
   if (threadIdx.x == 0) {
-    radix_start<T>{s, k, full}(0);
+    if (choose_cap != 0) s->candidates = s->cut != 0 && s->passing >= k && s->passing <= choose_cap ? 1u : 0u;
     if (reset_plan) {
       s->passing = 0;
       s->cut = 0;
       s->candidates = 0;
     }
+    radix_start<T>{s, k, 0u}(0);
   }
-  for (std::size_t b = threadIdx.x; b <= radix_bins; b += blockDim.x) hist[b] = 0;
+  for (std::size_t b = threadIdx.x; b < hist_entries; b += blockDim.x) hist[b] = 0;
 }
 
 template <class T, class Source>
-__global__ void __launch_bounds__(block_threads)
-    radix_histogram(const radix_state<key_t<T>>* s, Source src, std::uint32_t* hist) {
+__global__ void __launch_bounds__(block_threads) radix_pass(radix_state<key_t<T>>* s, Source src, std::uint32_t* hist) {
   using key_type = key_t<T>;
   __shared__ std::uint32_t bins[radix_bins];
   __shared__ std::uint32_t nan_seen;
+  __shared__ bool last;
+  // The state changes only in the last block, after every other block has taken its ticket.
   if (s->done != 0) return;  // the same for every thread
+  const std::size_t n = src.size();
+  const unsigned active = histogram_grid(n) < gridDim.x ? histogram_grid(n) : gridDim.x;
+  if (blockIdx.x >= active) return;
   const key_type prefix = s->prefix;
   const key_type mask = s->mask;
   const int shift = s->shift;
@@ -131,9 +233,8 @@ __global__ void __launch_bounds__(block_threads)
   if (threadIdx.x == 0) nan_seen = 0;
   __syncthreads();
   const key_type digit_mask = static_cast<key_type>((key_type(1) << bits) - 1);
-  const std::size_t n = src.size();
   std::uint32_t nan = 0;
-  const std::size_t step = std::size_t(gridDim.x) * block_threads;
+  const std::size_t step = std::size_t(active) * block_threads;
   for (std::size_t i = std::size_t(blockIdx.x) * block_threads + threadIdx.x; i < n; i += step) {
     const key_type key = src.key(i);
     if (check_nan && is_nan_key<T>(key)) nan = 1;
@@ -144,68 +245,140 @@ __global__ void __launch_bounds__(block_threads)
   const unsigned used = 1u << bits;
   for (unsigned b = threadIdx.x; b < used; b += block_threads)
     if (bins[b] != 0) atomicAdd(hist + b, bins[b]);
-  if (threadIdx.x == 0 && nan_seen != 0) atomicOr(hist + radix_bins, 1u);
+  if (threadIdx.x == 0 && nan_seen != 0) atomicOr(hist + nan_flag_entry, 1u);
+  __threadfence();  // this block's additions before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(hist + ticket_entry, 1u) == active - 1;
+  __syncthreads();
+  if (!last) return;  // the same for every thread
+  __threadfence();
+  const bool saw_nan = check_nan && __ldcg(hist + nan_flag_entry) != 0;
+  decide_digit<T, block_threads>(s, global_bins{hist}, saw_nan);
+  if (threadIdx.x == 0) {
+    hist[nan_flag_entry] = 0;
+    hist[ticket_entry] = 0;
+  }
 }
 
+// The cut of the sample-guided plan: the sample's rank-th largest key, every digit resolved (no
+// NaN verdict: a NaN key is an ordinary key here), into s->cut; the state initialised as
+// radix_start does, the plan's fields cleared. The sample's keys are gathered into `keys` first.
 template <class T>
-__global__ void __launch_bounds__(decide_threads) radix_decide(radix_state<key_t<T>>* s, std::uint32_t* hist) {
+__global__ void __launch_bounds__(decide_threads)
+    sample_cut(radix_state<key_t<T>>* s, const T* values, std::size_t stride, std::size_t samples, key_t<T>* keys,
+               std::uint64_t rank) {
   using key_type = key_t<T>;
-  using scan_t = cub::BlockScan<unsigned long long, decide_threads>;
-  __shared__ typename scan_t::TempStorage temp;
-  __shared__ unsigned found;
-  __shared__ unsigned long long found_above;
-  __shared__ unsigned long long found_count;
-  if (s->done != 0) return;  // the same for every thread
+  __shared__ std::uint32_t bins[radix_bins];
+  __shared__ radix_state<key_type> st;
   const unsigned t = threadIdx.x;
-  const unsigned b0 = static_cast<unsigned>(radix_bins) - 1 - 2 * t;
-  const unsigned b1 = b0 - 1;
-  const unsigned long long h0 = hist[b0];
-  const unsigned long long h1 = hist[b1];
-  const unsigned long long need = s->need;
-  const bool nan = s->mask == 0 && s->full == 0 && hist[radix_bins] != 0;
   if (t == 0) {
-    found = 0;
-    found_above = 0;
-    found_count = 0;
+    radix_start<T>{&st, rank, 1u}(0);
+    st.passing = 0;
+    st.cut = 0;
+    st.candidates = 0;
   }
-  unsigned long long before = 0;
-  scan_t(temp).ExclusiveSum(h0 + h1, before);  // synchronises the block before and after
-  if (before < need && before + h0 >= need) {
-    found = b0;
-    found_above = before;
-    found_count = h0;
-  } else if (before + h0 < need && before + h0 + h1 >= need) {
-    found = b1;
-    found_above = before + h0;
-    found_count = h1;
+  constexpr std::size_t batch = std::size_t(sample_batch) * decide_threads;
+  for (std::size_t base = 0; base < samples; base += batch) {
+    key_type k[sample_batch];
+#pragma unroll
+    for (unsigned j = 0; j < sample_batch; ++j) {
+      const std::size_t i = base + std::size_t(j) * decide_threads + t;
+      k[j] = i < samples ? magnitude_key(values[stride / 2 + i * stride]) : key_type(0);
+    }
+#pragma unroll
+    for (unsigned j = 0; j < sample_batch; ++j) {
+      const std::size_t i = base + std::size_t(j) * decide_threads + t;
+      if (i < samples) keys[i] = k[j];
+    }
   }
-  __syncthreads();
-  hist[b0] = 0;
-  hist[b1] = 0;
-  if (t != 0) return;
-  hist[radix_bins] = 0;
-  radix_state<key_type> st = *s;
-  if (nan) {
-    st.nan = 1;
-    st.done = 1;
+  for (unsigned b = t; b < radix_bins; b += decide_threads) bins[b] = 0;
+  __syncthreads();  // the keys, the zeroed bins and the state, for every thread
+  while (st.done == 0) {  // the same for every thread: read after a barrier
+    const key_type prefix = st.prefix;
+    const key_type mask = st.mask;
+    const int shift = st.shift;
+    const key_type digit_mask = static_cast<key_type>((key_type(1) << st.bits) - 1);
+    for (std::size_t base = 0; base < samples; base += batch) {
+      key_type k[sample_batch];
+#pragma unroll
+      for (unsigned j = 0; j < sample_batch; ++j) {
+        const std::size_t i = base + std::size_t(j) * decide_threads + t;
+        k[j] = i < samples ? keys[i] : key_type(0);
+      }
+#pragma unroll
+      for (unsigned j = 0; j < sample_batch; ++j) {
+        const std::size_t i = base + std::size_t(j) * decide_threads + t;
+        if (i < samples && (k[j] & mask) == prefix)
+          atomicAdd(&bins[static_cast<unsigned>((k[j] >> shift) & digit_mask)], 1u);
+      }
+    }
+    __syncthreads();
+    decide_digit<T, decide_threads>(&st, shared_bins{bins}, false);
+    __syncthreads();
+  }
+  if (t == 0) {
+    st.cut = st.prefix;
     *s = st;
-    return;
   }
-  const key_type digit_mask = static_cast<key_type>((key_type(1) << st.bits) - 1);
-  st.need -= found_above;
-  st.prefix |= static_cast<key_type>(found) << st.shift;
-  st.mask |= static_cast<key_type>(digit_mask << st.shift);
-  if (found_count == st.need && st.full == 0) {  // the whole bin is taken
-    st.take_equal = cpu::take_all_equal;
-    st.done = 1;
-  } else if (st.shift == 0) {
-    st.take_equal = st.need;
-    st.done = 1;
-  } else {
-    st.bits = st.shift < radix_bits ? st.shift : radix_bits;
-    st.shift -= st.bits;
+}
+
+// The sample-guided plan's candidates for cub::DeviceSelect::If: the positions whose key is at or
+// above the cut (none when the cut is zero: the plan then falls back to the whole input).
+template <class T>
+struct at_or_above_cut {
+  const T* values;
+  const radix_state<key_t<T>>* s;
+  __device__ bool operator()(std::uint32_t i) const {
+    const auto cut = static_cast<key_t<T>>(s->cut);
+    return cut != 0 && magnitude_key(values[i]) >= cut;
   }
-  *s = st;
+};
+
+// The output of that selection: a position-bounded writer of (key, index) pairs. Position `pos`
+// is written only below `cap`; CUB still counts every selected position.
+template <class T>
+struct candidate_slot {
+  const T* values;
+  key_t<T>* keys;
+  std::uint32_t* idx;
+  std::int64_t pos;
+  std::int64_t cap;
+  __device__ const candidate_slot& operator=(std::uint32_t i) const {
+    if (pos < cap) {
+      keys[pos] = magnitude_key(values[i]);
+      idx[pos] = i;
+    }
+    return *this;
+  }
+};
+template <class T>
+struct candidate_writer {
+  using iterator_category = std::random_access_iterator_tag;
+  using value_type = void;
+  using difference_type = std::int64_t;
+  using pointer = void;
+  using reference = candidate_slot<T>;
+  const T* values;
+  key_t<T>* keys;
+  std::uint32_t* idx;
+  std::int64_t pos;
+  std::int64_t cap;
+  __host__ __device__ candidate_writer operator+(std::int64_t d) const {
+    return candidate_writer{values, keys, idx, pos + d, cap};
+  }
+  __device__ candidate_slot<T> operator*() const { return candidate_slot<T>{values, keys, idx, pos, cap}; }
+  __device__ candidate_slot<T> operator[](std::int64_t d) const { return *(*this + d); }
+};
+
+// cub::DeviceSelect::If for the candidates; with temp == nullptr, the temporary bytes it needs.
+// The count of selected positions goes to *passing (the state's).
+template <class T>
+cudaError_t select_candidates(void* temp, std::size_t& temp_bytes, const T* values, std::size_t n,
+                              const radix_state<key_t<T>>* s, std::uint64_t* passing, key_t<T>* keys,
+                              std::uint32_t* idx, std::size_t cap) {
+  const candidate_writer<T> out{values, keys, idx, 0, static_cast<std::int64_t>(cap)};
+  return cub::DeviceSelect::If(temp, temp_bytes, thrust::counting_iterator<std::uint32_t>(0), out, passing,
+                               static_cast<std::int64_t>(n), at_or_above_cut<T>{values, s});
 }
 
 // The output of the selection: above the k-th key, and the first take_equal keys equal to it.
@@ -226,31 +399,14 @@ struct emit_classes {
   __device__ std::uint64_t* total() const { return &s->count; }
 };
 
-// The sample-guided plan's candidates: every key at or above the cut, with its index.
-template <class T>
-struct cut_classes {
-  const T* values;
-  std::size_t n;
-  radix_state<key_t<T>>* s;
-  key_t<T>* keys;
-  std::uint32_t* idx;
-  __device__ bool skip() const { return s->candidates == 0; }
-  __device__ std::size_t size() const { return n; }
-  __device__ int of(std::size_t i) const { return magnitude_key(values[i]) >= s->cut ? 2 : 0; }
-  __device__ std::uint64_t limit() const { return 0; }
-  __device__ void write(std::size_t pos, std::size_t i) const {
-    keys[pos] = magnitude_key(values[i]);
-    idx[pos] = static_cast<std::uint32_t>(i);
-  }
-  __device__ std::uint64_t* total() const { return &s->passing; }
-};
-
-// Per tile: the class-2 and class-1 counts, at pairs[2 * tile] and pairs[2 * tile + 1].
+// Per tile: the class-2 and class-1 counts, at pairs[2 * tile] and pairs[2 * tile + 1]. Blocks
+// past the selection's tiles return at once.
 template <class Classes>
 __global__ void __launch_bounds__(block_threads) count_classes(Classes c, std::uint32_t* pairs) {
   using reduce_t = cub::BlockReduce<std::uint32_t, block_threads>;
   __shared__ typename reduce_t::TempStorage temp;
   const std::size_t n = c.size();
+  if (blockIdx.x >= tiles_of(n)) return;  // the same for every thread
   const std::size_t first = std::size_t(blockIdx.x) * tile + std::size_t(threadIdx.x) * block_items;
   std::uint32_t packed = 0;  // class 2 in the high half; a tile holds fewer than 2^16 keys
   for (unsigned j = 0; j < block_items; ++j) {
@@ -266,29 +422,33 @@ __global__ void __launch_bounds__(block_threads) count_classes(Classes c, std::u
   }
 }
 
-// The tiles' counts replaced by the counts before each tile; the total taken to c.total().
+// The tiles' counts replaced by the counts before each tile; the total taken to c.total(). Each
+// thread sums a run of consecutive tiles, one block scan orders the runs.
 template <class Classes>
-__global__ void __launch_bounds__(decide_threads) scan_classes(Classes c, std::uint32_t* pairs, std::size_t tiles) {
+__global__ void __launch_bounds__(decide_threads) scan_classes(Classes c, std::uint32_t* pairs) {
   using scan_t = cub::BlockScan<unsigned long long, decide_threads>;
   __shared__ typename scan_t::TempStorage temp;
-  unsigned long long carry = 0;  // class 2 in the high half, class 1 in the low: each below 2^32
-  for (std::size_t base = 0; base < tiles; base += decide_threads) {
-    const std::size_t b = base + threadIdx.x;
-    const unsigned long long v =
-        b < tiles ? (static_cast<unsigned long long>(pairs[2 * b]) << 32) | pairs[2 * b + 1] : 0ull;
-    unsigned long long before = 0, chunk = 0;
-    scan_t(temp).ExclusiveSum(v, before, chunk);
-    if (b < tiles) {
-      const unsigned long long at = carry + before;
-      pairs[2 * b] = static_cast<std::uint32_t>(at >> 32);
-      pairs[2 * b + 1] = static_cast<std::uint32_t>(at & 0xffffffffull);
-    }
-    carry += chunk;
-    __syncthreads();  // the scan's storage is used again
+  // class 2 in the high half, class 1 in the low: each below 2^32
+  auto packed = [pairs](std::size_t b) {
+    return (static_cast<unsigned long long>(pairs[2 * b]) << 32) | pairs[2 * b + 1];
+  };
+  const std::size_t tiles = tiles_of(c.size());
+  const std::size_t per = (tiles + decide_threads - 1) / decide_threads;
+  const std::size_t begin = std::size_t(threadIdx.x) * per < tiles ? std::size_t(threadIdx.x) * per : tiles;
+  const std::size_t end = begin + per < tiles ? begin + per : tiles;
+  unsigned long long sum = 0;
+  for (std::size_t b = begin; b < end; ++b) sum += packed(b);
+  unsigned long long before = 0, total = 0;
+  scan_t(temp).ExclusiveSum(sum, before, total);
+  for (std::size_t b = begin; b < end; ++b) {
+    const unsigned long long v = packed(b);
+    pairs[2 * b] = static_cast<std::uint32_t>(before >> 32);
+    pairs[2 * b + 1] = static_cast<std::uint32_t>(before & 0xffffffffull);
+    before += v;
   }
   if (threadIdx.x == 0) {
-    const std::uint64_t sure = carry >> 32;
-    const std::uint64_t ties = carry & 0xffffffffull;
+    const std::uint64_t sure = total >> 32;
+    const std::uint64_t ties = total & 0xffffffffull;
     const std::uint64_t limit = c.limit();
     *c.total() = sure + (ties < limit ? ties : limit);
   }
@@ -298,8 +458,8 @@ template <class Classes>
 __global__ void __launch_bounds__(block_threads) write_classes(Classes c, const std::uint32_t* pairs) {
   using scan_t = cub::BlockScan<std::uint32_t, block_threads>;
   __shared__ typename scan_t::TempStorage temp;
-  if (c.skip()) return;  // the same for every thread
   const std::size_t n = c.size();
+  if (c.skip() || blockIdx.x >= tiles_of(n)) return;  // the same for every thread
   const std::size_t first = std::size_t(blockIdx.x) * tile + std::size_t(threadIdx.x) * block_items;
   int cls[block_items];
   std::uint32_t ties = 0;
@@ -328,50 +488,19 @@ __global__ void __launch_bounds__(block_threads) write_classes(Classes c, const 
     if (take[j]) c.write(pos++, first + j);
 }
 
-// The cut is the sample's rank-th largest key (resolved to every bit); the whole input until
-// plan_choose decides.
-template <class T>
-__global__ void plan_cut(radix_state<key_t<T>>* s) {
-  s->cut = s->prefix;
-  s->candidates = 0;
-}
-
-// The candidates are used when the cut is not zero and at least k, at most `cap` keys pass it.
-template <class T>
-__global__ void plan_choose(radix_state<key_t<T>>* s, std::uint64_t k, std::uint64_t cap) {
-  s->candidates = s->cut != 0 && s->passing >= k && s->passing <= cap ? 1u : 0u;
-}
-
-inline unsigned tiles_of(std::size_t count) {
-  const std::size_t t = (count + tile - 1) / tile;
-  return static_cast<unsigned>(t == 0 ? 1 : t);
-}
-
-inline unsigned histogram_grid(std::size_t count) {
-  const std::size_t b = (count + 16 * std::size_t(block_threads) - 1) / (16 * std::size_t(block_threads));
-  return static_cast<unsigned>(b == 0 ? 1 : b < histogram_blocks ? b : histogram_blocks);
-}
-
-// The digits' passes over at most `most` keys of `src`.
-template <class T, class Source>
-void radix_passes(const Source& src, std::size_t most, radix_state<key_t<T>>* state, std::uint32_t* hist) {
-  constexpr int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
-  for (int d = 0; d < digits; ++d) {
-    radix_histogram<T, Source><<<histogram_grid(most), block_threads>>>(state, src, hist);
-    radix_decide<T><<<1, decide_threads>>>(state, hist);
-  }
-}
-
-// The radix select of k keys of `src` (at most `most` of them) and its output into `out`.
+// The radix select of k keys of `src` (at most `most` of them: the grids are sized for that many)
+// and its output into `out`; radix_init's `choose_cap` and `reset_plan` as documented there.
 template <class T, class Source>
 void select_on_device(const Source& src, std::size_t most, std::size_t k, std::uint32_t* out,
-                      radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, bool reset_plan) {
-  radix_init<T><<<1, decide_threads>>>(state, k, 0u, reset_plan, hist);
-  radix_passes<T>(src, most, state, hist);
+                      radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, std::size_t choose_cap,
+                      bool reset_plan) {
+  constexpr int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
+  radix_init<T><<<1, decide_threads>>>(state, k, choose_cap, reset_plan, hist);
+  for (int d = 0; d < digits; ++d) radix_pass<T, Source><<<histogram_grid(most), block_threads>>>(state, src, hist);
   const emit_classes<T, Source> c{state, src, out};
   const unsigned tiles = tiles_of(most);
   count_classes<<<tiles, block_threads>>>(c, pairs);
-  scan_classes<<<1, decide_threads>>>(c, pairs, std::size_t(tiles));
+  scan_classes<<<1, decide_threads>>>(c, pairs);
   write_classes<<<tiles, block_threads>>>(c, pairs);
   check_launch("gradcomp: the exact top-k's kernels");
 }
@@ -387,12 +516,21 @@ result<std::size_t> finish(const radix_state<key_t<T>>* state, T* threshold) {
 
 }  // namespace cuda_kernels
 
+template <class T>
+std::size_t execution<thrust::system::cuda::tag>::candidate_select_bytes(std::size_t n) {
+  std::size_t bytes = 0;
+  cuda_kernels::check(
+      cuda_kernels::select_candidates<T>(nullptr, bytes, nullptr, n, nullptr, nullptr, nullptr, nullptr, 0),
+      "gradcomp: the exact top-k's candidate selection (temporary storage)");
+  return bytes;
+}
+
 template <class T, class KeyAt, class IndexAt>
 result<std::size_t> execution<thrust::system::cuda::tag>::radix_select_and_emit(
     std::size_t count, std::size_t k, KeyAt key_at, IndexAt index_at, std::uint32_t* out,
     radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* block_counts, T* threshold) {
   const cuda_kernels::fixed_source<KeyAt, IndexAt> src{key_at, index_at, count};
-  cuda_kernels::select_on_device<T>(src, count, k, out, state, hist, block_counts, true);
+  cuda_kernels::select_on_device<T>(src, count, k, out, state, hist, block_counts, 0, true);
   return cuda_kernels::finish<T>(state, threshold);
 }
 
@@ -400,25 +538,19 @@ template <class T>
 result<std::size_t> execution<thrust::system::cuda::tag>::sample_guided_topk(
     const T* values, std::size_t n, std::size_t k, const cpu::topk_plan& plan, std::uint32_t* out,
     radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* block_counts, key_t<T>* keys,
-    std::uint32_t* idx, T* threshold) {
+    std::uint32_t* idx, void* select_temp, std::size_t select_bytes, T* threshold) {
   using namespace cuda_kernels;
   // The cut: the sample's rank-th largest key.
   const std::size_t samples = (n - plan.stride / 2 + plan.stride - 1) / plan.stride;
-  const sample_source<T> sample{values, plan.stride, samples};
-  radix_init<T><<<1, decide_threads>>>(state, plan.rank, 1u, true, hist);
-  radix_passes<T>(sample, samples, state, hist);
-  plan_cut<T><<<1, 1>>>(state);
-  // The keys at or above it: counted, then compacted when the plan takes them.
-  const cut_classes<T> cut{values, n, state, keys, idx};
-  const unsigned tiles = tiles_of(n);
-  count_classes<<<tiles, block_threads>>>(cut, block_counts);
-  scan_classes<<<1, decide_threads>>>(cut, block_counts, std::size_t(tiles));
-  plan_choose<T><<<1, 1>>>(state, k, plan.candidate_cap);
-  write_classes<<<tiles, block_threads>>>(cut, block_counts);
-  check_launch("gradcomp: the exact top-k's kernels");
+  sample_cut<T><<<1, decide_threads>>>(state, values, plan.stride, samples, keys, plan.rank);
+  check_launch("gradcomp: the exact top-k's sample");
+  // The keys at or above it, with their indices, in one pass.
+  check(select_candidates<T>(select_temp, select_bytes, values, n, state, &state->passing, keys, idx,
+                              plan.candidate_cap),
+        "gradcomp: the exact top-k's candidate selection");
   // The radix select over the candidates, or over the whole input.
   const chosen_source<T> chosen{values, keys, idx, n, state};
-  select_on_device<T>(chosen, n, k, out, state, hist, block_counts, false);
+  select_on_device<T>(chosen, n, k, out, state, hist, block_counts, plan.candidate_cap, false);
   return finish<T>(state, threshold);
 }
 

@@ -55,7 +55,7 @@ struct strided_sample_key {
 // The workspace of sampled_threshold_select for (n, k): the sample's keys (then the candidates'),
 // the candidates, the uniform sample's positions and the radix select over the candidates; or
 // the exact top-k's over the whole input, which reuses all of it.
-template <class T>
+template <class T, class System>
 std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cfg, std::size_t n, std::size_t k) {
   const cpu::sample_plan p = cpu::plan_sampling(cfg, n, k);
   if (p.exact) return radix_workspace_bytes<T>(n);
@@ -63,11 +63,11 @@ std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cf
                         workspace_slot_bytes<std::uint32_t>(p.candidate_cap) +
                         radix_workspace_bytes<T>(p.candidate_cap);
   if (cfg.sampling == sampling_mode::uniform) sampled += workspace_slot_bytes<std::uint32_t>(p.max_samples);
-  return std::max(sampled, exact_topk_workspace_bytes<T>(n, k));
+  return std::max(sampled, exact_topk_workspace_bytes<T, System>(n, k));
 }
 
 // cpu::sampled_threshold_select over values[0, n) in System's memory: ascending indices into
-// `out` (k entries), `workspace` at least sampled_threshold_workspace_bytes<T>(cfg, n, k) bytes.
+// `out` (k entries), `workspace` at least sampled_threshold_workspace_bytes<T, System>(cfg, n, k) bytes.
 template <class T, class System>
 result<selection_result<T>> sampled_threshold_select(const T* values, std::size_t n, std::size_t k,
                                                      const sampled_threshold_config& cfg, std::uint64_t seed,

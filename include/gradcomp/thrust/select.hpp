@@ -70,6 +70,11 @@ constexpr std::size_t radix_bins = std::size_t(1) << radix_bits;
 constexpr std::size_t equal_block = 1024;  // elements per block of the equal-key counts
 // Entries of the per-block counts for `count` keys (the CUDA kernels keep two per 2,048 keys).
 constexpr std::size_t block_count_entries(std::size_t count) { return count / equal_block + 2; }
+// The histogram's entries: the bins, a NaN flag, and the CUDA kernels' ticket counter (the last
+// block of a pass takes the digit's decision).
+constexpr std::size_t nan_flag_entry = radix_bins;
+constexpr std::size_t ticket_entry = radix_bins + 1;
+constexpr std::size_t hist_entries = radix_bins + 2;
 
 // The radix select's state between passes (in backend memory).
 template <class Key>
@@ -269,19 +274,23 @@ struct at_least_key {
 // flag), the per-block counts of equal keys.
 template <class T>
 std::size_t radix_workspace_bytes(std::size_t count) {
-  return workspace_slot_bytes<radix_state<key_t<T>>>(1) + workspace_slot_bytes<std::uint32_t>(radix_bins + 1) +
+  return workspace_slot_bytes<radix_state<key_t<T>>>(1) + workspace_slot_bytes<std::uint32_t>(hist_entries) +
          workspace_slot_bytes<std::uint32_t>(block_count_entries(count));
 }
 
-// The workspace of the Thrust exact top-k for (n, k): the radix select's over n keys, and, for
-// the sample-guided plan, the sample and candidate keys and indices.
-template <class T>
+// The workspace of the Thrust exact top-k for (n, k) on System: the radix select's over n keys,
+// and, for the sample-guided plan, the sample and candidate keys and indices (and, on the CUDA
+// system, the candidate selection's temporary storage).
+template <class T, class System>
 std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k) {
   const cpu::topk_plan p = cpu::plan_topk(n, k);
   std::size_t bytes = radix_workspace_bytes<T>(n);
-  if (!p.radix_only)
+  if (!p.radix_only) {
     bytes += workspace_slot_bytes<key_t<T>>(p.samples > p.candidate_cap ? p.samples : p.candidate_cap) +
              workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
+    if constexpr (execution<System>::hand_kernels)
+      bytes += workspace_slot_bytes<std::byte>(execution<System>::template candidate_select_bytes<T>(n));
+  }
   return bytes;
 }
 
@@ -298,7 +307,7 @@ result<std::size_t> radix_select_and_emit(std::size_t count, std::size_t k, KeyA
   }
   const auto sys = exec<System>();
   const thrust::counting_iterator<std::size_t> first(0);
-  std::uint32_t* nan = hist + radix_bins;
+  std::uint32_t* nan = hist + nan_flag_entry;
   thrust::for_each_n(sys, first, 1, radix_start<T>{state, k});
   thrust::fill_n(sys, nan, 1, 0u);
   const int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
@@ -329,14 +338,14 @@ result<std::size_t> exact_topk_over(std::size_t count, std::size_t k, KeyAt key_
     return std::size_t(0);
   }
   auto* state = carver.take<radix_state<key_t<T>>>(1);
-  auto* hist = carver.take<std::uint32_t>(radix_bins + 1);
+  auto* hist = carver.take<std::uint32_t>(hist_entries);
   auto* block_counts = carver.take<std::uint32_t>(block_count_entries(count));
   if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
   return radix_select_and_emit<T, System>(count, k, key_at, index_at, out, state, hist, block_counts, threshold);
 }
 
 // The exact top-k of values[0, n) (the CPU's result, threshold included): ascending indices
-// into `out`, `workspace` at least exact_topk_workspace_bytes<T>(n, k) bytes.
+// into `out`, `workspace` at least exact_topk_workspace_bytes<T, System>(n, k) bytes.
 template <class T, class System>
 result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, std::uint32_t* out,
                                std::byte* workspace, std::size_t workspace_bytes, T* threshold) {
@@ -348,7 +357,7 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
   const auto sys = exec<System>();
   workspace_carver carver(span<std::byte>(workspace, workspace_bytes));
   auto* state = carver.take<radix_state<key_type>>(1);
-  auto* hist = carver.take<std::uint32_t>(radix_bins + 1);
+  auto* hist = carver.take<std::uint32_t>(hist_entries);
   auto* block_counts = carver.take<std::uint32_t>(block_count_entries(n));
   if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
   auto radix_over_all = [&] {
@@ -361,8 +370,11 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
   std::uint32_t* idx = carver.take<std::uint32_t>(plan.candidate_cap);
   if (keys == nullptr || idx == nullptr) return fail(errc::workspace_too_small);
   if constexpr (execution<System>::hand_kernels) {
+    const std::size_t select_bytes = execution<System>::template candidate_select_bytes<T>(n);
+    std::byte* select_temp = carver.take<std::byte>(select_bytes);
+    if (select_temp == nullptr) return fail(errc::workspace_too_small);
     return execution<System>::template sample_guided_topk<T>(values, n, k, plan, out, state, hist, block_counts, keys,
-                                                             idx, threshold);
+                                                             idx, select_temp, select_bytes, threshold);
   }
 
   // The sample: positions stride/2, stride/2 + stride, ... below n.
