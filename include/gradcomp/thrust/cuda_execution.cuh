@@ -71,16 +71,15 @@ struct execution<thrust::system::cuda::tag> {
                                                    std::uint32_t* out, radix_state<key_t<T>>* state,
                                                    std::uint32_t* hist, std::uint32_t* block_counts, T* threshold);
   // The sample-guided plan of the exact top-k (thrust/select.hpp's exact_topk), its decisions
-  // taken on the device; `select_temp`: candidate_select_bytes<T>(n) bytes.
+  // taken on the device; `bitmap`: candidate_bitmap_words(n) words.
   template <class T>
   static result<std::size_t> sample_guided_topk(const T* values, std::size_t n, std::size_t k,
                                                 const cpu::topk_plan& plan, std::uint32_t* out,
                                                 radix_state<key_t<T>>* state, std::uint32_t* hist,
                                                 std::uint32_t* block_counts, key_t<T>* keys, std::uint32_t* idx,
-                                                void* select_temp, std::size_t select_bytes, T* threshold);
-  // The temporary storage of the sample-guided plan's candidate selection over n elements.
-  template <class T>
-  static std::size_t candidate_select_bytes(std::size_t n);
+                                                std::uint32_t* bitmap, T* threshold);
+  // The sample-guided plan's bitmap of the keys at or above its cut: one bit per element.
+  static constexpr std::size_t candidate_bitmap_words(std::size_t n) noexcept { return n / 32 + (n % 32 != 0); }
 };
 
 }  // namespace thrust_impl

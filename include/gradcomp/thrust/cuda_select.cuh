@@ -1,23 +1,31 @@
-// The exact top-k of the Thrust backend on the CUDA system, on hand-written kernels and CUB: the
-// same radix select as the portable path (thrust/select.hpp), with every decision taken on the
-// device and one copy back per selection (the NaN verdict, the k-th key, the count), instead of
-// a Thrust call, a synchronisation and a temporary allocation per step.
+// The exact top-k of the Thrust backend on the CUDA system, on hand-written kernels: the same
+// radix select as the portable path (thrust/select.hpp), with every decision taken on the device
+// and one copy back per selection (the NaN verdict, the k-th key, the count), instead of a Thrust
+// call, a synchronisation and a temporary allocation per step.
 //
 // The sample-guided plan (cpu::plan_topk), in launch order on the default stream:
 // - sample_cut        <<<1, 1024>>>  the cut: the sample's rank-th largest key, resolved to every
 //                     bit by a radix select inside one block (the sample's keys gathered into the
 //                     workspace, the histogram in shared memory). Also initialises the state.
-// - cub::DeviceSelect::If  the candidates: every key at or above the cut with its index, in index
-//                     order, in one pass over the input (decoupled look-back); positions past the
-//                     plan's capacity are counted but not written.
+// - flag_candidates   <<<n / 8192, 256>>>  the one pass over the input: each warp reads 1,024
+//                     consecutive keys, 32 coalesced loads per lane, and turns each load's
+//                     comparison with the cut into a 32-bit word by a ballot (bit b of word w: key
+//                     32w + b is at or above the cut), written to a bitmap; the block's count of
+//                     set bits to the per-block counts.
+// - scan_candidates   <<<1, 1024>>>  the blocks' offsets (exclusive sums of the counts), the count
+//                     passing the cut, and the plan's decision: the candidates are used when the
+//                     cut is not zero and at least k, at most the plan's capacity pass.
+// - write_candidates  <<<n / 8192, 256>>>  where they are used: each lane writes the keys and
+//                     indices of its word's set bits, in index order, after the blocks, warps and
+//                     lanes before it (reads the bitmap, n / 8 bytes, and gathers the candidates).
 // - then the radix select below over the candidates, or over the whole input where the plan falls
-//   back to it (fewer than k or more than the capacity passed, or the cut is zero): radix_init
-//   takes that decision on the device, and every later kernel reads it from the state.
+//   back to it; every kernel reads that decision from the state.
 //
 // The radix select (also the plain plan), in launch order:
 // - radix_init        <<<1, 1024>>>  the radix state (thrust_impl::radix_start), histogram zeroed.
-// - radix_pass        <<<up to 2048, 256>>>  per digit: a grid-stride loop counts the keys whose
-//                     higher digits match the prefix into a shared-memory histogram (2,048 bins),
+// - radix_pass        <<<up to 2048, 256>>>  per digit: a grid-stride loop (4 keys per thread in
+//                     flight) counts the keys whose higher digits match the prefix into a
+//                     shared-memory histogram (2,048 bins; one atomic per distinct bin in a warp),
 //                     added to the global one; the first pass also flags NaN keys. The last block
 //                     to finish (a ticket counter after a memory fence) takes the digit's decision
 //                     (decide_digit) and zeroes the histogram for the next digit. Blocks past what
@@ -26,8 +34,8 @@
 // - count_classes / scan_classes / write_classes: a stable compaction in three launches. Every
 //   key is of class 2 (always taken), 1 (taken while its rank among the class-1 keys, in index
 //   order, is below a limit) or 0. Tiles of 2,048 keys (256 threads x 8 consecutive keys, so that
-//   thread order is index order) count both classes; one block scans the tiles' counts (each
-//   thread a run of consecutive tiles); each tile then writes its taken keys at
+//   thread order is index order; a block loops over tiles) count both classes; one block scans
+//   the tiles' counts; each tile then writes its taken keys at
 //   (class 2 before it) + min(class 1 before it, limit) + (taken before it in the tile). The
 //   output of the selection is the compaction with class 2 = above the k-th key, class 1 = equal
 //   to it, limit = the equal keys to take.
@@ -36,19 +44,17 @@
 // exclusive block scan of the threads' sums finds the bin holding the need-th key (the one bin
 // where the running sum crosses `need`); thread 0 applies the CPU's decision
 // (cpu::radix_kth_largest). Invariant: the bins matching the prefix hold at least `need` keys,
-// so exactly one bin is found.
+// so exactly one bin is found. The one-block scans (scan_classes, scan_candidates) give each
+// thread a run of consecutive entries and order the runs by one block scan.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <limits>
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cub/device/device_select.cuh>
 #include <cuda_runtime_api.h>
-#include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/cuda/error.h>
 #include <thrust/system_error.h>
 
@@ -69,8 +75,13 @@ constexpr unsigned block_items = 8;
 constexpr std::size_t tile = std::size_t(block_threads) * block_items;  // keys per tile of the counts
 constexpr unsigned decide_threads = static_cast<unsigned>(radix_bins / 2);
 constexpr std::size_t histogram_blocks = 2048;
-constexpr std::size_t histogram_keys_per_block = 16 * std::size_t(block_threads);
+constexpr unsigned pass_batch = 4;  // keys each thread of radix_pass loads at once
+constexpr std::size_t histogram_keys_per_block = pass_batch * std::size_t(block_threads);
 constexpr unsigned sample_batch = 8;  // sample keys each thread of sample_cut loads at once
+constexpr unsigned tile_blocks = 1024;  // the most blocks of count_classes and write_classes
+constexpr unsigned warp_lanes = 32;
+constexpr unsigned flag_warps = block_threads / warp_lanes;
+constexpr std::size_t flag_block = std::size_t(block_threads) * warp_lanes;  // keys per block of the bitmap
 static_assert(tile == 2 * equal_block, "two counts per tile fit the per-block counts of thrust/select.hpp");
 static_assert(radix_bins % block_threads == 0 && radix_bins % decide_threads == 0, "whole bins per thread");
 
@@ -86,9 +97,44 @@ __host__ __device__ inline unsigned histogram_grid(std::size_t count) {
 }
 
 // Tiles of the compaction for `count` keys (at least one).
-__host__ __device__ inline unsigned tiles_of(std::size_t count) {
+__host__ __device__ inline std::size_t tiles_of(std::size_t count) {
   const std::size_t t = (count + tile - 1) / tile;
-  return static_cast<unsigned>(t == 0 ? 1 : t);
+  return t == 0 ? 1 : t;
+}
+
+// Blocks of flag_candidates and write_candidates for n keys (at least one).
+__host__ __device__ inline std::size_t flag_blocks(std::size_t n) {
+  const std::size_t b = (n + flag_block - 1) / flag_block;
+  return b == 0 ? 1 : b;
+}
+
+// Adds one to bins[bin] for each lane where `counted`, with one atomic per distinct bin of the
+// warp. Every lane of the warp calls it together.
+__device__ inline void add_one_per_lane(std::uint32_t* bins, bool counted, unsigned bin) {
+  const unsigned peers = __match_any_sync(0xffffffffu, counted ? bin : 0xffffffffu);
+  if (counted && (threadIdx.x % warp_lanes) == static_cast<unsigned>(__ffs(static_cast<int>(peers)) - 1))
+    atomicAdd(bins + bin, static_cast<std::uint32_t>(__popc(peers)));
+}
+
+// Exclusive sums of `count` values, get(b), handed to put(b, sum before b), by all
+// decide_threads threads of one block; returns the total (on every thread).
+template <class Get, class Put>
+__device__ unsigned long long exclusive_scan_runs(std::size_t count, Get get, Put put) {
+  using scan_t = cub::BlockScan<unsigned long long, decide_threads>;
+  __shared__ typename scan_t::TempStorage temp;
+  const std::size_t per = (count + decide_threads - 1) / decide_threads;
+  const std::size_t begin = std::size_t(threadIdx.x) * per < count ? std::size_t(threadIdx.x) * per : count;
+  const std::size_t end = begin + per < count ? begin + per : count;
+  unsigned long long sum = 0;
+  for (std::size_t b = begin; b < end; ++b) sum += get(b);
+  unsigned long long before = 0, total = 0;
+  scan_t(temp).ExclusiveSum(sum, before, total);
+  for (std::size_t b = begin; b < end; ++b) {
+    const unsigned long long v = get(b);
+    put(b, before);
+    before += v;
+  }
+  return total;
 }
 
 // The keys a selection reads. A fixed number of them:
@@ -194,15 +240,11 @@ __device__ void decide_digit(radix_state<key_t<T>>* s, Bins bins, bool nan) {
   }
 }
 
-// `choose_cap` (non-zero for the select after the sample-guided plan's candidates): first decides
-// whether the candidates are used: the cut is not zero and at least k, at most choose_cap keys
-// passed it. `reset_plan` (the plain plan): clears the plan's fields, so that every byte of the
+// `reset_plan` (the plain plan): clears the sample-guided plan's fields, so that every byte of the
 // state is written before the host copies it back.
 template <class T>
-__global__ void radix_init(radix_state<key_t<T>>* s, std::uint64_t k, std::uint64_t choose_cap, bool reset_plan,
-                           std::uint32_t* hist) {
+__global__ void radix_init(radix_state<key_t<T>>* s, std::uint64_t k, bool reset_plan, std::uint32_t* hist) {
   if (threadIdx.x == 0) {
-    if (choose_cap != 0) s->candidates = s->cut != 0 && s->passing >= k && s->passing <= choose_cap ? 1u : 0u;
     if (reset_plan) {
       s->passing = 0;
       s->cut = 0;
@@ -235,10 +277,24 @@ __global__ void __launch_bounds__(block_threads) radix_pass(radix_state<key_t<T>
   const key_type digit_mask = static_cast<key_type>((key_type(1) << bits) - 1);
   std::uint32_t nan = 0;
   const std::size_t step = std::size_t(active) * block_threads;
-  for (std::size_t i = std::size_t(blockIdx.x) * block_threads + threadIdx.x; i < n; i += step) {
-    const key_type key = src.key(i);
-    if (check_nan && is_nan_key<T>(key)) nan = 1;
-    if ((key & mask) == prefix) atomicAdd(&bins[static_cast<unsigned>((key >> shift) & digit_mask)], 1u);
+  const unsigned lane = threadIdx.x % warp_lanes;
+  // `base` is the same for the whole warp, so that every lane calls add_one_per_lane together.
+  for (std::size_t base = std::size_t(blockIdx.x) * block_threads + (threadIdx.x - lane); base < n;
+       base += pass_batch * step) {
+    key_type key[pass_batch];
+    bool valid[pass_batch];
+#pragma unroll
+    for (unsigned j = 0; j < pass_batch; ++j) {
+      const std::size_t i = base + j * step + lane;
+      valid[j] = i < n;
+      key[j] = valid[j] ? src.key(i) : key_type(0);
+    }
+#pragma unroll
+    for (unsigned j = 0; j < pass_batch; ++j) {
+      if (check_nan && valid[j] && is_nan_key<T>(key[j])) nan = 1;
+      add_one_per_lane(bins, valid[j] && (key[j] & mask) == prefix,
+                       static_cast<unsigned>((key[j] >> shift) & digit_mask));
+    }
   }
   if (nan != 0) atomicOr(&nan_seen, 1u);
   __syncthreads();
@@ -306,10 +362,10 @@ __global__ void __launch_bounds__(decide_threads)
         k[j] = i < samples ? keys[i] : key_type(0);
       }
 #pragma unroll
-      for (unsigned j = 0; j < sample_batch; ++j) {
+      for (unsigned j = 0; j < sample_batch; ++j) {  // the same i < samples test for a whole warp's base
         const std::size_t i = base + std::size_t(j) * decide_threads + t;
-        if (i < samples && (k[j] & mask) == prefix)
-          atomicAdd(&bins[static_cast<unsigned>((k[j] >> shift) & digit_mask)], 1u);
+        add_one_per_lane(bins, i < samples && (k[j] & mask) == prefix,
+                         static_cast<unsigned>((k[j] >> shift) & digit_mask));
       }
     }
     __syncthreads();
@@ -322,63 +378,83 @@ __global__ void __launch_bounds__(decide_threads)
   }
 }
 
-// The sample-guided plan's candidates for cub::DeviceSelect::If: the positions whose key is at or
-// above the cut (none when the cut is zero: the plan then falls back to the whole input).
+// The bitmap of the keys at or above the cut (all clear when the cut is zero: the plan then falls
+// back to the whole input) and each block's count of them.
 template <class T>
-struct at_or_above_cut {
-  const T* values;
-  const radix_state<key_t<T>>* s;
-  __device__ bool operator()(std::uint32_t i) const {
-    const auto cut = static_cast<key_t<T>>(s->cut);
-    return cut != 0 && magnitude_key(values[i]) >= cut;
-  }
-};
-
-// The output of that selection: a position-bounded writer of (key, index) pairs. Position `pos`
-// is written only below `cap`; CUB still counts every selected position.
-template <class T>
-struct candidate_slot {
-  const T* values;
-  key_t<T>* keys;
-  std::uint32_t* idx;
-  std::int64_t pos;
-  std::int64_t cap;
-  __device__ const candidate_slot& operator=(std::uint32_t i) const {
-    if (pos < cap) {
-      keys[pos] = magnitude_key(values[i]);
-      idx[pos] = i;
+__global__ void __launch_bounds__(block_threads)
+    flag_candidates(const T* values, std::size_t n, const radix_state<key_t<T>>* s, std::uint32_t* bitmap,
+                    std::uint32_t* block_counts) {
+  __shared__ std::uint32_t warp_counts[flag_warps];
+  const unsigned lane = threadIdx.x % warp_lanes;
+  const unsigned warp = threadIdx.x / warp_lanes;
+  const auto cut = static_cast<key_t<T>>(s->cut);
+  const std::size_t first = (std::size_t(blockIdx.x) * flag_warps + warp) * warp_lanes * warp_lanes;
+  std::uint32_t mine = 0;  // lane l's word: keys first + 32 l ... first + 32 l + 31
+  if (cut != 0) {          // the same for every thread
+#pragma unroll
+    for (unsigned j = 0; j < warp_lanes; ++j) {
+      const std::size_t i = first + std::size_t(j) * warp_lanes + lane;
+      const std::uint32_t word = __ballot_sync(0xffffffffu, i < n && magnitude_key(values[i]) >= cut);
+      if (lane == j) mine = word;
     }
-    return *this;
   }
-};
-template <class T>
-struct candidate_writer {
-  using iterator_category = std::random_access_iterator_tag;
-  using value_type = void;
-  using difference_type = std::int64_t;
-  using pointer = void;
-  using reference = candidate_slot<T>;
-  const T* values;
-  key_t<T>* keys;
-  std::uint32_t* idx;
-  std::int64_t pos;
-  std::int64_t cap;
-  __host__ __device__ candidate_writer operator+(std::int64_t d) const {
-    return candidate_writer{values, keys, idx, pos + d, cap};
+  const std::size_t w = first / warp_lanes + lane;
+  if (w < (n + warp_lanes - 1) / warp_lanes) bitmap[w] = mine;
+  unsigned count = static_cast<unsigned>(__popc(mine));
+  for (unsigned off = warp_lanes / 2; off != 0; off /= 2) count += __shfl_down_sync(0xffffffffu, count, off);
+  if (lane == 0) warp_counts[warp] = count;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::uint32_t total = 0;
+    for (unsigned v = 0; v < flag_warps; ++v) total += warp_counts[v];
+    block_counts[blockIdx.x] = total;
   }
-  __device__ candidate_slot<T> operator*() const { return candidate_slot<T>{values, keys, idx, pos, cap}; }
-  __device__ candidate_slot<T> operator[](std::int64_t d) const { return *(*this + d); }
-};
+}
 
-// cub::DeviceSelect::If for the candidates; with temp == nullptr, the temporary bytes it needs.
-// The count of selected positions goes to *passing (the state's).
+// The blocks' counts replaced by the counts before each block; the total to s->passing; the
+// plan's decision to s->candidates.
 template <class T>
-cudaError_t select_candidates(void* temp, std::size_t& temp_bytes, const T* values, std::size_t n,
-                              const radix_state<key_t<T>>* s, std::uint64_t* passing, key_t<T>* keys,
-                              std::uint32_t* idx, std::size_t cap) {
-  const candidate_writer<T> out{values, keys, idx, 0, static_cast<std::int64_t>(cap)};
-  return cub::DeviceSelect::If(temp, temp_bytes, thrust::counting_iterator<std::uint32_t>(0), out, passing,
-                               static_cast<std::int64_t>(n), at_or_above_cut<T>{values, s});
+__global__ void __launch_bounds__(decide_threads)
+    scan_candidates(radix_state<key_t<T>>* s, std::uint32_t* block_counts, std::size_t blocks, std::uint64_t k,
+                    std::uint64_t cap) {
+  const unsigned long long total = exclusive_scan_runs(
+      blocks, [block_counts](std::size_t b) { return static_cast<unsigned long long>(block_counts[b]); },
+      [block_counts](std::size_t b, unsigned long long before) {
+        block_counts[b] = static_cast<std::uint32_t>(before);
+      });
+  if (threadIdx.x == 0) {
+    s->passing = total;
+    s->candidates = s->cut != 0 && total >= k && total <= cap ? 1u : 0u;
+  }
+}
+
+// Where the plan uses them: the candidates' keys and indices in index order, from the bitmap.
+template <class T>
+__global__ void __launch_bounds__(block_threads)
+    write_candidates(const T* values, std::size_t n, const radix_state<key_t<T>>* s, const std::uint32_t* bitmap,
+                     const std::uint32_t* block_offsets, key_t<T>* keys, std::uint32_t* idx) {
+  __shared__ std::uint32_t warp_counts[flag_warps];
+  if (s->candidates == 0) return;  // the same for every thread
+  const unsigned lane = threadIdx.x % warp_lanes;
+  const unsigned warp = threadIdx.x / warp_lanes;
+  const std::size_t w = (std::size_t(blockIdx.x) * flag_warps + warp) * warp_lanes + lane;
+  const std::uint32_t mine = w < (n + warp_lanes - 1) / warp_lanes ? bitmap[w] : 0u;
+  const auto count = static_cast<std::uint32_t>(__popc(mine));
+  std::uint32_t through = count;  // inclusive sum over the warp's lanes
+  for (unsigned off = 1; off < warp_lanes; off *= 2) {
+    const std::uint32_t other = __shfl_up_sync(0xffffffffu, through, off);
+    if (lane >= off) through += other;
+  }
+  if (lane == warp_lanes - 1) warp_counts[warp] = through;
+  __syncthreads();
+  std::uint64_t pos = block_offsets[blockIdx.x] + (through - count);
+  for (unsigned v = 0; v < warp; ++v) pos += warp_counts[v];
+  for (std::uint32_t bits = mine; bits != 0; bits &= bits - 1) {
+    const std::size_t i = w * warp_lanes + static_cast<unsigned>(__ffs(static_cast<int>(bits)) - 1);
+    keys[pos] = magnitude_key(values[i]);
+    idx[pos] = static_cast<std::uint32_t>(i);
+    ++pos;
+  }
 }
 
 // The output of the selection: above the k-th key, and the first take_equal keys equal to it.
@@ -399,53 +475,42 @@ struct emit_classes {
   __device__ std::uint64_t* total() const { return &s->count; }
 };
 
-// Per tile: the class-2 and class-1 counts, at pairs[2 * tile] and pairs[2 * tile + 1]. Blocks
-// past the selection's tiles return at once.
+// Per tile: the class-2 and class-1 counts, at pairs[2 * tile] and pairs[2 * tile + 1]. A block
+// loops over tiles; blocks past the selection's tiles return at once.
 template <class Classes>
 __global__ void __launch_bounds__(block_threads) count_classes(Classes c, std::uint32_t* pairs) {
   using reduce_t = cub::BlockReduce<std::uint32_t, block_threads>;
   __shared__ typename reduce_t::TempStorage temp;
   const std::size_t n = c.size();
-  if (blockIdx.x >= tiles_of(n)) return;  // the same for every thread
-  const std::size_t first = std::size_t(blockIdx.x) * tile + std::size_t(threadIdx.x) * block_items;
-  std::uint32_t packed = 0;  // class 2 in the high half; a tile holds fewer than 2^16 keys
-  for (unsigned j = 0; j < block_items; ++j) {
-    const std::size_t i = first + j;
-    if (i >= n) break;
-    const int k = c.of(i);
-    packed += k == 2 ? 0x10000u : k == 1 ? 1u : 0u;
-  }
-  const std::uint32_t sum = reduce_t(temp).Sum(packed);
-  if (threadIdx.x == 0) {
-    pairs[2 * std::size_t(blockIdx.x)] = sum >> 16;
-    pairs[2 * std::size_t(blockIdx.x) + 1] = sum & 0xffffu;
+  for (std::size_t b = blockIdx.x; b < tiles_of(n); b += gridDim.x) {  // the same for every thread
+    const std::size_t first = b * tile + std::size_t(threadIdx.x) * block_items;
+    std::uint32_t packed = 0;  // class 2 in the high half; a tile holds fewer than 2^16 keys
+    for (unsigned j = 0; j < block_items; ++j) {
+      const std::size_t i = first + j;
+      if (i >= n) break;
+      const int k = c.of(i);
+      packed += k == 2 ? 0x10000u : k == 1 ? 1u : 0u;
+    }
+    const std::uint32_t sum = reduce_t(temp).Sum(packed);
+    if (threadIdx.x == 0) {
+      pairs[2 * b] = sum >> 16;
+      pairs[2 * b + 1] = sum & 0xffffu;
+    }
+    __syncthreads();  // the reduction's storage is used again
   }
 }
 
-// The tiles' counts replaced by the counts before each tile; the total taken to c.total(). Each
-// thread sums a run of consecutive tiles, one block scan orders the runs.
+// The tiles' counts replaced by the counts before each tile; the total taken to c.total().
 template <class Classes>
 __global__ void __launch_bounds__(decide_threads) scan_classes(Classes c, std::uint32_t* pairs) {
-  using scan_t = cub::BlockScan<unsigned long long, decide_threads>;
-  __shared__ typename scan_t::TempStorage temp;
   // class 2 in the high half, class 1 in the low: each below 2^32
-  auto packed = [pairs](std::size_t b) {
-    return (static_cast<unsigned long long>(pairs[2 * b]) << 32) | pairs[2 * b + 1];
-  };
-  const std::size_t tiles = tiles_of(c.size());
-  const std::size_t per = (tiles + decide_threads - 1) / decide_threads;
-  const std::size_t begin = std::size_t(threadIdx.x) * per < tiles ? std::size_t(threadIdx.x) * per : tiles;
-  const std::size_t end = begin + per < tiles ? begin + per : tiles;
-  unsigned long long sum = 0;
-  for (std::size_t b = begin; b < end; ++b) sum += packed(b);
-  unsigned long long before = 0, total = 0;
-  scan_t(temp).ExclusiveSum(sum, before, total);
-  for (std::size_t b = begin; b < end; ++b) {
-    const unsigned long long v = packed(b);
-    pairs[2 * b] = static_cast<std::uint32_t>(before >> 32);
-    pairs[2 * b + 1] = static_cast<std::uint32_t>(before & 0xffffffffull);
-    before += v;
-  }
+  const unsigned long long total = exclusive_scan_runs(
+      tiles_of(c.size()),
+      [pairs](std::size_t b) { return (static_cast<unsigned long long>(pairs[2 * b]) << 32) | pairs[2 * b + 1]; },
+      [pairs](std::size_t b, unsigned long long before) {
+        pairs[2 * b] = static_cast<std::uint32_t>(before >> 32);
+        pairs[2 * b + 1] = static_cast<std::uint32_t>(before & 0xffffffffull);
+      });
   if (threadIdx.x == 0) {
     const std::uint64_t sure = total >> 32;
     const std::uint64_t ties = total & 0xffffffffull;
@@ -458,50 +523,53 @@ template <class Classes>
 __global__ void __launch_bounds__(block_threads) write_classes(Classes c, const std::uint32_t* pairs) {
   using scan_t = cub::BlockScan<std::uint32_t, block_threads>;
   __shared__ typename scan_t::TempStorage temp;
+  if (c.skip()) return;  // the same for every thread
   const std::size_t n = c.size();
-  if (c.skip() || blockIdx.x >= tiles_of(n)) return;  // the same for every thread
-  const std::size_t first = std::size_t(blockIdx.x) * tile + std::size_t(threadIdx.x) * block_items;
-  int cls[block_items];
-  std::uint32_t ties = 0;
-  for (unsigned j = 0; j < block_items; ++j) {
-    const std::size_t i = first + j;
-    cls[j] = i < n ? c.of(i) : 0;
-    ties += cls[j] == 1 ? 1u : 0u;
-  }
-  std::uint32_t ties_before = 0;
-  scan_t(temp).ExclusiveSum(ties, ties_before);
   const std::uint64_t limit = c.limit();
-  const std::uint64_t sure_tiles = pairs[2 * std::size_t(blockIdx.x)];
-  const std::uint64_t ties_tiles = pairs[2 * std::size_t(blockIdx.x) + 1];
-  std::uint64_t rank = ties_tiles + ties_before;
-  bool take[block_items];
-  std::uint32_t taken = 0;
-  for (unsigned j = 0; j < block_items; ++j) {
-    take[j] = cls[j] == 2 || (cls[j] == 1 && rank++ < limit);
-    taken += take[j] ? 1u : 0u;
+  for (std::size_t b = blockIdx.x; b < tiles_of(n); b += gridDim.x) {  // the same for every thread
+    const std::size_t first = b * tile + std::size_t(threadIdx.x) * block_items;
+    int cls[block_items];
+    std::uint32_t ties = 0;
+    for (unsigned j = 0; j < block_items; ++j) {
+      const std::size_t i = first + j;
+      cls[j] = i < n ? c.of(i) : 0;
+      ties += cls[j] == 1 ? 1u : 0u;
+    }
+    std::uint32_t ties_before = 0;
+    scan_t(temp).ExclusiveSum(ties, ties_before);
+    const std::uint64_t sure_tiles = pairs[2 * b];
+    const std::uint64_t ties_tiles = pairs[2 * b + 1];
+    std::uint64_t rank = ties_tiles + ties_before;
+    bool take[block_items];
+    std::uint32_t taken = 0;
+    for (unsigned j = 0; j < block_items; ++j) {
+      take[j] = cls[j] == 2 || (cls[j] == 1 && rank++ < limit);
+      taken += take[j] ? 1u : 0u;
+    }
+    __syncthreads();  // the scan's storage is used again
+    std::uint32_t taken_before = 0;
+    scan_t(temp).ExclusiveSum(taken, taken_before);
+    std::uint64_t pos = sure_tiles + (ties_tiles < limit ? ties_tiles : limit) + taken_before;
+    for (unsigned j = 0; j < block_items; ++j)
+      if (take[j]) c.write(pos++, first + j);
+    __syncthreads();  // and again in the next tile
   }
-  __syncthreads();  // the scan's storage is used again
-  std::uint32_t taken_before = 0;
-  scan_t(temp).ExclusiveSum(taken, taken_before);
-  std::uint64_t pos = sure_tiles + (ties_tiles < limit ? ties_tiles : limit) + taken_before;
-  for (unsigned j = 0; j < block_items; ++j)
-    if (take[j]) c.write(pos++, first + j);
 }
 
 // The radix select of k keys of `src` (at most `most` of them: the grids are sized for that many)
-// and its output into `out`; radix_init's `choose_cap` and `reset_plan` as documented there.
+// and its output into `out`; radix_init's `reset_plan` as documented there.
 template <class T, class Source>
 void select_on_device(const Source& src, std::size_t most, std::size_t k, std::uint32_t* out,
-                      radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, std::size_t choose_cap,
-                      bool reset_plan) {
+                      radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, bool reset_plan) {
   constexpr int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
-  radix_init<T><<<1, decide_threads>>>(state, k, choose_cap, reset_plan, hist);
+  radix_init<T><<<1, decide_threads>>>(state, k, reset_plan, hist);
   for (int d = 0; d < digits; ++d) radix_pass<T, Source><<<histogram_grid(most), block_threads>>>(state, src, hist);
   const emit_classes<T, Source> c{state, src, out};
-  const unsigned tiles = tiles_of(most);
-  count_classes<<<tiles, block_threads>>>(c, pairs);
+  const std::size_t tiles = tiles_of(most);
+  const auto tile_grid = static_cast<unsigned>(tiles < tile_blocks ? tiles : tile_blocks);
+  count_classes<<<tile_grid, block_threads>>>(c, pairs);
   scan_classes<<<1, decide_threads>>>(c, pairs);
-  write_classes<<<tiles, block_threads>>>(c, pairs);
+  write_classes<<<tile_grid, block_threads>>>(c, pairs);
   check_launch("gradcomp: the exact top-k's kernels");
 }
 
@@ -516,21 +584,12 @@ result<std::size_t> finish(const radix_state<key_t<T>>* state, T* threshold) {
 
 }  // namespace cuda_kernels
 
-template <class T>
-std::size_t execution<thrust::system::cuda::tag>::candidate_select_bytes(std::size_t n) {
-  std::size_t bytes = 0;
-  cuda_kernels::check(
-      cuda_kernels::select_candidates<T>(nullptr, bytes, nullptr, n, nullptr, nullptr, nullptr, nullptr, 0),
-      "gradcomp: the exact top-k's candidate selection (temporary storage)");
-  return bytes;
-}
-
 template <class T, class KeyAt, class IndexAt>
 result<std::size_t> execution<thrust::system::cuda::tag>::radix_select_and_emit(
     std::size_t count, std::size_t k, KeyAt key_at, IndexAt index_at, std::uint32_t* out,
     radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* block_counts, T* threshold) {
   const cuda_kernels::fixed_source<KeyAt, IndexAt> src{key_at, index_at, count};
-  cuda_kernels::select_on_device<T>(src, count, k, out, state, hist, block_counts, 0, true);
+  cuda_kernels::select_on_device<T>(src, count, k, out, state, hist, block_counts, true);
   return cuda_kernels::finish<T>(state, threshold);
 }
 
@@ -538,19 +597,22 @@ template <class T>
 result<std::size_t> execution<thrust::system::cuda::tag>::sample_guided_topk(
     const T* values, std::size_t n, std::size_t k, const cpu::topk_plan& plan, std::uint32_t* out,
     radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* block_counts, key_t<T>* keys,
-    std::uint32_t* idx, void* select_temp, std::size_t select_bytes, T* threshold) {
+    std::uint32_t* idx, std::uint32_t* bitmap, T* threshold) {
   using namespace cuda_kernels;
   // The cut: the sample's rank-th largest key.
   const std::size_t samples = (n - plan.stride / 2 + plan.stride - 1) / plan.stride;
   sample_cut<T><<<1, decide_threads>>>(state, values, plan.stride, samples, keys, plan.rank);
   check_launch("gradcomp: the exact top-k's sample");
-  // The keys at or above it, with their indices, in one pass.
-  check(select_candidates<T>(select_temp, select_bytes, values, n, state, &state->passing, keys, idx,
-                              plan.candidate_cap),
-        "gradcomp: the exact top-k's candidate selection");
+  // The keys at or above it: a bitmap in one pass; then, where the plan uses them, their keys and
+  // indices.
+  const auto blocks = static_cast<unsigned>(flag_blocks(n));
+  flag_candidates<T><<<blocks, block_threads>>>(values, n, state, bitmap, block_counts);
+  scan_candidates<T><<<1, decide_threads>>>(state, block_counts, blocks, k, plan.candidate_cap);
+  write_candidates<T><<<blocks, block_threads>>>(values, n, state, bitmap, block_counts, keys, idx);
+  check_launch("gradcomp: the exact top-k's candidates");
   // The radix select over the candidates, or over the whole input.
   const chosen_source<T> chosen{values, keys, idx, n, state};
-  select_on_device<T>(chosen, n, k, out, state, hist, block_counts, plan.candidate_cap, false);
+  select_on_device<T>(chosen, n, k, out, state, hist, block_counts, false);
   return finish<T>(state, threshold);
 }
 

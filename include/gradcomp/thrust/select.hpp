@@ -280,7 +280,7 @@ std::size_t radix_workspace_bytes(std::size_t count) {
 
 // The workspace of the Thrust exact top-k for (n, k) on System: the radix select's over n keys,
 // and, for the sample-guided plan, the sample and candidate keys and indices (and, on the CUDA
-// system, the candidate selection's temporary storage).
+// system, the bitmap of the candidates).
 template <class T, class System>
 std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k) {
   const cpu::topk_plan p = cpu::plan_topk(n, k);
@@ -289,7 +289,7 @@ std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k) {
     bytes += workspace_slot_bytes<key_t<T>>(p.samples > p.candidate_cap ? p.samples : p.candidate_cap) +
              workspace_slot_bytes<std::uint32_t>(p.candidate_cap);
     if constexpr (execution<System>::hand_kernels)
-      bytes += workspace_slot_bytes<std::byte>(execution<System>::template candidate_select_bytes<T>(n));
+      bytes += workspace_slot_bytes<std::uint32_t>(execution<System>::candidate_bitmap_words(n));
   }
   return bytes;
 }
@@ -370,11 +370,10 @@ result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, st
   std::uint32_t* idx = carver.take<std::uint32_t>(plan.candidate_cap);
   if (keys == nullptr || idx == nullptr) return fail(errc::workspace_too_small);
   if constexpr (execution<System>::hand_kernels) {
-    const std::size_t select_bytes = execution<System>::template candidate_select_bytes<T>(n);
-    std::byte* select_temp = carver.take<std::byte>(select_bytes);
-    if (select_temp == nullptr) return fail(errc::workspace_too_small);
+    std::uint32_t* bitmap = carver.take<std::uint32_t>(execution<System>::candidate_bitmap_words(n));
+    if (bitmap == nullptr) return fail(errc::workspace_too_small);
     return execution<System>::template sample_guided_topk<T>(values, n, k, plan, out, state, hist, block_counts, keys,
-                                                             idx, select_temp, select_bytes, threshold);
+                                                             idx, bitmap, threshold);
   }
 
   // The sample: positions stride/2, stride/2 + stride, ... below n.
