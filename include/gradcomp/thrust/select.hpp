@@ -18,8 +18,8 @@
 //   search), compacted in ascending index order by one stable copy_if.
 //
 // The host reads four values between the steps, through copies from the system's memory (the
-// sample's cut, the count passing it, the NaN verdict, the k-th key); the CUDA path moves these
-// decisions onto the device as single-thread steps like the radix decision.
+// sample's cut, the count passing it, the NaN verdict, the k-th key); the CUDA system's kernels
+// (thrust/cuda_select.cuh) take these decisions on the device and copy back once.
 #pragma once
 
 #include <cstddef>
