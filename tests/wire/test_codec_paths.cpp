@@ -462,3 +462,44 @@ TEST_CASE("decode_accumulate without scratch: positions kept on the stack while 
     CHECK(a == before);
   }
 }
+
+TEST_CASE("a dense fp32 section past the streaming size: the same bytes and checksum, at any alignment") {
+  // Written past the caches (non-temporal stores) with its checksum in one read of the values;
+  // the sections must be the bytes of the ordinary path (the same message without a checksum),
+  // the trailer the CRC-32C of everything before it, whatever the output's alignment.
+  const std::size_t n = wire::detail::streaming_payload_bytes / 4 + 12345;
+  std::vector<float> dense(n);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& x : dense) x = normal(rng);
+  tensor_message<float> m;
+  m.tensor = 3;
+  m.numel = n;
+  m.dense = true;
+  m.values = span<const float>(dense.data(), n);
+  const span<const tensor_message<float>> one(&m, 1);
+  wire::encode_options plain;
+  const auto reference = wire::encode(one, plain);
+  wire::encode_options sealed;
+  sealed.checksum = true;
+  const std::size_t bytes = reference.size() + 4;
+  std::vector<std::byte> buffer(bytes + 64);
+  for (const std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(6), std::size_t(13)}) {
+    CAPTURE(offset);
+    const span<std::byte> out(buffer.data() + offset, bytes);
+    REQUIRE(wire::encode(one, sealed, out).value() == bytes);
+    CHECK(std::memcmp(out.data() + wire::message_header_bytes, reference.data() + wire::message_header_bytes,
+                      reference.size() - wire::message_header_bytes) == 0);
+    CHECK(gradcomp::detail::load_le<std::uint32_t>(out.data() + bytes - 4) ==
+          crc32c(span<const std::byte>(out.data(), bytes - 4)));
+    CHECK(wire::validate(span<const std::byte>(out.data(), bytes)));
+  }
+  // A value that is not finite is refused, first block or last, as on the ordinary path.
+  for (const std::size_t bad : {std::size_t(0), n / 2, n - 1}) {
+    CAPTURE(bad);
+    auto v = dense;
+    v[bad] = bad == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+    m.values = span<const float>(v.data(), n);
+    CHECK(wire::encode(one, sealed, span<std::byte>(buffer.data(), bytes)).error() == errc::non_finite_input);
+  }
+}

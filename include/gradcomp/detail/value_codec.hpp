@@ -40,6 +40,7 @@
 #include "../span.hpp"
 #include "../wire/format.hpp"
 #include "bytes.hpp"
+#include "crc32c.hpp"
 #include "half.hpp"
 
 namespace gradcomp {
@@ -162,6 +163,27 @@ struct fp32_codec : float_codec_base<fp32_codec, std::uint32_t> {
     const auto* src = reinterpret_cast<const std::byte*>(v);
     if (largest_magnitude_bits<std::uint32_t>(src, n, magnitude_mask) >= infinity_bits) return false;
     if (n != 0) std::memcpy(dst, src, 4 * n);
+    return true;
+  }
+  // The same bytes with the checksum continuing *crc over them, in one read of the values: block
+  // by block, the magnitude check brings the block into the L1 cache, the checksum reads it
+  // there, and the copy streams it out past the caches (copy_streaming). For payloads larger than
+  // the caches. False, with *crc unchanged, when a value is not finite or the host is not
+  // little-endian.
+  static bool floats_to_streaming(const float* v, std::size_t n, std::byte* dst, std::uint32_t* crc) noexcept {
+    if (!host_is_little_endian()) return false;
+    const auto* src = reinterpret_cast<const std::byte*>(v);
+    constexpr std::size_t per_block = crc32c_follow_block / 4;
+    std::uint32_t c = *crc;
+    for (std::size_t at = 0; at < n; at += per_block) {
+      const std::size_t count = n - at < per_block ? n - at : per_block;
+      const std::byte* block = src + 4 * at;
+      if (largest_magnitude_bits<std::uint32_t>(block, count, magnitude_mask) >= infinity_bits) return false;
+      c = crc32c_update(c, block, 4 * count);
+      copy_streaming(dst + 4 * at, block, 4 * count);
+    }
+    streaming_fence();
+    *crc = c;
     return true;
   }
 };
@@ -351,6 +373,28 @@ inline std::uint64_t value_payload_bytes(wire::value_coding c, std::uint64_t kep
   std::uint64_t bytes = 0;
   known = visit_value_codec(c, [&](auto codec) { bytes = decltype(codec)::payload_bytes(kept); });
   return bytes;
+}
+
+// Codings whose payload can be streamed past the caches with its checksum (Codec::floats_to_streaming).
+template <class Codec>
+auto encode_streaming(Codec, span<const float> v, std::byte* dst, std::uint32_t* crc, int) noexcept
+    -> decltype(Codec::floats_to_streaming(v.data(), v.size(), dst, crc)) {
+  return Codec::floats_to_streaming(v.data(), v.size(), dst, crc);
+}
+template <class Codec, class T>
+bool encode_streaming(Codec, span<const T>, std::byte*, std::uint32_t*, long) noexcept {
+  return false;
+}
+
+// The payload of v in coding c at dst, with the checksum continuing *crc over it, written with
+// non-temporal stores, where the coding can (a payload that is the values' own bytes); false
+// where it cannot, or a value is refused: the caller then takes the ordinary path, which also
+// reports the error.
+template <class T>
+bool encode_values_streaming(span<const T> v, wire::value_coding c, std::byte* dst, std::uint32_t* crc) noexcept {
+  bool done = false;
+  visit_value_codec(c, [&](auto codec) { done = encode_streaming(codec, v, dst, crc, 0); });
+  return done;
 }
 
 template <class T>

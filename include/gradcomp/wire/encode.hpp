@@ -149,12 +149,20 @@ inline void write_checksum(std::byte* base, std::size_t body) noexcept {
                                             crc32c(span<const std::byte>(base, body)));
 }
 
+// Value payloads at least this long are written past the caches where the coding allows it
+// (detail::encode_values_streaming): larger than a core's share of the caches on common servers,
+// so the message would not stay cached for a reader anyway; below it, a decode that follows on
+// this core finds the message in cache.
+inline constexpr std::size_t streaming_payload_bytes = std::size_t(8) << 20;
+
 // Encodes values in the coding of `pl` at dst; with `crc`, continues *crc over the bytes written,
 // block by block where the coding has a fixed size per value.
 template <class T>
 errc write_values(span<const T> v, value_coding coding, std::byte* dst, std::uint32_t* crc) noexcept {
   if (crc == nullptr) return gradcomp::detail::encode_values(v, coding, dst);
   const std::size_t width = value_bytes_per_element(coding);
+  if (width * v.size() >= streaming_payload_bytes && gradcomp::detail::encode_values_streaming(v, coding, dst, crc))
+    return errc::ok;
   if (width == 0) {
     const errc e = gradcomp::detail::encode_values(v, coding, dst);
     if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, *value_payload_bytes(coding, v.size())), *crc);
