@@ -23,7 +23,7 @@ enum class clip_scope : unsigned char {
  * @return the norm, or `errc::non_finite_input` if `g` holds a NaN or an infinity.
  */
 template <class Backend, class T>
-[[nodiscard]] result<double> l2_norm(const Backend& backend, span<const T> g) {
+[[nodiscard]] result<double> l2_norm(const Backend& backend, backend_span<const T, Backend> g) {
   const auto r = detail::ops<Backend>::l2_norm(backend, g);
   if (!r.finite) return fail(errc::non_finite_input);
   return r.norm;

@@ -30,8 +30,8 @@ namespace gradcomp {
  */
 template <class Backend, class T>
 [[nodiscard]] result<void> momentum_correction(const Backend& backend, momentum_kind kind,
-                                               T momentum, T scale, span<const T> g, span<T> u,
-                                               span<T> v) {
+                                               T momentum, T scale, backend_span<const T, Backend> g,
+                                               backend_span<T, Backend> u, backend_span<T, Backend> v) {
   if (v.size() != g.size() || (kind != momentum_kind::none && u.size() != g.size()))
     return fail(errc::size_mismatch);
   detail::ops<Backend>::momentum_accumulate(backend, kind, momentum, scale, g, u, v);
@@ -44,8 +44,8 @@ template <class Backend, class T>
  * @return `errc::index_out_of_range` if an index is `>= u.size()` (nothing is modified then).
  */
 template <class Backend, class T>
-[[nodiscard]] result<void> mask_momentum(const Backend& backend, span<T> u,
-                                         span<const std::uint32_t> indices) {
+[[nodiscard]] result<void> mask_momentum(const Backend& backend, backend_span<T, Backend> u,
+                                         backend_span<const std::uint32_t, Backend> indices) {
   if (!detail::ops<Backend>::all_below(backend, indices, u.size()))
     return fail(errc::index_out_of_range);
   detail::ops<Backend>::zero_at(backend, u, indices);
@@ -60,7 +60,7 @@ template <class Backend, class T>
  */
 template <class Backend, class T>
 [[nodiscard]] result<void> apply_momentum(const Backend& backend, momentum_kind kind, T momentum,
-                                          span<T> u, span<T> a) {
+                                          backend_span<T, Backend> u, backend_span<T, Backend> a) {
   if (kind == momentum_kind::none) return {};
   if (u.size() != a.size()) return fail(errc::size_mismatch);
   detail::ops<Backend>::momentum_apply(backend, kind, momentum, u, a);

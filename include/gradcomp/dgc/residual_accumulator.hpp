@@ -27,8 +27,9 @@ namespace gradcomp {
  * @return `errc::size_mismatch` or `errc::index_out_of_range`; nothing is modified on error.
  */
 template <class Backend, class T>
-[[nodiscard]] result<void> extract_residual(const Backend& backend, span<T> v,
-                                            span<const std::uint32_t> indices, span<T> values) {
+[[nodiscard]] result<void> extract_residual(const Backend& backend, backend_span<T, Backend> v,
+                                            backend_span<const std::uint32_t, Backend> indices,
+                                            backend_span<T, Backend> values) {
   if (values.size() != indices.size()) return fail(errc::size_mismatch);
   if (!detail::ops<Backend>::all_below(backend, indices, v.size()))
     return fail(errc::index_out_of_range);
@@ -42,8 +43,8 @@ template <class Backend, class T>
  * @return `errc::size_mismatch` or `errc::index_out_of_range`; nothing is modified on error.
  */
 template <class Backend, class T>
-[[nodiscard]] result<void> scatter_add(const Backend& backend, span<const std::uint32_t> indices,
-                                       span<const T> values, span<T> acc) {
+[[nodiscard]] result<void> scatter_add(const Backend& backend, backend_span<const std::uint32_t, Backend> indices,
+                                       backend_span<const T, Backend> values, backend_span<T, Backend> acc) {
   if (values.size() != indices.size()) return fail(errc::size_mismatch);
   if (!detail::ops<Backend>::all_below(backend, indices, acc.size()))
     return fail(errc::index_out_of_range);

@@ -32,8 +32,8 @@ namespace gradcomp {
  *         a NaN), `errc::size_overflow`.
  */
 template <class Backend, class T>
-[[nodiscard]] result<std::size_t> threshold_select(const Backend& backend, span<const T> values,
-                                                   T threshold, span<std::uint32_t> out_indices,
+[[nodiscard]] result<std::size_t> threshold_select(const Backend& backend, backend_span<const T, Backend> values,
+                                                   T threshold, backend_span<std::uint32_t, Backend> out_indices,
                                                    std::size_t* total = nullptr) {
   static_assert(detail::is_selectable_v<T>, "threshold_select supports float and double");
   if (values.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);

@@ -60,6 +60,7 @@
 #include "sampled.hpp"
 #include "select.hpp"
 #include "system_memory.hpp"
+#include "threshold.hpp"
 
 namespace gradcomp {
 
@@ -440,15 +441,53 @@ struct ops<thrust_backend<System>> {
         thrust_impl::key_pair<key_t<T>>{0, 0}, thrust_impl::key_pair_max<key_t<T>>{});
     return thrust_impl::magnitudes_of<T>(keys);
   }
+  // --- The building blocks of the public API (select/threshold.hpp, dgc/momentum.hpp,
+  // dgc/residual_accumulator.hpp, dgc/clipping.hpp), bitwise the CPU backend's ------------------
+  // cpu::threshold_scan and the CPU backend's verdicts (thrust/threshold.hpp). Waits.
+  template <class T>
+  static result<std::size_t> threshold_select(const backend&, view<const T> values, key_t<T> key,
+                                              view<std::uint32_t> out, std::size_t* total) {
+    return thrust_impl::threshold_select<T, System>(values.data(), values.size(), key, out.data(), out.size(), total);
+  }
+  // The L2 norm in the CPU's order (thrust/dgc_kernels.hpp). Waits.
+  template <class T>
+  static cpu::norm_result l2_norm(const backend&, view<const T> g) {
+    return thrust_impl::l2_norm<T, System>(g.data(), g.size());
+  }
+  // v += momentum-corrected c * g, u updated (u empty for momentum_kind::none).
+  template <class T>
+  static void momentum_accumulate(const backend&, momentum_kind kind, T m, T c, view<const T> g, view<T> u,
+                                  view<T> v) {
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), g.size(),
+                       thrust_impl::momentum_accumulate_op<T>{kind, m, c, g.data(), u.data(), v.data()});
+  }
+  // values[j] = v[idx[j]], then v[idx[j]] = 0; the positions are distinct.
+  template <class T>
+  static void gather_and_zero(const backend&, view<T> v, view<const std::uint32_t> idx, view<T> values) {
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), idx.size(),
+                       thrust_impl::gather_and_zero_op<T>{v.data(), idx.data(), values.data(), nullptr});
+  }
+  // u[idx[j]] = 0.
+  template <class T>
+  static void zero_at(const backend&, view<T> u, view<const std::uint32_t> idx) {
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), idx.size(),
+                       thrust_impl::zero_at_op<T>{u.data(), idx.data()});
+  }
+  // Whether every position is below n. Waits.
+  static bool all_below(const backend&, view<const std::uint32_t> idx, std::size_t n) {
+    const thrust::counting_iterator<std::size_t> first(0);
+    const auto last = first + static_cast<std::ptrdiff_t>(idx.size());
+    return !thrust::transform_reduce(thrust_impl::exec<System>(), first, last, thrust_impl::at_or_above_op{idx.data(), n},
+                                     false, thrust_impl::or_op{});
+  }
+
   // errc::ok when every position is below n and above the one before it; else
   // errc::index_out_of_range (checked first) or errc::indices_not_increasing. Waits.
-  static errc check_positions(const backend&, view<const std::uint32_t> idx, std::size_t n) {
+  static errc check_positions(const backend& b, view<const std::uint32_t> idx, std::size_t n) {
     const std::size_t k = idx.size();
     if (k == 0) return errc::ok;
     const thrust::counting_iterator<std::size_t> first(0);
-    if (thrust::transform_reduce(thrust_impl::exec<System>(), first, first + static_cast<std::ptrdiff_t>(k),
-                                 thrust_impl::at_or_above_op{idx.data(), n}, false, thrust_impl::or_op{}))
-      return errc::index_out_of_range;
+    if (!all_below(b, idx, n)) return errc::index_out_of_range;
     if (thrust::transform_reduce(thrust_impl::exec<System>(), first, first + static_cast<std::ptrdiff_t>(k - 1),
                                  thrust_impl::not_increasing_op{idx.data()}, false, thrust_impl::or_op{}))
       return errc::indices_not_increasing;

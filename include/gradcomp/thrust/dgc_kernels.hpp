@@ -98,6 +98,13 @@ struct gather_and_zero_op {
 };
 
 template <class T>
+struct zero_at_op {
+  T* u;
+  const std::uint32_t* idx;
+  GRADCOMP_HD void operator()(std::size_t j) const { u[idx[j]] = T(0); }
+};
+
+template <class T>
 struct scale_copy_op {
   T c;
   GRADCOMP_HD T operator()(T g) const { return c * g; }
