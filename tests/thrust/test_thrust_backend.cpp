@@ -20,9 +20,13 @@
 
 #include "backend/aggregator_conformance.hpp"
 #include "backend/conformance.hpp"
+#include "thrust/data.hpp"
 #include "thrust/systems.hpp"
 
 namespace {
+
+using gradcomp_test::bitwise_same;
+using gradcomp_test::gaussian;
 
 using gradcomp_test::primary_backend;
 using cpu_ops = gradcomp::detail::ops<gradcomp::cpu_backend>;
@@ -30,15 +34,6 @@ using cpu_ops = gradcomp::detail::ops<gradcomp::cpu_backend>;
 static_assert(gradcomp::is_backend_v<primary_backend>, "a backend");
 static_assert(!gradcomp::is_host_accessible_v<gradcomp::memory_space_t<primary_backend>>,
               "the Thrust backend's memory is reached only through its copies, whatever its system");
-
-template <class T>
-std::vector<T> gaussian(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(normal(rng));
-  return v;
-}
 
 // Sorted distinct positions below n, about one in `every`.
 std::vector<std::uint32_t> positions(std::size_t n, std::size_t every, std::uint64_t seed) {
@@ -56,11 +51,6 @@ gradcomp::span<T> host(std::vector<T>& v) {
 template <class T>
 gradcomp::span<const T> host_const(const std::vector<T>& v) {
   return gradcomp::span<const T>(v.data(), v.size());
-}
-
-template <class T>
-bool bitwise_same(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 bool same_double(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }

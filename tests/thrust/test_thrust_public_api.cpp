@@ -20,26 +20,16 @@
 #include <gradcomp/thrust/backend.hpp>
 
 #include "backend/conformance.hpp"
+#include "thrust/data.hpp"
 #include "thrust/systems.hpp"
 
 namespace {
 
+using gradcomp_test::bitwise_same;
+using gradcomp_test::gaussian;
+
 using gradcomp::errc;
 using gradcomp::span;
-
-template <class T>
-std::vector<T> gaussian(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(normal(rng));
-  return v;
-}
-
-template <class T>
-bool bitwise_same(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
-}
 
 // One threshold_select on the CPU backend and on Backend, with an output of `cap` positions.
 template <class Backend, class T>
