@@ -11,6 +11,25 @@ if(TARGET Eigen3::Eigen AND TARGET ZLIB::ZLIB AND TARGET Threads::Threads)
   target_include_directories(gradcomp_fashion_mnist INTERFACE "${CMAKE_CURRENT_LIST_DIR}")
   target_link_libraries(gradcomp_fashion_mnist INTERFACE
     gradcomp::gradcomp Eigen3::Eigen ZLIB::ZLIB Threads::Threads)
+  # --backend thrust: the portable Thrust backend on Thrust's OpenMP system, where the Thrust
+  # headers (the CUDA Toolkit's CCCL) and OpenMP are found; not in sanitizer builds, where the
+  # Thrust backend is covered by its own tests (Thrust binds references to null pointers in its
+  # headers, which those tests exempt from UBSan's null check).
+  find_path(GRADCOMP_DEMO_THRUST_INCLUDE_DIR thrust/version.h
+            HINTS "${CUDAToolkit_ROOT}/include/cccl" "$ENV{CUDA_HOME}/include/cccl" /usr/local/cuda/include/cccl
+                  /usr/local/cuda/include)
+  find_package(OpenMP QUIET COMPONENTS CXX)
+  if(GRADCOMP_DEMO_THRUST_INCLUDE_DIR AND OpenMP_CXX_FOUND AND NOT GRADCOMP_SANITIZE)
+    target_include_directories(gradcomp_fashion_mnist SYSTEM INTERFACE "${GRADCOMP_DEMO_THRUST_INCLUDE_DIR}")
+    target_compile_definitions(gradcomp_fashion_mnist INTERFACE FMNIST_WITH_THRUST
+                                                                THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP)
+    target_link_libraries(gradcomp_fashion_mnist INTERFACE OpenMP::OpenMP_CXX)
+    set(GRADCOMP_DEMO_WITH_THRUST ON CACHE INTERNAL "the demo offers --backend thrust")
+  else()
+    set(GRADCOMP_DEMO_WITH_THRUST OFF CACHE INTERNAL "the demo offers --backend thrust")
+    message(STATUS "gradcomp: the demo offers --backend cpu only (Thrust headers, OpenMP, no sanitizer: "
+                   "'${GRADCOMP_DEMO_THRUST_INCLUDE_DIR}', '${OpenMP_CXX_FOUND}', '${GRADCOMP_SANITIZE}')")
+  endif()
 else()
   message(STATUS "gradcomp: Eigen3 or zlib not found; the Fashion-MNIST demo and its tests are "
                  "not built (Debian: apt-get install libeigen3-dev zlib1g-dev)")

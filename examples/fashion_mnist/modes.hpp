@@ -1,10 +1,16 @@
 // The demo's modes as a registry: each entry names a mode, says what it is, and makes its
 // settings (the compressor every worker runs and the receiver's settings). A mode is added by
 // adding one entry to `modes()`; the command line, the usage text and the tests take the names
-// from there. Part of the example, not of the library.
+// from there. The backends the workers and the replica run on are listed the same way
+// (`backend_names()`). Part of the example, not of the library.
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
+
+#if defined(FMNIST_WITH_THRUST)
+#include <gradcomp/thrust/backend.hpp>
+#include <thrust/system/omp/execution_policy.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -35,6 +41,7 @@ struct train_options {
   double clip_norm = 5.0;             ///< DGC's global clipping threshold (local: / sqrt(N))
   bool compress_vectors = true;       ///< sparsify biases too (see README: small tensors)
   std::uint64_t seed = 1;
+  std::string backend = "cpu";        ///< where compression and the sums run (backend_names())
   /// How messages are encoded: smallest index coding per tensor, fp32 values, CRC-32C.
   gradcomp::wire::encode_options wire = [] {
     gradcomp::wire::encode_options w;
@@ -82,17 +89,22 @@ struct has_schedule<C, std::void_t<decltype(std::declval<const C&>().config().sc
     : std::true_type {};
 }  // namespace detail
 
-/// A gradcomp compressor as a `worker_compressor`. Hooks a compressor does not have (an epoch, a
-/// learning rate, a schedule) are skipped.
-template <class Compressor>
+/// A gradcomp compressor on `Backend` as a `worker_compressor`. Hooks a compressor does not have
+/// (an epoch, a learning rate, a schedule) are skipped. Where the backend's memory is not the
+/// host's, each step's gradients are first copied into buffers in that memory, where a trainer
+/// on that backend would hold them.
+template <class Compressor, class Backend = gradcomp::cpu_backend>
 class compressor_adapter final : public worker_compressor {
   static_assert(gradcomp::is_compressor_v<Compressor>, "not a gradcomp compressor");
+  static constexpr bool host_memory = gradcomp::is_host_accessible_v<gradcomp::memory_space_t<Backend>>;
 
  public:
-  explicit compressor_adapter(Compressor c) : c_(std::move(c)) {}
+  explicit compressor_adapter(Compressor c, Backend backend = Backend{}) : c_(std::move(c)), backend_(backend) {}
   std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
                          gradcomp::tensor_mode mode) override {
-    return c_.add_tensor(name, shape, mode);
+    const std::size_t id = c_.add_tensor(name, shape, mode);
+    if constexpr (!host_memory) staged_.push_back(gradcomp::allocate_buffer<float>(backend_, c_.info(id).numel));
+    return id;
   }
   const gradcomp::tensor_info& info(std::size_t id) const override { return c_.info(id); }
   void begin_step(std::size_t epoch, double lr) override {
@@ -114,7 +126,18 @@ class compressor_adapter final : public worker_compressor {
       return 1.0;
   }
   gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) override {
-    return c_.compress(grads);
+    if constexpr (host_memory) {
+      return c_.compress(grads);
+    } else {
+      if (grads.size() != staged_.size()) return gradcomp::fail(gradcomp::errc::wrong_tensor_count);
+      views_.clear();
+      for (std::size_t t = 0; t < grads.size(); ++t) {
+        const auto copied = gradcomp::copy_to_backend(backend_, grads[t], staged_[t].view());
+        if (!copied) return copied;
+        views_.push_back(gradcomp::readonly(staged_[t].view()));
+      }
+      return c_.compress(views_);
+    }
   }
   gradcomp::result<gradcomp::step_stats> stats() override { return c_.stats(); }
   std::size_t max_message_bytes(const gradcomp::wire::encode_options& opt) const override {
@@ -128,7 +151,83 @@ class compressor_adapter final : public worker_compressor {
 
  private:
   Compressor c_;
+  Backend backend_;
+  std::vector<gradcomp::backend_buffer<float, Backend>> staged_;  // where the host's memory is not the backend's
+  std::vector<typename Compressor::tensor_view> views_;
 };
+
+/// The replica's side: every worker's message summed and averaged on a backend
+/// (`gradcomp::aggregator`), each tensor's update then read on the host.
+class replica_sums {
+ public:
+  virtual ~replica_sums() = default;
+  virtual void begin() = 0;
+  virtual gradcomp::result<void> add(gradcomp::span<const std::byte> message) = 0;
+  virtual gradcomp::result<void> finish(std::size_t workers) = 0;
+  /// Tensor t's averaged update in host memory, valid until the next call.
+  virtual gradcomp::span<const float> update(std::size_t t) = 0;
+};
+
+template <class Backend>
+class backend_sums final : public replica_sums {
+  static constexpr bool host_memory = gradcomp::is_host_accessible_v<gradcomp::memory_space_t<Backend>>;
+
+ public:
+  backend_sums(const gradcomp::receiver_layout& layout, Backend backend)
+      : aggregator_(layout, backend), backend_(backend) {}
+  void begin() override { aggregator_.begin(); }
+  gradcomp::result<void> add(gradcomp::span<const std::byte> message) override { return aggregator_.add(message); }
+  gradcomp::result<void> finish(std::size_t workers) override { return aggregator_.finish(workers); }
+  gradcomp::span<const float> update(std::size_t t) override {
+    const auto u = aggregator_.update(t);
+    if constexpr (host_memory) {
+      return u;
+    } else {
+      host_.resize(u.size());
+      if (!gradcomp::copy_to_host(backend_, u, gradcomp::span<float>(host_.data(), host_.size())))
+        throw std::logic_error("update: a buffer of its own size");
+      gradcomp::synchronize(backend_);
+      return gradcomp::span<const float>(host_.data(), host_.size());
+    }
+  }
+
+ private:
+  gradcomp::aggregator<float, Backend> aggregator_;
+  Backend backend_;
+  std::vector<float> host_;
+};
+
+#if defined(FMNIST_WITH_THRUST)
+/// The portable Thrust backend on Thrust's OpenMP system: the code a GPU runs, on the CPU's cores.
+using thrust_demo_backend = gradcomp::thrust_backend<thrust::system::omp::tag>;
+#endif
+
+/// The backends of --backend: "cpu", and "thrust" where the demo was built with the Thrust headers.
+inline std::vector<std::string> backend_names() {
+  std::vector<std::string> names = {"cpu"};
+#if defined(FMNIST_WITH_THRUST)
+  names.push_back("thrust");
+#endif
+  return names;
+}
+
+/// Calls f(backend value) for the backend named `name`; throws std::invalid_argument for a name
+/// not in backend_names().
+template <class F>
+decltype(auto) with_backend(const std::string& name, F&& f) {
+  if (name == "cpu") return f(gradcomp::cpu_backend{});
+#if defined(FMNIST_WITH_THRUST)
+  if (name == "thrust") return f(thrust_demo_backend{});
+#endif
+  throw std::invalid_argument("unknown backend '" + name + "'");
+}
+
+/// The replica's sums for `layout` on the backend `o.backend`.
+inline std::unique_ptr<replica_sums> make_replica(const train_options& o, const gradcomp::receiver_layout& layout) {
+  return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<replica_sums> {
+    return std::make_unique<backend_sums<decltype(backend)>>(layout, backend);
+  });
+}
 
 /// A mode turned into gradcomp settings.
 struct mode_spec {
@@ -211,8 +310,11 @@ inline const std::vector<mode_entry>& modes() {
          m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
            gradcomp::ef_signsgd_config cfg;
            cfg.learning_rate = o.lr;
-           return std::make_unique<compressor_adapter<gradcomp::ef_signsgd_compressor<float>>>(
-               gradcomp::ef_signsgd_compressor<float>(cfg));
+           return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
+             using B = decltype(backend);
+             using C = gradcomp::ef_signsgd_compressor<float, B>;
+             return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend);
+           });
          };
          m.update_includes_lr = true;
          return m;
@@ -240,12 +342,16 @@ inline mode_spec make_mode(const std::string& name, const train_options& o, std:
   throw std::invalid_argument("unknown mode '" + name + "' (known: " + known + ")");
 }
 
-/// Worker `rank`'s compressor for `spec`.
-inline std::unique_ptr<worker_compressor> make_worker(const mode_spec& spec, std::size_t rank) {
+/// Worker `rank`'s compressor for `spec`, on the backend `o.backend`.
+inline std::unique_ptr<worker_compressor> make_worker(const mode_spec& spec, const train_options& o, std::size_t rank) {
   if (spec.make_worker) return spec.make_worker(rank);
   gradcomp::dgc_config config = spec.config;
   config.seed = spec.config.seed * 0x9e3779b97f4a7c15ULL + rank;  // each worker its own sampling stream
-  return std::make_unique<compressor_adapter<gradcomp::dgc_compressor<float>>>(gradcomp::dgc_compressor<float>(config));
+  return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
+    using B = decltype(backend);
+    using C = gradcomp::dgc_compressor<float, B>;
+    return std::make_unique<compressor_adapter<C, B>>(C(config, backend), backend);
+  });
 }
 
 }  // namespace fmnist

@@ -57,6 +57,9 @@ const char* usage_text =
     "  --max-steps S        stop every mode after S steps\n"
     "  --seed S             seed of initial weights, data order and sampling (default 1)\n"
     "  --jobs J             modes trained at the same time (default: number of cores)\n"
+    "  --backend NAME       where the workers compress and the replica sums: cpu (default), or\n"
+    "                       thrust (the portable Thrust backend on OpenMP: the code a GPU runs;\n"
+    "                       the same results bit for bit) where the demo was built with Thrust\n"
     "  --data DIR           directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n"
     "  --csv FILE           per-epoch CSV (default train_fashion_mnist.csv; '' to skip)\n"
     "  --summary-json FILE  one JSON object per mode\n";
@@ -135,6 +138,8 @@ cli parse(int argc, char** argv) {
       c.train.seed = to_count(a, value());
     } else if (a == "--jobs") {
       c.jobs = to_count(a, value());
+    } else if (a == "--backend") {
+      c.train.backend = value();
     } else if (a == "--data") {
       c.data_dir = value();
     } else if (a == "--csv") {
@@ -154,6 +159,9 @@ cli parse(int argc, char** argv) {
   for (const auto& m : c.modes)
     if (std::find(known.begin(), known.end(), m) == known.end())
       usage_error("unknown mode '" + m + "'");
+  const std::vector<std::string> backends = fmnist::backend_names();
+  if (std::find(backends.begin(), backends.end(), c.train.backend) == backends.end())
+    usage_error("unknown or unavailable backend '" + c.train.backend + "'");
   if (c.train.workers == 0 || c.train.epochs == 0 || c.train.batch == 0)
     usage_error("--workers, --epochs and --batch must be > 0");
   if (!(c.train.final_density > 0.0 && c.train.final_density <= 1.0))
@@ -191,7 +199,7 @@ void write_json(const std::string& path, const std::vector<fmnist::run_result>& 
   out << "[\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    out << "  {\"mode\": \"" << r.mode << "\", \"workers\": " << r.workers
+    out << "  {\"mode\": \"" << r.mode << "\", \"backend\": \"" << o.backend << "\", \"workers\": " << r.workers
         << ", \"epochs\": " << r.epochs.size() << ", \"steps\": " << r.steps
         << ", \"batch_per_worker\": " << o.batch << ", \"parameters\": " << r.parameters
         << ", \"final_sparsity\": " << fmt("%.6g", 1.0 - r.final_density)
@@ -250,8 +258,8 @@ int main(int argc, char** argv) {
     std::printf("Fashion-MNIST: %zu training images, %zu test images; MLP", train.count,
                 o.test_limit ? std::min(o.test_limit, test.count) : test.count);
     for (std::size_t i = 0; i < o.layers.size(); ++i) std::printf("%s%zu", i ? "-" : " ", o.layers[i]);
-    std::printf("\n%zu workers x batch %zu, %zu epochs of %zu steps, lr %g (cosine), momentum %g\n",
-                o.workers, o.batch, o.epochs, steps_per_epoch, o.lr, o.momentum);
+    std::printf("\n%zu workers x batch %zu, %zu epochs of %zu steps, lr %g (cosine), momentum %g, backend %s\n",
+                o.workers, o.batch, o.epochs, steps_per_epoch, o.lr, o.momentum, o.backend.c_str());
     std::printf("DGC: final density %g, warm-up %g epoch(s), clip %g, biases %s; modes:", o.final_density,
                 o.warmup_epochs, o.clip_norm, o.compress_vectors ? "sparsified" : "dense");
     for (const auto& m : c.modes) std::printf(" %s", m.c_str());

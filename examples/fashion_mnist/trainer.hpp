@@ -98,12 +98,12 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
   // the replica, and the exchange between them.
   std::vector<std::unique_ptr<worker_compressor>> workers;
   for (std::size_t r = 0; r < o.workers; ++r) {
-    workers.push_back(make_worker(spec, r));
+    workers.push_back(make_worker(spec, o, r));
     for (const auto& p : model.parameters())
       workers.back()->add_tensor(p.name, p.shape, spec.dense ? gradcomp::tensor_mode::dense
                                                              : gradcomp::tensor_mode::automatic);
   }
-  gradcomp::aggregator<float> aggregator(workers[0]->receiver());
+  const std::unique_ptr<replica_sums> aggregator = make_replica(o, workers[0]->receiver());
   in_process_exchange net(o.workers);
   const std::size_t max_bytes = workers[0]->max_message_bytes(o.wire);
 
@@ -153,7 +153,7 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       for (auto& w : workers) w->begin_step(epoch, lr);
       rec.density = workers[0]->density();
       double compress_time = 0.0, step_bytes = 0.0;
-      aggregator.begin();
+      aggregator->begin();
       for (std::size_t r = 0; r < o.workers; ++r) {
         for (std::size_t i = 0; i < o.batch; ++i) {
           const std::size_t item = shards[r][s * o.batch + i];
@@ -179,13 +179,13 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       }
       // Every replica receives every worker's message and sums them in rank order.
       const auto t1 = clock::now();
-      for (std::size_t r = 0; r < o.workers; ++r) check(aggregator.add(net.received(r)), "decode");
-      check(aggregator.finish(o.workers), "finish");
+      for (std::size_t r = 0; r < o.workers; ++r) check(aggregator->add(net.received(r)), "decode");
+      check(aggregator->finish(o.workers), "finish");
       compress_time += seconds(t1, clock::now());
       auto& params = model.parameters();
       const float step_lr = spec.update_includes_lr ? 1.0f : static_cast<float>(lr);
       for (std::size_t t = 0; t < params.size(); ++t) {
-        const auto u = aggregator.update(t);
+        const auto u = aggregator->update(t);
         float* w = params[t].values.data();
         for (std::size_t i = 0; i < u.size(); ++i) w[i] -= step_lr * u[i];
       }

@@ -4,6 +4,7 @@
 
 #include "aggregator.hpp"
 #include "backend.hpp"
+#include "backend_memory.hpp"
 #include "compressor.hpp"
 #include "config.hpp"
 #include "dgc/clipping.hpp"

@@ -1,7 +1,9 @@
 // The public building blocks on the portable Thrust backend (threshold_select, l2_norm,
-// momentum_correction, mask_momentum, extract_residual, scatter_add), on Thrust's OpenMP and C++
-// systems, and on the CUDA system where nvcc compiles this file (thrust/systems.hpp): the CPU
-// backend's results bitwise, its errors, and nothing modified where it modifies nothing.
+// momentum_correction, mask_momentum, extract_residual, scatter_add, the buffers and copies of
+// backend_memory.hpp), on Thrust's OpenMP and C++ systems, and on the CUDA system where nvcc
+// compiles this file (thrust/systems.hpp): the CPU backend's results bitwise, its errors, and
+// nothing modified where it modifies nothing.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <gradcomp/backend_memory.hpp>
 #include <gradcomp/cpu/ops.hpp>
 #include <gradcomp/dgc/clipping.hpp>
 #include <gradcomp/dgc/momentum.hpp>
@@ -170,4 +173,29 @@ TEST_CASE_TEMPLATE("thrust public API: a position out of range is refused, nothi
   std::vector<double> want = start;
   for (const std::uint32_t i : {3u, 500u, 999u}) want[i] += 1.0;
   CHECK(bitwise_same(harness::template download<double>(b, gradcomp::readonly(v.view())), want));
+}
+
+TEST_CASE_TEMPLATE("thrust public API: buffers and copies through backend_memory.hpp", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  const Backend b{};
+  const std::vector<double> host = gaussian<double>(1001, 13);
+  auto buffer = gradcomp::allocate_buffer<double>(b, host.size());
+  REQUIRE(buffer.size() == host.size());
+  REQUIRE(gradcomp::copy_to_backend(b, span<const double>(host.data(), host.size()), buffer.view()));
+  std::vector<double> back(host.size(), 0.0);
+  REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(buffer.view()), span<double>(back.data(), back.size())));
+  gradcomp::synchronize(b);
+  CHECK(bitwise_same(back, host));
+  // Lengths that differ are refused; nothing is copied.
+  std::vector<double> shorter(host.size() - 1, 7.0);
+  CHECK(gradcomp::copy_to_backend(b, span<const double>(shorter.data(), shorter.size()), buffer.view()).error() ==
+        errc::size_mismatch);
+  CHECK(gradcomp::copy_to_host(b, gradcomp::readonly(buffer.view()), span<double>(shorter.data(), shorter.size()))
+            .error() == errc::size_mismatch);
+  gradcomp::synchronize(b);
+  CHECK(shorter == std::vector<double>(host.size() - 1, 7.0));
+  std::fill(back.begin(), back.end(), 0.0);
+  REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(buffer.view()), span<double>(back.data(), back.size())));
+  gradcomp::synchronize(b);
+  CHECK(bitwise_same(back, host));
 }
