@@ -7,10 +7,13 @@ find_package(Eigen3 3.3 QUIET NO_MODULE)
 find_package(ZLIB QUIET)
 find_package(Threads QUIET)
 if(TARGET Eigen3::Eigen AND TARGET ZLIB::ZLIB AND TARGET Threads::Threads)
-  add_library(gradcomp_fashion_mnist INTERFACE)
-  target_include_directories(gradcomp_fashion_mnist INTERFACE "${CMAKE_CURRENT_LIST_DIR}")
-  target_link_libraries(gradcomp_fashion_mnist INTERFACE
+  # The demo's headers and libraries (also for its nvcc build), then the demo's C++ build.
+  add_library(gradcomp_fashion_mnist_common INTERFACE)
+  target_include_directories(gradcomp_fashion_mnist_common INTERFACE "${CMAKE_CURRENT_LIST_DIR}")
+  target_link_libraries(gradcomp_fashion_mnist_common INTERFACE
     gradcomp::gradcomp Eigen3::Eigen ZLIB::ZLIB Threads::Threads)
+  add_library(gradcomp_fashion_mnist INTERFACE)
+  target_link_libraries(gradcomp_fashion_mnist INTERFACE gradcomp_fashion_mnist_common)
   # --backend thrust: the portable Thrust backend on Thrust's OpenMP system, where the Thrust
   # headers (the CUDA Toolkit's CCCL) and OpenMP are found; not in sanitizer builds, where the
   # Thrust backend is covered by its own tests (Thrust binds references to null pointers in its

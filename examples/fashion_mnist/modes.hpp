@@ -9,7 +9,11 @@
 
 #if defined(FMNIST_WITH_THRUST)
 #include <gradcomp/thrust/backend.hpp>
+#if defined(__CUDACC__)
+#include <thrust/system/cuda/execution_policy.h>
+#else
 #include <thrust/system/omp/execution_policy.h>
+#endif
 #endif
 
 #include <algorithm>
@@ -197,16 +201,22 @@ class backend_sums final : public replica_sums {
   std::vector<float> host_;
 };
 
-#if defined(FMNIST_WITH_THRUST)
+#if defined(FMNIST_WITH_THRUST) && defined(__CUDACC__)
+/// Built by nvcc: the portable Thrust backend on Thrust's CUDA system, on the GPU.
+using thrust_demo_backend = gradcomp::thrust_backend<thrust::system::cuda::tag>;
+inline constexpr const char* thrust_demo_backend_name = "cuda";
+#elif defined(FMNIST_WITH_THRUST)
 /// The portable Thrust backend on Thrust's OpenMP system: the code a GPU runs, on the CPU's cores.
 using thrust_demo_backend = gradcomp::thrust_backend<thrust::system::omp::tag>;
+inline constexpr const char* thrust_demo_backend_name = "thrust";
 #endif
 
-/// The backends of --backend: "cpu", and "thrust" where the demo was built with the Thrust headers.
+/// The backends of --backend: "cpu", and "thrust" where the demo was built with the Thrust headers
+/// ("cuda" instead where nvcc built it).
 inline std::vector<std::string> backend_names() {
   std::vector<std::string> names = {"cpu"};
 #if defined(FMNIST_WITH_THRUST)
-  names.push_back("thrust");
+  names.push_back(thrust_demo_backend_name);
 #endif
   return names;
 }
@@ -217,7 +227,7 @@ template <class F>
 decltype(auto) with_backend(const std::string& name, F&& f) {
   if (name == "cpu") return f(gradcomp::cpu_backend{});
 #if defined(FMNIST_WITH_THRUST)
-  if (name == "thrust") return f(thrust_demo_backend{});
+  if (name == thrust_demo_backend_name) return f(thrust_demo_backend{});
 #endif
   throw std::invalid_argument("unknown backend '" + name + "'");
 }

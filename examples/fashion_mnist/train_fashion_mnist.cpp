@@ -57,9 +57,10 @@ const char* usage_text =
     "  --max-steps S        stop every mode after S steps\n"
     "  --seed S             seed of initial weights, data order and sampling (default 1)\n"
     "  --jobs J             modes trained at the same time (default: number of cores)\n"
-    "  --backend NAME       where the workers compress and the replica sums: cpu (default), or\n"
-    "                       thrust (the portable Thrust backend on OpenMP: the code a GPU runs;\n"
-    "                       the same results bit for bit) where the demo was built with Thrust\n"
+    "  --backend NAME       where the workers compress and the replica sums: cpu (default);\n"
+    "                       thrust: the portable Thrust backend on OpenMP, the code a GPU runs,\n"
+    "                       the same results bit for bit (builds with the Thrust headers);\n"
+    "                       cuda: that backend on the GPU (train_fashion_mnist_cuda, built by nvcc)\n"
     "  --data DIR           directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n"
     "  --csv FILE           per-epoch CSV (default train_fashion_mnist.csv; '' to skip)\n"
     "  --summary-json FILE  one JSON object per mode\n";
