@@ -44,7 +44,8 @@ void BM_cuda_exact_topk(benchmark::State& state) {
   ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), n), values.view());
   auto copy = ops::allocate<float>(b, n);
   auto out = ops::allocate<std::uint32_t>(b, k);
-  auto ws = ops::allocate<std::byte>(b, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float, cuda_system>(n, k));
+  const std::size_t ws_bytes = gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float, cuda_system>(n, k);
+  auto ws = ops::allocate<std::byte>(b, ws_bytes);
   std::size_t kept = 0;
   auto topk = [&] {
     float threshold = 0;

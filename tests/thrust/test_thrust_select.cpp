@@ -109,7 +109,8 @@ outcome thrust_topk(const std::vector<T>& v, std::size_t k, std::size_t workspac
 }
 template <class T, class System>
 outcome thrust_topk(const std::vector<T>& v, std::size_t k) {
-  return thrust_topk<T, System>(v, k, gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<T, System>(v.size(), k));
+  using gradcomp::detail::thrust_impl::exact_topk_workspace_bytes;
+  return thrust_topk<T, System>(v, k, exact_topk_workspace_bytes<T, System>(v.size(), k));
 }
 
 template <class T, class System>
@@ -212,7 +213,8 @@ TEST_CASE_TEMPLATE("thrust exact top-k: infinities are ordinary magnitudes, NaN 
 
 TEST_CASE("thrust exact top-k: a workspace that is too small is refused") {
   const auto v = input<float>(100000, shape::gaussian, 4);
-  const std::size_t enough = gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float, primary_system>(v.size(), 100);
+  const std::size_t enough =
+      gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float, primary_system>(v.size(), 100);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough / 2).error == gradcomp::errc::workspace_too_small);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough).error == gradcomp::errc::ok);
 }

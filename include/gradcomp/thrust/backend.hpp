@@ -477,8 +477,8 @@ struct ops<thrust_backend<System>> {
   static bool all_below(const backend&, view<const std::uint32_t> idx, std::size_t n) {
     const thrust::counting_iterator<std::size_t> first(0);
     const auto last = first + static_cast<std::ptrdiff_t>(idx.size());
-    return !thrust::transform_reduce(thrust_impl::exec<System>(), first, last, thrust_impl::at_or_above_op{idx.data(), n},
-                                     false, thrust_impl::or_op{});
+    return !thrust::transform_reduce(thrust_impl::exec<System>(), first, last,
+                                     thrust_impl::at_or_above_op{idx.data(), n}, false, thrust_impl::or_op{});
   }
 
   // errc::ok when every position is below n and above the one before it; else
