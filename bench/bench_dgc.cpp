@@ -47,18 +47,18 @@
 #include <gradcomp/ef_signsgd/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
+#include "model_list.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -329,39 +329,13 @@ void bm_pass(benchmark::State& state, std::size_t n, double density) {
       gradcomp::detail::cpu::moves_in_pass<float>(gradcomp::detail::cpu::candidate_move::by_size_and_density, n, k) ? 1.0 : 0.0;
 }
 
-struct tensor_spec {
-  std::string name;
-  std::vector<std::size_t> shape;
-  std::size_t numel = 1;
-};
-
-std::vector<tensor_spec> load_model(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::vector<tensor_spec> model;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    tensor_spec t;
-    fields >> t.name;
-    for (std::size_t d; fields >> d;) {
-      t.shape.push_back(d);
-      t.numel *= d;
-    }
-    model.push_back(t);
-  }
-  return model;
-}
+using gradcomp_bench::load_model;
+using gradcomp_bench::model_numel;
+using gradcomp_bench::tensor_spec;
 
 const std::vector<tensor_spec>& resnet50() {
   static const std::vector<tensor_spec> model = load_model(GRADCOMP_BENCH_DATA_DIR "/resnet50.txt");
   return model;
-}
-
-std::size_t model_numel(const std::vector<tensor_spec>& model) {
-  std::size_t n = 0;
-  for (const auto& t : model) n += t.numel;
-  return n;
 }
 
 void bm_model(benchmark::State& state, double density, std::size_t threads) {

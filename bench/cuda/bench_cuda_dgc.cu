@@ -3,19 +3,28 @@
 // streaming part alone in the same iteration (u = m*u + g; v += u over the same elements: reads
 // g, u, v and writes u, v, 20 bytes per element, with the library's own element functor).
 // ratio_to_stream = stream time / step time: the share of memory speed the whole step reaches.
+// BM_cuda_dgc_model: the same for every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors,
+// 25.6 M parameters) in one compress() call, plus the message encoded into host memory (with a
+// CRC-32C): the step of a whole model as a trainer runs it; the stream covers all its elements.
+// The list is read from $GRADCOMP_BENCH_DATA if set (a GPU machine's copy of bench/data), else
+// from the source tree this binary was built from.
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <exception>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/thrust/backend.hpp>
 #include <thrust/system/cuda/execution_policy.h>
 
+#include "../model_list.hpp"
 #include "gpu_timing.cuh"
 
 namespace {
@@ -78,6 +87,78 @@ void BM_cuda_dgc_step(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// args: density per million, selection (0: exact top-k, 1: sampled threshold).
+void BM_cuda_dgc_model(benchmark::State& state) {
+  if (!gradcomp_bench::have_device(state)) return;
+  const char* dir = std::getenv("GRADCOMP_BENCH_DATA");
+  std::vector<gradcomp_bench::tensor_spec> model;
+  try {
+    model = gradcomp_bench::load_model(std::string(dir != nullptr ? dir : GRADCOMP_BENCH_DATA_DIR) + "/resnet50.txt");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const std::size_t n = gradcomp_bench::model_numel(model);
+  gradcomp::dgc_config cfg;
+  cfg.selection = state.range(1) == 0 ? gradcomp::selection_method::exact_topk
+                                      : gradcomp::selection_method::sampled_threshold;
+  cfg.schedule = gradcomp::warmup_schedule::constant(static_cast<double>(state.range(0)) * 1e-6);
+  cfg.clip_norm = 5.0;
+  cfg.num_workers = 8;
+  const backend b{};
+  gradcomp::dgc_compressor<float, backend> c(cfg, b);
+  std::vector<gradcomp::backend_buffer<float, backend>> grads;
+  std::vector<gradcomp::backend_span<const float, backend>> views;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& t : model) {
+    c.add_tensor(t.name, t.shape);
+    std::vector<float> host(t.numel);
+    for (auto& x : host) x = normal(rng);
+    grads.push_back(gradcomp::allocate_buffer<float>(b, t.numel));
+    if (!gradcomp::copy_to_backend(b, gradcomp::span<const float>(host.data(), host.size()), grads.back().view())) {
+      state.SkipWithError("copy failed");
+      return;
+    }
+    views.push_back(gradcomp::readonly(grads.back().view()));
+  }
+  gradcomp::wire::encode_options opt;
+  opt.checksum = true;
+  std::vector<std::byte> message(c.max_message_bytes(opt));
+  bool ok = true;
+  double bytes = 0;
+  auto step = [&] {
+    const auto issued = c.compress(views);
+    ok &= issued && c.stats();
+    const auto r = c.encode_message(opt, gradcomp::span<std::byte>(message.data(), message.size()));
+    ok &= static_cast<bool>(r);
+    if (r) bytes = static_cast<double>(*r);
+  };
+  auto u = ops::allocate<float>(b, n);
+  auto v = ops::allocate<float>(b, n);
+  auto g = ops::allocate<float>(b, n);
+  auto stream = [&] {
+    thrust::for_each_n(cuda_system{}, thrust::counting_iterator<std::size_t>(0), n,
+                       gradcomp::detail::thrust_impl::momentum_accumulate_op<float>{
+                           gradcomp::momentum_kind::vanilla, 0.9f, 1.0f, g.view().data(), u.view().data(),
+                           v.view().data()});
+  };
+  step();
+  stream();
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    const double s = event_seconds(stream);
+    const double t = event_seconds(step);
+    state.SetIterationTime(t);
+    ratios.push_back(s / t);
+  }
+  if (!ok) state.SkipWithError("compress or encode failed");
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["ratio_to_stream"] = ratios[ratios.size() / 2];
+  state.counters["message_bytes"] = bytes;
+  state.counters["tensors"] = static_cast<double>(model.size());
+}
+
 void step_sizes(benchmark::internal::Benchmark* b) {
   for (const long n : {1L << 20, 1L << 24, 1L << 26})
     for (const long per_million : {1000L, 10000L})
@@ -87,3 +168,8 @@ void step_sizes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_cuda_dgc_step)->Apply(step_sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cuda_dgc_model)
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
