@@ -5,8 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gradcomp_bench {
 
@@ -37,6 +39,24 @@ double event_seconds(F&& f) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return ms * 1e-3;
+}
+
+// Times `work` against `reference` in the same iterations (both run once first, for first-call
+// costs): each iteration's time is work's; returns the median of reference time / work time.
+template <class Work, class Reference>
+double timed_against(benchmark::State& state, Work&& work, Reference&& reference) {
+  work();
+  reference();
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    const double r = event_seconds(reference);
+    const double t = event_seconds(work);
+    state.SetIterationTime(t);
+    ratios.push_back(r / t);
+  }
+  if (ratios.empty()) return 0.0;
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
 }
 
 }  // namespace gradcomp_bench
