@@ -265,6 +265,67 @@ TEST_CASE_TEMPLATE("conformance (thrust): DGC steps are bitwise the CPU backend'
   }
 }
 
+// The configurations of the suite, and the sampled selection's other modes (uniform sample, the
+// first k by index, a single round).
+std::vector<gradcomp::dgc_config> issue_configs() {
+  auto configs = gradcomp_test::conformance_configs();
+  for (int mode = 0; mode < 3; ++mode) {
+    gradcomp::dgc_config cfg = configs.front();
+    cfg.sampling.sampling = mode == 0 ? gradcomp::sampling_mode::uniform : gradcomp::sampling_mode::strided;
+    cfg.sampling.truncation = mode == 1 ? gradcomp::truncation_mode::index_order : cfg.sampling.truncation;
+    cfg.sampling.max_rounds = mode == 2 ? 1 : cfg.sampling.max_rounds;
+    configs.push_back(cfg);
+  }
+  return configs;
+}
+
+TEST_CASE("thrust backend: a DGC step is issued without the host waiting, and reads its outcome in one batch") {
+  using gradcomp::detail::thrust_impl::host_transfer_count;
+  for (const auto& cfg : issue_configs()) {
+    CAPTURE(static_cast<int>(cfg.selection));
+    CAPTURE(static_cast<int>(cfg.sampling.sampling));
+    CAPTURE(cfg.momentum_correction);
+    CAPTURE(cfg.clip_norm);
+    CAPTURE(static_cast<int>(cfg.clipping));
+    gradcomp_test::conformance_worker<float, primary_backend> tested(cfg, primary_backend{});
+    gradcomp_test::conformance_worker<float, gradcomp::cpu_backend> reference(cfg, gradcomp::cpu_backend{});
+    for (std::size_t s = 0; s < 5; ++s) {
+      CAPTURE(s);
+      const auto g = gradcomp_test::conformance_gradients<float>(s);
+      tested.load(g);
+      reference.load(g);
+      const auto before = host_transfer_count.load();
+      REQUIRE(tested.compressor.compress(tested.views()));
+      CHECK(host_transfer_count.load() == before);  // nothing copied, nothing returned
+      REQUIRE(reference.compressor.compress(reference.views()));
+      const auto a = tested.encode();
+      CHECK(host_transfer_count.load() > before);  // the outcome, read when asked for
+      const auto b = reference.encode();
+      REQUIRE(a);
+      REQUIRE(b);
+      CHECK(*a == *b);
+      CHECK(gradcomp_test::bitwise_equal(tested.state(), reference.state()));
+    }
+  }
+}
+
+TEST_CASE("thrust backend: an EF-SignSGD step is issued without the host waiting") {
+  using gradcomp::detail::thrust_impl::host_transfer_count;
+  using harness = gradcomp_test::backend_harness<primary_backend>;
+  auto tested = gradcomp_test::conformance_ef_signsgd(primary_backend{});
+  for (std::size_t s = 0; s < 3; ++s) {
+    std::vector<harness::buffer<float>> device;
+    std::vector<gradcomp::backend_span<const float, primary_backend>> views;
+    for (const auto& x : gradcomp_test::conformance_gradients<float>(s)) device.push_back(harness::upload(primary_backend{}, x));
+    for (const auto& d : device) views.push_back(d.view());
+    const auto before = host_transfer_count.load();
+    REQUIRE(tested.compress(views));
+    CHECK(host_transfer_count.load() == before);
+    std::vector<std::byte> out(tested.max_message_bytes());
+    CHECK(tested.encode_message({}, gradcomp::span<std::byte>(out.data(), out.size())));
+  }
+}
+
 TEST_CASE("conformance (thrust): a non-finite gradient is refused, nothing modified") {
   for (const auto& cfg : gradcomp_test::conformance_configs()) {
     CAPTURE(static_cast<int>(cfg.selection));

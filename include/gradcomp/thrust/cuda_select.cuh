@@ -1,7 +1,8 @@
 // The exact top-k of the Thrust backend on the CUDA system, on hand-written kernels: the same
 // radix select as the portable path (thrust/select.hpp), with every decision taken on the device
-// and one copy back per selection (the NaN verdict, the k-th key, the count), instead of a Thrust
-// call, a synchronisation and a temporary allocation per step.
+// and no copy back (the NaN verdict, the k-th key and the count stay in the radix state), in a
+// handful of launches instead of a Thrust call and a temporary allocation per pass. A closed gate
+// (the step's verdict) makes every kernel return at once.
 //
 // The sample-guided plan (cpu::plan_topk), in launch order on the default stream:
 // - sample_cut        <<<1, 1024>>>  the cut: the sample's rank-th largest key, resolved to every
@@ -137,33 +138,6 @@ __device__ unsigned long long exclusive_scan_runs(std::size_t count, Get get, Pu
   return total;
 }
 
-// The keys a selection reads. A fixed number of them:
-template <class KeyAt, class IndexAt>
-struct fixed_source {
-  KeyAt key_at;
-  IndexAt index_at;
-  std::size_t n;
-  __device__ std::size_t size() const { return n; }
-  __device__ auto key(std::size_t i) const { return key_at(i); }
-  __device__ std::uint32_t index(std::size_t i) const { return index_at(i); }
-};
-
-// The sample-guided plan's selection: the compacted candidates, or the whole input where the plan
-// fell back to it (decided on the device: radix_state::candidates).
-template <class T>
-struct chosen_source {
-  const T* values;
-  const key_t<T>* keys;
-  const std::uint32_t* idx;
-  std::size_t n;
-  const radix_state<key_t<T>>* s;
-  __device__ std::size_t size() const { return s->candidates != 0 ? s->passing : n; }
-  __device__ key_t<T> key(std::size_t i) const { return s->candidates != 0 ? keys[i] : magnitude_key(values[i]); }
-  __device__ std::uint32_t index(std::size_t i) const {
-    return s->candidates != 0 ? idx[i] : static_cast<std::uint32_t>(i);
-  }
-};
-
 // The histogram's bins as decide_digit reads and clears them: in global memory (read from L2,
 // where the other blocks' atomic additions are) or in the block's shared memory.
 struct global_bins {
@@ -243,14 +217,15 @@ __device__ void decide_digit(radix_state<key_t<T>>* s, Bins bins, bool nan) {
 // `reset_plan` (the plain plan): clears the sample-guided plan's fields, so that every byte of the
 // state is written before the host copies it back.
 template <class T>
-__global__ void radix_init(radix_state<key_t<T>>* s, std::uint64_t k, bool reset_plan, std::uint32_t* hist) {
+__global__ void radix_init(radix_state<key_t<T>>* s, std::uint64_t k, bool reset_plan, std::uint32_t* hist,
+                           const std::int32_t* gate) {
   if (threadIdx.x == 0) {
     if (reset_plan) {
       s->passing = 0;
       s->cut = 0;
       s->candidates = 0;
     }
-    radix_start<T>{s, k, 0u}(0);
+    radix_start<T>{s, k, 0u, gate}(0);
   }
   for (std::size_t b = threadIdx.x; b < hist_entries; b += blockDim.x) hist[b] = 0;
 }
@@ -322,11 +297,21 @@ __global__ void __launch_bounds__(block_threads) radix_pass(radix_state<key_t<T>
 template <class T>
 __global__ void __launch_bounds__(decide_threads)
     sample_cut(radix_state<key_t<T>>* s, const T* values, std::size_t stride, std::size_t samples, key_t<T>* keys,
-               std::uint64_t rank) {
+               std::uint64_t rank, const std::int32_t* gate) {
   using key_type = key_t<T>;
   __shared__ std::uint32_t bins[radix_bins];
   __shared__ radix_state<key_type> st;
   const unsigned t = threadIdx.x;
+  if (!gate_open(gate)) {  // the same for every thread: the selection is skipped
+    if (t == 0) {
+      radix_start<T>{&st, rank, 1u, gate}(0);
+      st.passing = 0;
+      st.cut = 0;
+      st.candidates = 0;
+      *s = st;
+    }
+    return;
+  }
   if (t == 0) {
     radix_start<T>{&st, rank, 1u}(0);
     st.passing = 0;
@@ -385,6 +370,7 @@ __global__ void __launch_bounds__(block_threads)
     flag_candidates(const T* values, std::size_t n, const radix_state<key_t<T>>* s, std::uint32_t* bitmap,
                     std::uint32_t* block_counts) {
   __shared__ std::uint32_t warp_counts[flag_warps];
+  if (s->skipped != 0) return;  // the same for every thread (scan_candidates then decides no candidates)
   const unsigned lane = threadIdx.x % warp_lanes;
   const unsigned warp = threadIdx.x / warp_lanes;
   const auto cut = static_cast<key_t<T>>(s->cut);
@@ -463,7 +449,7 @@ struct emit_classes {
   radix_state<key_t<T>>* s;
   Source src;
   std::uint32_t* out;
-  __device__ bool skip() const { return s->nan != 0; }
+  __device__ bool skip() const { return emits_nothing(s); }
   __device__ std::size_t size() const { return src.size(); }
   __device__ int of(std::size_t i) const {
     const key_t<T> key = src.key(i);
@@ -481,6 +467,7 @@ template <class Classes>
 __global__ void __launch_bounds__(block_threads) count_classes(Classes c, std::uint32_t* pairs) {
   using reduce_t = cub::BlockReduce<std::uint32_t, block_threads>;
   __shared__ typename reduce_t::TempStorage temp;
+  if (c.skip()) return;  // the same for every thread
   const std::size_t n = c.size();
   for (std::size_t b = blockIdx.x; b < tiles_of(n); b += gridDim.x) {  // the same for every thread
     const std::size_t first = b * tile + std::size_t(threadIdx.x) * block_items;
@@ -503,6 +490,10 @@ __global__ void __launch_bounds__(block_threads) count_classes(Classes c, std::u
 // The tiles' counts replaced by the counts before each tile; the total taken to c.total().
 template <class Classes>
 __global__ void __launch_bounds__(decide_threads) scan_classes(Classes c, std::uint32_t* pairs) {
+  if (c.skip()) {  // the same for every thread: nothing selected
+    if (threadIdx.x == 0) *c.total() = 0;
+    return;
+  }
   // class 2 in the high half, class 1 in the low: each below 2^32
   const unsigned long long total = exclusive_scan_runs(
       tiles_of(c.size()),
@@ -557,12 +548,13 @@ __global__ void __launch_bounds__(block_threads) write_classes(Classes c, const 
 }
 
 // The radix select of k keys of `src` (at most `most` of them: the grids are sized for that many)
-// and its output into `out`; radix_init's `reset_plan` as documented there.
+// and its output into `out`; radix_init's `reset_plan` as documented there; a closed gate skips it.
 template <class T, class Source>
 void select_on_device(const Source& src, std::size_t most, std::size_t k, std::uint32_t* out,
-                      radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, bool reset_plan) {
+                      radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, bool reset_plan,
+                      const std::int32_t* gate) {
   constexpr int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
-  radix_init<T><<<1, decide_threads>>>(state, k, reset_plan, hist);
+  radix_init<T><<<1, decide_threads>>>(state, k, reset_plan, hist, gate);
   for (int d = 0; d < digits; ++d) radix_pass<T, Source><<<histogram_grid(most), block_threads>>>(state, src, hist);
   const emit_classes<T, Source> c{state, src, out};
   const std::size_t tiles = tiles_of(most);
@@ -573,35 +565,27 @@ void select_on_device(const Source& src, std::size_t most, std::size_t k, std::u
   check_launch("gradcomp: the exact top-k's kernels");
 }
 
-// The one copy back: the NaN verdict, the k-th key's prefix (the threshold) and the count.
-template <class T>
-result<std::size_t> finish(const radix_state<key_t<T>>* state, T* threshold) {
-  const radix_state<key_t<T>> st = read_value<thrust::system::cuda::tag>(state);
-  if (st.nan != 0) return fail(errc::nan_input);
-  *threshold = value_of_key<T>(st.prefix);
-  return static_cast<std::size_t>(st.count);
-}
-
 }  // namespace cuda_kernels
 
-template <class T, class KeyAt, class IndexAt>
-result<std::size_t> execution<thrust::system::cuda::tag>::radix_select_and_emit(
-    std::size_t count, std::size_t k, KeyAt key_at, IndexAt index_at, std::uint32_t* out,
-    radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* block_counts, T* threshold) {
-  const cuda_kernels::fixed_source<KeyAt, IndexAt> src{key_at, index_at, count};
-  cuda_kernels::select_on_device<T>(src, count, k, out, state, hist, block_counts, true);
-  return cuda_kernels::finish<T>(state, threshold);
+template <class T, class Source>
+void execution<thrust::system::cuda::tag>::issue_radix_select(const Source& src, std::size_t most, std::size_t k,
+                                                              std::uint32_t* out, radix_state<key_t<T>>* state,
+                                                              std::uint32_t* hist, std::uint32_t* block_counts,
+                                                              const std::int32_t* gate) {
+  cuda_kernels::select_on_device<T>(src, most, k, out, state, hist, block_counts, true, gate);
 }
 
 template <class T>
-result<std::size_t> execution<thrust::system::cuda::tag>::sample_guided_topk(
-    const T* values, std::size_t n, std::size_t k, const cpu::topk_plan& plan, std::uint32_t* out,
-    radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* block_counts, key_t<T>* keys,
-    std::uint32_t* idx, std::uint32_t* bitmap, T* threshold) {
+void execution<thrust::system::cuda::tag>::issue_sample_guided(const T* values, std::size_t n, std::size_t k,
+                                                               const cpu::topk_plan& plan, std::uint32_t* out,
+                                                               radix_state<key_t<T>>* state, std::uint32_t* hist,
+                                                               std::uint32_t* block_counts, key_t<T>* keys,
+                                                               std::uint32_t* idx, std::uint32_t* bitmap,
+                                                               const std::int32_t* gate) {
   using namespace cuda_kernels;
   // The cut: the sample's rank-th largest key.
   const std::size_t samples = (n - plan.stride / 2 + plan.stride - 1) / plan.stride;
-  sample_cut<T><<<1, decide_threads>>>(state, values, plan.stride, samples, keys, plan.rank);
+  sample_cut<T><<<1, decide_threads>>>(state, values, plan.stride, samples, keys, plan.rank, gate);
   check_launch("gradcomp: the exact top-k's sample");
   // The keys at or above it: a bitmap in one pass; then, where the plan uses them, their keys and
   // indices.
@@ -610,10 +594,9 @@ result<std::size_t> execution<thrust::system::cuda::tag>::sample_guided_topk(
   scan_candidates<T><<<1, decide_threads>>>(state, block_counts, blocks, k, plan.candidate_cap);
   write_candidates<T><<<blocks, block_threads>>>(values, n, state, bitmap, block_counts, keys, idx);
   check_launch("gradcomp: the exact top-k's candidates");
-  // The radix select over the candidates, or over the whole input.
+  // The radix select over the candidates, or over the whole input (skipped with the cut).
   const chosen_source<T> chosen{values, keys, idx, n, state};
-  select_on_device<T>(chosen, n, k, out, state, hist, block_counts, false);
-  return finish<T>(state, threshold);
+  select_on_device<T>(chosen, n, k, out, state, hist, block_counts, false, gate);
 }
 
 }  // namespace thrust_impl

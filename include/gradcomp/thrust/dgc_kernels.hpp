@@ -10,6 +10,7 @@
 #include <limits>
 
 #include <thrust/for_each.h>
+#include <thrust/iterator/transform_iterator.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
@@ -20,6 +21,8 @@
 #include "../detail/magnitude.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../dgc/momentum_kind.hpp"
+#include "../dgc/step_plan.hpp"
+#include "../error.hpp"
 #include "system_memory.hpp"
 
 namespace gradcomp {
@@ -57,7 +60,7 @@ struct key_pair_max {
 
 // The magnitudes of a reduced key pair (cpu::magnitudes_of_keys).
 template <class T>
-state_magnitudes magnitudes_of(key_pair<key_t<T>> keys) noexcept {
+GRADCOMP_HD state_magnitudes magnitudes_of(key_pair<key_t<T>> keys) noexcept {
   state_magnitudes r;
   r.finite = is_finite_key<T>(keys.u) && is_finite_key<T>(keys.v);
   r.u = static_cast<double>(value_of_key<T>(keys.u));
@@ -126,24 +129,6 @@ struct norm_lane_op {
   }
 };
 
-// The scaled sum of squares of a finite input whose plain sum overflowed (double only), in the
-// CPU's order: one sum, element by element. One thread.
-template <class T>
-struct scaled_squares_op {
-  const T* g;
-  std::size_t n;
-  double top;
-  double* out;
-  GRADCOMP_HD void operator()(std::size_t) const {
-    double s = 0.0;
-    for (std::size_t k = 0; k < n; ++k) {
-      const double x = static_cast<double>(g[k]) / top;
-      s += x * x;
-    }
-    *out = s;
-  }
-};
-
 template <class T>
 struct magnitude_key_of {
   GRADCOMP_HD key_t<T> operator()(T v) const { return magnitude_key(v); }
@@ -154,50 +139,131 @@ struct key_max {
   GRADCOMP_HD K operator()(K a, K b) const { return a < b ? b : a; }
 };
 
-// The largest magnitude key of g[0, n).
+// The largest magnitude key of g[0, n). Waits.
 template <class T, class System>
 key_t<T> largest_key(const T* g, std::size_t n) {
-  return thrust::transform_reduce(exec<System>(), g, g + n, magnitude_key_of<T>{}, key_t<T>(0), key_max<key_t<T>>{});
+  return returned(thrust::transform_reduce(exec<System>(), g, g + n, magnitude_key_of<T>{}, key_t<T>(0),
+                                           key_max<key_t<T>>{}));
 }
 
-// cpu::l2_norm with the CPU's order: the lanes' partial sums are computed in the system's
-// memory, copied to the host and combined there in the CPU's tree.
+// A quiet NaN, on the host and the device.
+GRADCOMP_HD inline double quiet_nan() noexcept { return __builtin_nan(""); }
+
+// Whether a sum of squares in double can overflow for finite values of T (n < 2^32): double
+// only; for float a sum that is not finite means a NaN or an infinity in the input.
+template <class T>
+constexpr bool squares_may_overflow =
+    2 * std::numeric_limits<T>::max_exponent + 32 > std::numeric_limits<double>::max_exponent;
+
+// One thread: the lanes' partial sums combined in the CPU's tree (part[0] receives the sum), the
+// norm where the sum is finite; otherwise not finite, pending the fallback below.
+struct norm_combine {
+  double* part;
+  cpu::norm_result* out;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    for (std::size_t width = cpu::norm_lanes / 2; width > 0; width /= 2)
+      for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
+    cpu::norm_result r;
+    const double sum = part[0];
+    if (sum - sum == 0.0) {  // finite
+      r.norm = r.root = sqrt(sum);
+    } else {
+      r.finite = false;
+    }
+    *out = r;
+  }
+};
+
+// The magnitude key of g[i] where the plain sum was not finite (zero otherwise: the pass is
+// needed only then).
+template <class T>
+struct key_if_overflowed {
+  const T* g;
+  const double* sum;
+  GRADCOMP_HD key_t<T> operator()(std::size_t i) const { return *sum - *sum == 0.0 ? key_t<T>(0) : magnitude_key(g[i]); }
+};
+
+// One thread, where the plain sum was not finite: a finite input's scaled sum of squares in the
+// CPU's order (one sum, element by element), the norm as scale * root.
+template <class T>
+struct norm_fallback {
+  const T* g;
+  std::size_t n;
+  const double* sum;
+  const key_t<T>* largest;
+  cpu::norm_result* out;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    if (*sum - *sum == 0.0 || !is_finite_key<T>(*largest)) return;
+    const double top = fabs(static_cast<double>(value_of_key<T>(*largest)));
+    double s = 0.0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double x = static_cast<double>(g[k]) / top;
+      s += x * x;
+    }
+    cpu::norm_result r;
+    r.scale = top;
+    r.root = sqrt(s);
+    r.norm = top * r.root;
+    *out = r;
+  }
+};
+
+// The scratch of issue_l2_norm in System's memory.
+template <class T>
+struct norm_scratch {
+  double part[cpu::norm_lanes];
+  key_t<T> largest;
+  cpu::norm_result result;
+};
+
+// Issues cpu::l2_norm of g[0, n) in the CPU's order into w->result, without the host waiting: the
+// 32 lanes' partial sums, their tree on one thread and, for double, the scaled fallback (a
+// reduction that reads g only where the plain sum overflowed).
+template <class T, class System>
+void issue_l2_norm(const T* g, std::size_t n, norm_scratch<T>* w) {
+  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
+                     norm_lane_op<T>{g, n, w->part});
+  run_once<System>(norm_combine{w->part, &w->result});
+  if constexpr (squares_may_overflow<T>) {
+    const auto keys = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
+                                                      key_if_overflowed<T>{g, w->part});
+    execution<System>::reduce_into(keys, n, key_t<T>(0), key_max<key_t<T>>{}, &w->largest);
+    run_once<System>(norm_fallback<T>{g, n, w->part, &w->largest, &w->result});
+  }
+}
+
+// cpu::l2_norm with the CPU's order. Waits (one copy).
 template <class T, class System>
 cpu::norm_result l2_norm(const T* g, std::size_t n) {
-  cpu::norm_result r;
-  scratch<double, System> sums(cpu::norm_lanes + 1);  // the lanes, then the scaled sum
-  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
-                     norm_lane_op<T>{g, n, sums.data()});
-  double part[cpu::norm_lanes] = {};
-  copy_bytes_to_host<System>(sums.data(), part, sizeof(part));
-  for (std::size_t width = cpu::norm_lanes / 2; width > 0; width /= 2)
-    for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
-  const double sum = part[0];
-  if (std::isfinite(sum)) {
-    r.norm = r.root = std::sqrt(sum);
-    return r;
-  }
-  const key_t<T> largest = largest_key<T, System>(g, n);
-  r.finite = is_finite_key<T>(largest);
-  if (!r.finite) return r;
-  const double top = std::fabs(static_cast<double>(value_of_key<T>(largest)));
-  double* scaled_sum = sums.data() + cpu::norm_lanes;
-  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), 1, scaled_squares_op<T>{g, n, top, scaled_sum});
-  const double scaled = read_value<System>(scaled_sum);
-  r.scale = top;
-  r.root = std::sqrt(scaled);
-  r.norm = top * r.root;
-  return r;
+  scratch<norm_scratch<T>, System> w(1);
+  issue_l2_norm<T, System>(g, n, w.data());
+  return read_value<System>(&w.data()->result);
 }
 
+// The magnitude keys one accumulation would leave at i, writing nothing; zero keys where the
+// tensor's record does not ask for them (dgc_exact_bounds: only a tensor marked by the overflow
+// guard).
+template <class T>
+struct marked_accumulated_keys {
+  accumulated_keys_op<T> op;
+  const dgc_tensor_record<T>* r;
+  GRADCOMP_HD key_pair<key_t<T>> operator()(std::size_t i) const {
+    if (r->status != static_cast<std::int32_t>(errc::state_overflow)) return key_pair<key_t<T>>{0, 0};
+    accumulated_keys_op<T> o = op;
+    o.c = static_cast<T>(r->coef);
+    return o(i);
+  }
+};
+
 // cpu::accumulated_magnitudes: what one accumulation would leave in u and v, writing nothing.
+// Waits.
 template <class T, class System>
 state_magnitudes accumulated_magnitudes(momentum_kind kind, T m, T c, const T* g, const T* u, const T* v,
                                         std::size_t n) {
   using key_type = key_t<T>;
-  const auto keys = thrust::transform_reduce(
+  const auto keys = returned(thrust::transform_reduce(
       thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n),
-      accumulated_keys_op<T>{kind, m, c, g, u, v}, key_pair<key_type>{0, 0}, key_pair_max<key_type>{});
+      accumulated_keys_op<T>{kind, m, c, g, u, v}, key_pair<key_type>{0, 0}, key_pair_max<key_type>{}));
   return magnitudes_of<T>(keys);
 }
 

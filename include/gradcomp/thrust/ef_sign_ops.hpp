@@ -82,6 +82,45 @@ struct ef_sign_dense_op {
   GRADCOMP_HD void operator()(std::size_t i) const { values[i] = static_cast<T>(lr * g[i]); }
 };
 
+// One thread: the lanes' results combined in the CPU's order into the tensor's record.
+template <class T>
+struct ef_sign_measure_op {
+  double* part;
+  const key_t<T>* top_g;
+  const key_t<T>* top_p;
+  ef_sign_record* r;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    constexpr std::size_t lanes = cpu::ef_sign_lanes;
+    key_t<T> kg = 0, kp = 0;
+    for (std::size_t j = 0; j < lanes; ++j) {
+      kg = top_g[j] > kg ? top_g[j] : kg;
+      kp = top_p[j] > kp ? top_p[j] : kp;
+    }
+    for (std::size_t width = lanes / 2; width > 0; width /= 2)
+      for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
+    r->largest = is_finite_key<T>(kg) ? static_cast<double>(value_of_key<T>(kg)) : __builtin_nan("");
+    r->p_finite = is_finite_key<T>(kp) ? 1 : 0;
+    r->l1 = part[0];
+  }
+};
+
+// A tensor's message (and error buffer), where the verdict allows: signs times the scale, or the
+// scaled gradient of a dense tensor.
+template <class T>
+struct ef_sign_step_op {
+  T lr;
+  const T* g;
+  T* e;
+  T* values;
+  const ef_sign_record* r;
+  const ef_sign_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (step->status != static_cast<std::int32_t>(errc::ok)) return;
+    if (r->compressed == 0) ef_sign_dense_op<T>{lr, g, values}(i);
+    else ef_sign_apply_op<T>{lr, static_cast<T>(r->scale), g, e, values}(i);
+  }
+};
+
 struct ef_sign_plan_op {
   ef_sign_record* records;
   std::size_t count;
@@ -91,8 +130,8 @@ struct ef_sign_plan_op {
 
 }  // namespace thrust_impl
 
-/// EF-SignSGD's kernels on the Thrust backend. The lanes' partial results, the records and the
-/// verdict reach the host through copies (thrust/system_memory.hpp).
+/// EF-SignSGD's kernels on the Thrust backend: the lanes' results, the records and the verdict
+/// stay in the system's memory, and the host issues a step without waiting.
 template <class System>
 struct ef_sign_ops<thrust_backend<System>> {
   using backend = thrust_backend<System>;
@@ -108,41 +147,18 @@ struct ef_sign_ops<thrust_backend<System>> {
     thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), lanes,
                        thrust_impl::ef_sign_lane_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), g.size(),
                                                        sums.data(), tops.data(), tops.data() + lanes});
-    double part[lanes] = {};
-    key_t<T> top[2 * lanes] = {};
-    thrust_impl::copy_bytes_to_host<System>(sums.data(), part, sizeof(part));
-    thrust_impl::copy_bytes_to_host<System>(tops.data(), top, sizeof(top));
-    const key_t<T>* top_g = top;
-    const key_t<T>* top_p = top + lanes;
-    key_t<T> kg = 0, kp = 0;
-    for (std::size_t j = 0; j < lanes; ++j) {
-      kg = top_g[j] > kg ? top_g[j] : kg;
-      kp = top_p[j] > kp ? top_p[j] : kp;
-    }
-    for (std::size_t width = lanes / 2; width > 0; width /= 2)
-      for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
-    auto r = thrust_impl::read_value<System>(records.data() + t);
-    r.largest = is_finite_key<T>(kg) ? static_cast<double>(value_of_key<T>(kg)) : std::numeric_limits<double>::quiet_NaN();
-    r.p_finite = is_finite_key<T>(kp) ? 1 : 0;
-    r.l1 = part[0];
-    thrust_impl::write_value<System>(records.data() + t, r);
+    thrust_impl::run_once<System>(
+        thrust_impl::ef_sign_measure_op<T>{sums.data(), tops.data(), tops.data() + lanes, records.data() + t});
   }
   static void plan(const backend&, view<ef_sign_record> records, view<ef_sign_step_record> step) {
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), 1,
-                       thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
+    thrust_impl::run_once<System>(thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
   }
   template <class T>
   static void apply(const backend&, T lr, view<const T> g, view<T> e, view<T> values,
                     view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step) {
-    if (thrust_impl::read_value<System>(step.data()).status != static_cast<std::int32_t>(errc::ok)) return;
-    const thrust::counting_iterator<std::size_t> first(0);
-    const auto r = thrust_impl::read_value<System>(records.data() + t);
-    if (r.compressed == 0) {
-      thrust::for_each_n(thrust_impl::exec<System>(), first, g.size(), thrust_impl::ef_sign_dense_op<T>{lr, g.data(), values.data()});
-      return;
-    }
-    thrust::for_each_n(thrust_impl::exec<System>(), first, g.size(),
-                       thrust_impl::ef_sign_apply_op<T>{lr, static_cast<T>(r.scale), g.data(), e.data(), values.data()});
+    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), g.size(),
+                       thrust_impl::ef_sign_step_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), values.data(),
+                                                       records.data() + t, step.data()});
   }
 };
 

@@ -1,32 +1,38 @@
 // DGC's sampled-threshold selection on the portable Thrust backend: the CPU's algorithm
-// (cpu::sampled_threshold_select) step for step, so that the indices and every field of the
-// selection_result (count, threshold, sample size, rounds, exactness) are bitwise the CPU's.
+// (cpu::sampled_threshold_select), so that the indices and every field of the selection_result
+// (count, threshold, sample size, rounds, exactness) are bitwise the CPU's, with every decision
+// taken on the device: the host issues a fixed sequence of operations and never waits.
 //
 // - Plan: cpu::plan_sampling(cfg, n, k); inputs too small to sample take the plain radix select.
 // - Sample: the strided positions from the CPU's offset (a function of the seed), or the uniform
-//   positions of the CPU's generator (drawn on the host: its rejection step makes it sequential),
-//   gathered as magnitude keys and sorted in descending order; the threshold is the CPU's
-//   ceil(s * k / n)-th largest.
-// - Rounds: the elements at or above the threshold are counted; more than the candidate capacity
-//   -> the exact top-k of the whole input; otherwise they are compacted (ascending, with their
-//   keys), a NaN among them is refused, and the CPU's decision follows: the exact top-k of the
-//   candidates, the first k by index, acceptance, or a lower threshold (the CPU's arithmetic)
-//   and another round.
-//
-// The host takes the decisions between the steps from values it copies back (the threshold key,
-// each round's count, the NaN verdict).
+//   positions of the CPU's generator: SplitMix64 is counter-based, so draw j is a function of j,
+//   and the draws the bounded draw accepts (all but about one in 2^32) are compacted in order; in
+//   the unlikely case that more than `uniform_slack` draws are rejected, one thread draws them in
+//   sequence. The sample's magnitude keys are sorted in descending order; the threshold is the
+//   CPU's ceil(s * k / n)-th largest.
+// - Rounds: the CPU's thresholds of every round are known in advance (each is the one before it
+//   times the decay, in the CPU's arithmetic), and they do not increase, so one pass counts, for
+//   every element, the first round whose threshold it reaches (a histogram of max_rounds bins):
+//   the count of round r is the sum of the first r bins. One thread then replays the CPU's loop
+//   over these counts and decides: the exact top-k of the whole input (more than the candidate
+//   capacity pass), the exact top-k of the candidates, the first k by index, or acceptance. A NaN
+//   anywhere is refused (the CPU refuses it in its first round whichever way that round goes).
+// - Then every path is issued, each gated by that decision on the device; the ones not chosen
+//   return at once. The candidates are compacted (ascending) at the chosen round's threshold.
 #pragma once
+
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include <thrust/copy.h>
 #include <thrust/count.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/reduce.h>
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/transform_iterator.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
 
@@ -52,47 +58,310 @@ struct strided_sample_key {
   GRADCOMP_HD key_t<T> operator()(std::size_t j) const { return magnitude_key(v[offset + j * stride]); }
 };
 
-// The workspace of sampled_threshold_select for (n, k): the sample's keys (then the candidates'),
-// the candidates, the uniform sample's positions and the radix select over the candidates; or
-// the exact top-k's over the whole input, which reuses all of it.
+// Draws of the uniform sample beyond the needed ones, compacted with them in case some are
+// rejected.
+constexpr std::size_t uniform_slack = 64;
+
+// Draw j of SplitMix64 seeded with `seed`, bounded to [0, n) (splitmix64::below), and whether
+// below() accepts it.
+struct uniform_draw {
+  std::uint64_t seed;
+  std::uint64_t n;
+  GRADCOMP_HD std::uint64_t raw(std::size_t j) const {
+    return splitmix64_mix(seed + (static_cast<std::uint64_t>(j) + 1) * 0x9e3779b97f4a7c15ull);
+  }
+  GRADCOMP_HD std::uint32_t operator()(std::size_t j) const { return static_cast<std::uint32_t>(raw(j) % n); }
+};
+struct uniform_accepted {
+  uniform_draw draw;
+  GRADCOMP_HD bool operator()(std::size_t j) const { return draw.raw(j) >= (0 - draw.n) % draw.n; }
+};
+// Where fewer than `samples` draws were accepted: the positions drawn in sequence.
+struct uniform_fallback {
+  std::uint64_t seed;
+  std::uint64_t n;
+  std::size_t samples;
+  const std::uint64_t* accepted;
+  std::uint32_t* positions;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    if (*accepted >= samples) return;
+    splitmix64 rng(seed);
+    for (std::size_t j = 0; j < samples; ++j) positions[j] = static_cast<std::uint32_t>(rng.below(n));
+  }
+};
+
+// What the rounds decided.
+enum class sampled_action : std::int32_t {
+  skip,              // the gate was closed: nothing runs, nothing is reported
+  undecided,
+  refuse_nan,
+  exact_all,         // the exact top-k of the whole input
+  exact_candidates,  // the exact top-k of the candidates
+  first_k,           // the first k candidates by index
+  accept,            // every candidate
+};
+
+// The selection's state in the workspace.
+struct sampled_device_state {
+  std::uint64_t chosen;     // the chosen round's threshold key
+  std::uint64_t count;      // elements at or above it
+  std::uint64_t compacted;  // the compaction's count (the same)
+  std::uint64_t accepted;   // uniform draws accepted
+  std::int32_t action;      // a sampled_action
+  std::int32_t rounds;
+  std::int32_t exact_all_gate;         // 0 (errc::ok): the exact top-k of the whole input runs
+  std::int32_t exact_candidates_gate;  // 0: the exact top-k of the candidates runs
+  std::uint32_t nan;
+  std::uint32_t reserved;
+};
+
+// One thread: the state set up, the thresholds of every round (the CPU's arithmetic), the
+// histogram of rounds cleared.
+template <class T>
+struct sampled_start {
+  sampled_device_state* s;
+  const key_t<T>* rank_key;  // the sorted sample's rank-th key
+  key_t<T>* thresholds;
+  std::uint32_t* levels;
+  int rounds;
+  double decay;
+  const std::int32_t* gate;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    s->count = 0;
+    s->compacted = 0;
+    s->rounds = 0;
+    s->nan = 0;
+    s->reserved = 0;
+    s->action = static_cast<std::int32_t>(gate_open(gate) ? sampled_action::undecided : sampled_action::skip);
+    s->exact_all_gate = 1;
+    s->exact_candidates_gate = 1;
+    key_t<T> key = *rank_key;
+    s->chosen = key;
+    for (int r = 0; r < rounds; ++r) {
+      thresholds[r] = key;
+      levels[r] = 0;
+      key = magnitude_key(static_cast<T>(value_of_key<T>(key) * decay));
+    }
+  }
+};
+
+// Per element: the first round whose threshold its key reaches (the thresholds do not increase);
+// a NaN is flagged.
+template <class T>
+struct round_of_element {
+  const T* v;
+  const key_t<T>* thresholds;
+  int rounds;
+  std::uint32_t* levels;
+  sampled_device_state* s;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (s->action == static_cast<std::int32_t>(sampled_action::skip)) return;
+    const key_t<T> key = magnitude_key(v[i]);
+    if (is_nan_key<T>(key)) {
+      atomic_set(&s->nan);
+      return;
+    }
+    if (key < thresholds[rounds - 1]) return;
+    int lo = 0, hi = rounds - 1;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (key >= thresholds[mid]) hi = mid;
+      else lo = mid + 1;
+    }
+    atomic_increment(levels + lo);
+  }
+};
+
+// One thread: the CPU's adaptation loop over the rounds' counts.
+template <class T>
+struct sampled_decide {
+  sampled_device_state* s;
+  const key_t<T>* thresholds;
+  const std::uint32_t* levels;
+  int rounds;
+  std::uint64_t k;
+  std::uint64_t cap;
+  std::uint64_t upper;
+  double lower_bound;
+  bool index_order;
+  selection_sink<T> sink;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    if (s->action == static_cast<std::int32_t>(sampled_action::skip)) return;
+    if (s->nan != 0) {
+      s->action = static_cast<std::int32_t>(sampled_action::refuse_nan);
+      *sink.status = static_cast<std::int32_t>(errc::nan_input);
+      return;
+    }
+    const double kd = static_cast<double>(k);
+    std::uint64_t count = 0;
+    for (int r = 0; r < rounds; ++r) {
+      count += levels[r];
+      s->rounds = r + 1;
+      s->chosen = thresholds[r];
+      s->count = count;
+      sampled_action a = sampled_action::undecided;
+      if (count > cap) {
+        a = sampled_action::exact_all;
+        s->exact_all_gate = 0;
+      } else if (count > k) {
+        if (count <= upper && index_order) {
+          a = sampled_action::first_k;
+        } else {
+          a = sampled_action::exact_candidates;
+          s->exact_candidates_gate = 0;
+        }
+      } else if (static_cast<double>(count) >= lower_bound * kd || r + 1 >= rounds) {
+        a = sampled_action::accept;
+      }
+      if (a != sampled_action::undecided) {
+        s->action = static_cast<std::int32_t>(a);
+        return;
+      }
+    }
+  }
+};
+
+GRADCOMP_HD inline bool uses_candidates(std::int32_t action) noexcept {
+  return action == static_cast<std::int32_t>(sampled_action::exact_candidates) ||
+         action == static_cast<std::int32_t>(sampled_action::first_k) ||
+         action == static_cast<std::int32_t>(sampled_action::accept);
+}
+
+// The elements at or above the chosen round's threshold, where a path uses them.
+template <class T>
+struct sampled_candidate {
+  const T* v;
+  const sampled_device_state* s;
+  GRADCOMP_HD bool operator()(std::size_t i) const {
+    return uses_candidates(s->action) && magnitude_key(v[i]) >= static_cast<key_t<T>>(s->chosen);
+  }
+};
+
+// keys[j] = the key of candidate j, where their exact top-k runs.
+template <class T>
+struct sampled_candidate_keys {
+  const T* v;
+  const std::uint32_t* candidates;
+  key_t<T>* keys;
+  const sampled_device_state* s;
+  GRADCOMP_HD void operator()(std::size_t j) const {
+    if (s->exact_candidates_gate == 0 && j < s->count) keys[j] = magnitude_key(v[candidates[j]]);
+  }
+};
+
+// The candidates as a source of the radix select: their number is on the device.
+template <class Key>
+struct counted_source {
+  const Key* keys;
+  const std::uint32_t* idx;
+  const std::uint64_t* count;
+  GRADCOMP_HD std::size_t size() const { return static_cast<std::size_t>(*count); }
+  GRADCOMP_HD Key key(std::size_t i) const { return keys[i]; }
+  GRADCOMP_HD std::uint32_t index(std::size_t i) const { return idx[i]; }
+};
+
+// The first k candidates, or all of them, into `out`.
+struct sampled_take {
+  const std::uint32_t* candidates;
+  std::uint32_t* out;
+  const sampled_device_state* s;
+  std::uint64_t k;
+  GRADCOMP_HD void operator()(std::size_t j) const {
+    const std::uint64_t taken = s->action == static_cast<std::int32_t>(sampled_action::first_k) ? k
+                                : s->action == static_cast<std::int32_t>(sampled_action::accept) ? s->count
+                                                                                                : 0;
+    if (j < taken) out[j] = candidates[j];
+  }
+};
+
+// One thread: the outcome of the first-k and accept paths.
+template <class T>
+struct publish_sampled {
+  const sampled_device_state* s;
+  selection_sink<T> sink;
+  std::uint64_t k;
+  std::uint64_t sample_count;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    const bool first_k = s->action == static_cast<std::int32_t>(sampled_action::first_k);
+    if (!first_k && s->action != static_cast<std::int32_t>(sampled_action::accept)) return;
+    selection_result<T> r;
+    r.count = static_cast<std::size_t>(first_k ? k : s->count);
+    r.target = static_cast<std::size_t>(k);
+    r.threshold = value_of_key<T>(static_cast<key_t<T>>(s->chosen));
+    r.sample_count = static_cast<std::size_t>(sample_count);
+    r.rounds = s->rounds;
+    r.exact = false;
+    *sink.result = r;
+    if (sink.kept != nullptr) *sink.kept = r.count;
+  }
+};
+
+// The fixed part of the workspace: the state, the rounds' thresholds and counts, the uniform
+// sample's positions.
+template <class T>
+std::size_t sampled_fixed_bytes(const sampled_threshold_config& cfg, const cpu::sample_plan& p) {
+  const auto rounds = static_cast<std::size_t>(cfg.max_rounds);
+  std::size_t bytes = workspace_slot_bytes<sampled_device_state>(1) + workspace_slot_bytes<key_t<T>>(rounds) +
+                      workspace_slot_bytes<std::uint32_t>(rounds);
+  if (cfg.sampling == sampling_mode::uniform) bytes += workspace_slot_bytes<std::uint32_t>(p.max_samples + uniform_slack);
+  return bytes;
+}
+
+// The workspace of sampled_threshold_select for (n, k): the fixed part, then either the sample's
+// keys (then the candidates'), the candidates and the radix select over them, or the exact
+// top-k's over the whole input, in the same bytes (one of the two runs); plus the outcome.
 template <class T, class System>
 std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cfg, std::size_t n, std::size_t k) {
   const cpu::sample_plan p = cpu::plan_sampling(cfg, n, k);
-  if (p.exact) return radix_workspace_bytes<T>(n);
-  std::size_t sampled = workspace_slot_bytes<key_t<T>>(std::max(p.max_samples, p.candidate_cap)) +
-                        workspace_slot_bytes<std::uint32_t>(p.candidate_cap) +
-                        radix_workspace_bytes<T>(p.candidate_cap);
-  if (cfg.sampling == sampling_mode::uniform) sampled += workspace_slot_bytes<std::uint32_t>(p.max_samples);
-  return std::max(sampled, exact_topk_workspace_bytes<T, System>(n, k));
+  const std::size_t outcome = workspace_slot_bytes<selection_result<T>>(1) + workspace_slot_bytes<std::int32_t>(1);
+  if (p.exact) return outcome + radix_workspace_bytes<T>(n);
+  const std::size_t candidates = workspace_slot_bytes<key_t<T>>(std::max(p.max_samples, p.candidate_cap)) +
+                                 workspace_slot_bytes<std::uint32_t>(p.candidate_cap) +
+                                 radix_workspace_bytes<T>(p.candidate_cap);
+  return outcome + sampled_fixed_bytes<T>(cfg, p) + std::max(candidates, exact_topk_workspace_bytes<T, System>(n, k));
 }
 
-// cpu::sampled_threshold_select over values[0, n) in System's memory: ascending indices into
-// `out` (k entries), `workspace` at least sampled_threshold_workspace_bytes<T, System>(cfg, n, k) bytes.
+// Issues cpu::sampled_threshold_select over values[0, n) in System's memory: ascending indices
+// into `out` (k entries), the outcome into `sink` (on the device); `carver` holds what
+// sampled_threshold_workspace_bytes<T, System>(cfg, n, k) counts, less the outcome. Nothing waits;
+// where the gate is closed, nothing runs. Fails on the host only for a workspace too small.
 template <class T, class System>
-result<selection_result<T>> sampled_threshold_select(const T* values, std::size_t n, std::size_t k,
-                                                     const sampled_threshold_config& cfg, std::uint64_t seed,
-                                                     std::uint32_t* out, std::byte* workspace,
-                                                     std::size_t workspace_bytes) {
+result<void> issue_sampled_threshold(const T* values, std::size_t n, std::size_t k,
+                                     const sampled_threshold_config& cfg, std::uint64_t seed, std::uint32_t* out,
+                                     workspace_carver carver, selection_sink<T> sink, const std::int32_t* gate) {
   using key_type = key_t<T>;
   const auto sys = exec<System>();
   const thrust::counting_iterator<std::size_t> first(0);
   const cpu::sample_plan plan = cpu::plan_sampling(cfg, n, k);
-  workspace_carver carver(span<std::byte>(workspace, workspace_bytes));
-  selection_result<T> res;
-  res.target = k;
-  if (plan.exact) {
-    const auto r = exact_topk_over<T, System>(n, k, key_of_values<T>{values}, index_of_position{}, out, carver,
-                                              &res.threshold);
-    if (!r) return fail(r.error());
-    res.count = *r;
-    res.exact = true;
-    return res;
+  if (plan.exact) {  // the plain radix select over the whole input (the CPU's path)
+    auto* state = carver.take<radix_state<key_type>>(1);
+    auto* hist = carver.take<std::uint32_t>(hist_entries);
+    auto* block_counts = carver.take<std::uint32_t>(block_count_entries(n));
+    if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
+    if (k == 0) {
+      run_once<System>(radix_empty<T>{state, gate});
+    } else {
+      const fixed_source<key_of_values<T>, index_of_position> all{key_of_values<T>{values}, index_of_position{}, n};
+      issue_radix_select<T, System>(all, n, k, out, state, hist, block_counts, gate);
+    }
+    run_once<System>(publish_exact<T>{state, sink, k});
+    return {};
   }
+  const int rounds = cfg.max_rounds;
+  auto* st = carver.take<sampled_device_state>(1);
+  key_type* thresholds = carver.take<key_type>(static_cast<std::size_t>(rounds));
+  std::uint32_t* levels = carver.take<std::uint32_t>(static_cast<std::size_t>(rounds));
+  std::uint32_t* positions =
+      cfg.sampling == sampling_mode::uniform ? carver.take<std::uint32_t>(plan.max_samples + uniform_slack) : nullptr;
+  workspace_carver exact_part = carver;  // the exact top-k of the whole input, or:
   key_type* keys = carver.take<key_type>(std::max(plan.max_samples, plan.candidate_cap));
   std::uint32_t* candidates = carver.take<std::uint32_t>(plan.candidate_cap);
-  std::uint32_t* positions =
-      cfg.sampling == sampling_mode::uniform ? carver.take<std::uint32_t>(plan.max_samples) : nullptr;
-  if (keys == nullptr || candidates == nullptr || (cfg.sampling == sampling_mode::uniform && positions == nullptr))
+  auto* cstate = carver.take<radix_state<key_type>>(1);
+  auto* chist = carver.take<std::uint32_t>(hist_entries);
+  auto* cblocks = carver.take<std::uint32_t>(block_count_entries(plan.candidate_cap));
+  if (st == nullptr || thresholds == nullptr || levels == nullptr || keys == nullptr || candidates == nullptr ||
+      cstate == nullptr || chist == nullptr || cblocks == nullptr ||
+      (cfg.sampling == sampling_mode::uniform && positions == nullptr))
     return fail(errc::workspace_too_small);
 
   // 1. The sample's keys, from the CPU's positions.
@@ -103,66 +372,63 @@ result<selection_result<T>> sampled_threshold_select(const T* values, std::size_
     thrust::transform(sys, first, first + static_cast<std::ptrdiff_t>(s), keys,
                       strided_sample_key<T>{values, offset, plan.stride});
   } else {
-    std::vector<std::uint32_t> drawn(plan.max_samples);
-    splitmix64 rng(seed);
-    for (auto& p : drawn) p = static_cast<std::uint32_t>(rng.below(n));
-    s = drawn.size();
-    copy_bytes_to_system<System>(drawn.data(), positions, s * sizeof(std::uint32_t));
+    s = plan.max_samples;
+    const uniform_draw draw{seed, n};
+    execution<System>::select_into(thrust::make_transform_iterator(first, draw), s + uniform_slack,
+                                   uniform_accepted{draw}, positions, &st->accepted);
+    run_once<System>(uniform_fallback{seed, n, s, &st->accepted, positions});
     thrust::transform(sys, positions, positions + s, keys, candidate_key<T>{values});
   }
-  res.sample_count = s;
   if (s == 0) return fail(errc::invalid_argument);  // not reached: the plan samples at least once
 
-  // 2. The threshold: the sample's top-th largest key.
+  // 2. The thresholds of every round, from the sample's rank-th largest key.
   thrust::sort(sys, keys, keys + s, thrust::greater<key_type>());
-  key_type threshold_key = read_value<System>(keys + (cpu::sample_rank(s, k, n) - 1));
+  run_once<System>(sampled_start<T>{st, keys + (cpu::sample_rank(s, k, n) - 1), thresholds, levels, rounds,
+                                    cfg.threshold_decay, gate});
 
-  // 3. The adaptation loop.
-  const double kd = static_cast<double>(k);
-  const auto positions_of_all = thrust::make_transform_iterator(first, index_of_position{});
-  for (int round = 1;; ++round) {
-    const at_least_key<T> passes{values, threshold_key};
-    const auto count =
-        static_cast<std::size_t>(thrust::count_if(sys, first, first + static_cast<std::ptrdiff_t>(n), passes));
-    res.rounds = round;
-    res.threshold = value_of_key<T>(threshold_key);
-    if (count > plan.candidate_cap) {
-      // Far more than the workspace holds: the exact top-k of the whole input (which also finds
-      // a NaN), reusing the workspace.
-      const auto r = exact_topk<T, System>(values, n, k, out, workspace, workspace_bytes, &res.threshold);
-      if (!r) return fail(r.error());
-      res.count = *r;
-      res.exact = true;
-      return res;
-    }
-    thrust::copy_if(sys, positions_of_all, positions_of_all + static_cast<std::ptrdiff_t>(n), first, candidates,
-                    passes);
-    thrust::transform(sys, candidates, candidates + count, keys, candidate_key<T>{values});
-    // NaN keys lie above every threshold: a NaN is always a candidate, and the largest key tells.
-    // (A maximum, not thrust::any_of, whose result on the CUDA system is a padded pair read back
-    // with its padding.)
-    if (count != 0 && is_nan_key<T>(thrust::reduce(sys, keys, keys + count, key_type(0), thrust::maximum<key_type>())))
-      return fail(errc::nan_input);
-    if (count > k) {
-      if (count <= plan.upper && cfg.truncation == truncation_mode::index_order) {
-        thrust::copy_n(sys, candidates, k, out);
-        res.count = k;
-        return res;
-      }
-      const auto r = exact_topk_over<T, System>(count, k, key_of_candidates<key_type>{keys},
-                                                index_of_candidates{candidates}, out, carver, &res.threshold);
-      if (!r) return fail(r.error());
-      res.count = *r;
-      res.exact = true;
-      return res;
-    }
-    if (static_cast<double>(count) >= cfg.lower_bound * kd || round >= cfg.max_rounds) {
-      thrust::copy_n(sys, candidates, count, out);
-      res.count = count;
-      return res;
-    }
-    threshold_key = magnitude_key(static_cast<T>(value_of_key<T>(threshold_key) * cfg.threshold_decay));
-  }
+  // 3. The rounds' counts in one pass, and the CPU's decision.
+  thrust::for_each_n(sys, first, n, round_of_element<T>{values, thresholds, rounds, levels, st});
+  run_once<System>(sampled_decide<T>{st, thresholds, levels, rounds, k, plan.candidate_cap, plan.upper,
+                                     cfg.lower_bound, cfg.truncation == truncation_mode::index_order, sink});
+
+  // 4. Far more than the candidates' capacity: the exact top-k of the whole input (which reuses
+  // the bytes of the candidates; the other paths run after it has published).
+  const auto exact = issue_exact_topk<T, System>(values, n, k, out, exact_part, &st->exact_all_gate);
+  if (!exact) return fail(exact.error());
+  run_once<System>(publish_exact<T>{*exact, sink, k, s, &st->rounds});
+
+  // 5. The candidates at the chosen threshold: their exact top-k, the first k, or all.
+  execution<System>::select_into(thrust::make_transform_iterator(first, index_of_position{}), n,
+                                 sampled_candidate<T>{values, st}, candidates, &st->compacted);
+  thrust::for_each_n(sys, first, plan.candidate_cap, sampled_candidate_keys<T>{values, candidates, keys, st});
+  const counted_source<key_type> counted{keys, candidates, &st->count};
+  issue_radix_select<T, System>(counted, plan.candidate_cap, k, out, cstate, chist, cblocks,
+                                &st->exact_candidates_gate);
+  run_once<System>(publish_exact<T>{cstate, sink, k, s, &st->rounds});
+  thrust::for_each_n(sys, first, k, sampled_take{candidates, out, st, k});
+  run_once<System>(publish_sampled<T>{st, sink, k, s});
+  return {};
+}
+
+// cpu::sampled_threshold_select over values[0, n) in System's memory: ascending indices into
+// `out` (k entries), `workspace` at least sampled_threshold_workspace_bytes<T, System>(cfg, n, k)
+// bytes. The host waits for the outcome (one copy).
+template <class T, class System>
+result<selection_result<T>> sampled_threshold_select(const T* values, std::size_t n, std::size_t k,
+                                                     const sampled_threshold_config& cfg, std::uint64_t seed,
+                                                     std::uint32_t* out, std::byte* workspace,
+                                                     std::size_t workspace_bytes) {
+  workspace_carver carver(span<std::byte>(workspace, workspace_bytes));
+  auto* res = carver.take<selection_result<T>>(1);
+  auto* status = carver.take<std::int32_t>(1);
+  if (res == nullptr || status == nullptr) return fail(errc::workspace_too_small);
+  thrust::fill_n(exec<System>(), status, 1, std::int32_t(0));
+  const auto issued = issue_sampled_threshold<T, System>(values, n, k, cfg, seed, out, carver,
+                                                         selection_sink<T>{res, status, nullptr}, nullptr);
+  if (!issued) return fail(issued.error());
+  const std::int32_t e = read_value<System>(status);
+  if (e != 0) return fail(static_cast<errc>(e));
+  return read_value<System>(res);
 }
 
 }  // namespace thrust_impl

@@ -6,14 +6,20 @@
 // value the host reads this way is the value the system's last operation left.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <new>
 #include <utility>
 
 #include <thrust/copy.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
 #include <thrust/memory.h>
+#include <thrust/reduce.h>
 
+#include "../config.hpp"
 #include "../span.hpp"
 
 #if defined(__CUDACC__)
@@ -44,11 +50,40 @@ void system_free(void* p) noexcept {
   if (p != nullptr) thrust::free(System{}, thrust::pointer<void, System>(p));
 }
 
+// How many times the host has waited for a system's memory (a copy between the host and it, or a
+// Thrust call that returns a value computed there) since the program started: the tests check
+// that a step issues its work without any.
+inline std::atomic<std::uint64_t> host_transfer_count{0};
+inline void note_host_transfer() noexcept { host_transfer_count.fetch_add(1, std::memory_order_relaxed); }
+
+// *to = value, on one thread of the system.
+template <class V>
+struct store_op {
+  V* to;
+  V value;
+  GRADCOMP_HD void operator()(std::size_t) const { *to = value; }
+};
+
 template <class System>
 struct execution {
   static constexpr bool hand_kernels = false;  // the CUDA system runs hand-written kernels where it has them
   static System policy() noexcept { return System{}; }
   static void wait() noexcept {}
+  // *out = the reduction of first[0, n) by op from init, out in System's memory: on the device
+  // systems without the host waiting; here the host systems' reduction and a store.
+  template <class It, class V, class Op>
+  static void reduce_into(It first, std::size_t n, V init, Op op, V* out) {
+    const V v = thrust::reduce(policy(), first, first + static_cast<std::ptrdiff_t>(n), init, op);
+    thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), 1, store_op<V>{out, v});
+  }
+  // values[i] for the positions i < n where keep(i), in order, into out; their number into *count
+  // (System's memory), without the host waiting on the device systems.
+  template <class Values, class Keep, class Out>
+  static void select_into(Values values, std::size_t n, Keep keep, Out out, std::uint64_t* count) {
+    const thrust::counting_iterator<std::size_t> positions(0);
+    const Out end = thrust::copy_if(policy(), values, values + static_cast<std::ptrdiff_t>(n), positions, out, keep);
+    thrust::for_each_n(policy(), positions, 1, store_op<std::uint64_t>{count, static_cast<std::uint64_t>(end - out)});
+  }
   // Scratch bytes an operation uses and releases before it returns (a few partial results the
   // host reads back): System's own allocation here; in stream order on the CUDA system, where a
   // plain cudaFree would wait for the whole device.
@@ -65,6 +100,7 @@ auto exec() {
 template <class System>
 void copy_bytes_to_host(const void* from, void* to, std::size_t bytes) {
   if (bytes == 0) return;
+  note_host_transfer();
   const thrust::pointer<const unsigned char, System> first(static_cast<const unsigned char*>(from));
   thrust::copy_n(first, bytes, static_cast<unsigned char*>(to));
 }
@@ -73,8 +109,22 @@ void copy_bytes_to_host(const void* from, void* to, std::size_t bytes) {
 template <class System>
 void copy_bytes_to_system(const void* from, void* to, std::size_t bytes) {
   if (bytes == 0) return;
+  note_host_transfer();
   const thrust::pointer<unsigned char, System> out(static_cast<unsigned char*>(to));
   thrust::copy_n(static_cast<const unsigned char*>(from), bytes, out);
+}
+
+// A value a Thrust call returned to the host (the host waited for it on a device system).
+template <class V>
+V returned(V v) noexcept {
+  note_host_transfer();
+  return v;
+}
+
+// Runs f(0) on one thread of the system: the step-level decisions taken where the data is.
+template <class System, class F>
+void run_once(F f) {
+  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), 1, f);
 }
 
 // The value at `p` in System's memory (T trivially copyable).

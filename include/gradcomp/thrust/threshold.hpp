@@ -60,7 +60,7 @@ result<std::size_t> threshold_select(const T* values, std::size_t n, key_t<T> ke
   const auto last = first + static_cast<std::ptrdiff_t>(n);
   const auto positions = thrust::make_transform_iterator(first, index_of_position{});
   const at_least_key<T> passes{values, key};
-  const auto count = static_cast<std::size_t>(thrust::count_if(sys, first, last, passes));
+  const auto count = static_cast<std::size_t>(returned(thrust::count_if(sys, first, last, passes)));
   *total = count;
   if (count <= cap) {
     thrust::copy_if(sys, positions, positions + static_cast<std::ptrdiff_t>(n), first, out, passes);
