@@ -50,7 +50,7 @@ void BM_cuda_exact_topk(benchmark::State& state) {
   auto topk = [&] {
     float threshold = 0;
     const auto r = gradcomp::detail::thrust_impl::exact_topk<float, cuda_system>(
-        values.view().data(), n, k, out.view().data(), ws.view().data(), ws.size(), &threshold);
+        b.stream, values.view().data(), n, k, out.view().data(), ws.view().data(), ws.size(), &threshold);
     if (!r) throw std::runtime_error("exact_topk failed");
     kept = *r;
   };

@@ -53,6 +53,11 @@ enum class errc : std::uint16_t {
   missing_tensor = 403,        ///< A message lacks a section for a tensor the receiver expects.
   config_mismatch = 404,       ///< A snapshot was taken with a configuration that differs from
                                ///< the receiving object's (the error's detail names the field).
+  device_error = 500,          ///< A call on a device failed and the device stays usable (out of
+                               ///< device memory, no device, an invalid launch).
+  device_fault = 501,          ///< The device's context is lost (an illegal address, a trap, an
+                               ///< uncorrectable ECC error): every later call on it fails until the
+                               ///< process restarts.
 };
 
 /// Returns the enumerator's name (`"k_exceeds_n"`), or `"unknown"` for a value outside the enum.
@@ -87,6 +92,8 @@ constexpr const char* to_string(errc e) noexcept {
     case errc::wrong_tensor_count: return "wrong_tensor_count";
     case errc::missing_tensor: return "missing_tensor";
     case errc::config_mismatch: return "config_mismatch";
+    case errc::device_error: return "device_error";
+    case errc::device_fault: return "device_fault";
   }
   return "unknown";
 }

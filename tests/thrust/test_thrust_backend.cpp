@@ -23,6 +23,10 @@
 #include "thrust/data.hpp"
 #include "thrust/systems.hpp"
 
+#if defined(GRADCOMP_TEST_CUDA_SYSTEM)
+#include <cuda_runtime_api.h>
+#endif
+
 namespace {
 
 using gradcomp_test::bitwise_same;
@@ -59,7 +63,8 @@ constexpr std::size_t n_large = 100003;  // odd, and large enough for every Open
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("thrust backend: buffers are zeroed, copied deeply and moved", Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
+TEST_CASE_TEMPLATE("thrust backend: buffers are zeroed, copied deeply and moved", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
   using ops = gradcomp::detail::ops<Backend>;
   using harness = gradcomp_test::backend_harness<Backend>;
   const Backend b{};
@@ -174,13 +179,15 @@ TEST_CASE_TEMPLATE("thrust backend: the reductions are the CPU's, NaN and overfl
       const auto d_sparse = harness::upload(b, sparse_values);
       const auto d_values = harness::upload(b, values);
       const auto no_idx = harness::upload(b, std::vector<std::uint32_t>());
-      CHECK(same_double(ops::largest_magnitude_of_sum(b, gradcomp::readonly(d_acc.view()), gradcomp::readonly(d_idx.view()),
-                                                      gradcomp::readonly(d_sparse.view())),
-                        cpu_ops::largest_magnitude_of_sum(cpu, host_const(acc), host_const(idx), host_const(sparse_values))));
-      CHECK(same_double(ops::largest_magnitude_of_sum(b, gradcomp::readonly(d_acc.view()), gradcomp::readonly(no_idx.view()),
-                                                      gradcomp::readonly(d_values.view())),
-                        cpu_ops::largest_magnitude_of_sum(cpu, host_const(acc), gradcomp::span<const std::uint32_t>(),
-                                                          host_const(values))));
+      CHECK(same_double(
+          ops::largest_magnitude_of_sum(b, gradcomp::readonly(d_acc.view()), gradcomp::readonly(d_idx.view()),
+                                        gradcomp::readonly(d_sparse.view())),
+          cpu_ops::largest_magnitude_of_sum(cpu, host_const(acc), host_const(idx), host_const(sparse_values))));
+      CHECK(same_double(
+          ops::largest_magnitude_of_sum(b, gradcomp::readonly(d_acc.view()), gradcomp::readonly(no_idx.view()),
+                                        gradcomp::readonly(d_values.view())),
+          cpu_ops::largest_magnitude_of_sum(cpu, host_const(acc), gradcomp::span<const std::uint32_t>(),
+                                            host_const(values))));
     }
   }
   SUBCASE("momentum_apply_magnitudes") {
@@ -198,7 +205,8 @@ TEST_CASE_TEMPLATE("thrust backend: the reductions are the CPU's, NaN and overfl
             a[77] = big;
           }
           const T m = static_cast<T>(0.9), inv = static_cast<T>(0.25);
-          const auto expected = cpu_ops::momentum_apply_magnitudes(cpu, kind, m, inv, scaled, host_const(u), host_const(a));
+          const auto expected =
+              cpu_ops::momentum_apply_magnitudes(cpu, kind, m, inv, scaled, host_const(u), host_const(a));
           const auto d_u = harness::upload(b, u);
           const auto d_a = harness::upload(b, a);
           const auto got = ops::momentum_apply_magnitudes(b, kind, m, inv, scaled, gradcomp::readonly(d_u.view()),
@@ -309,6 +317,62 @@ TEST_CASE("thrust backend: a DGC step is issued without the host waiting, and re
   }
 }
 
+TEST_CASE("thrust backend: a step issued on another stream (ignored by the host systems) is the same step") {
+  gradcomp::dgc_config cfg = gradcomp_test::conformance_configs().front();
+  gradcomp_test::conformance_worker<float, primary_backend> tested(cfg, primary_backend{});
+  gradcomp_test::conformance_worker<float, gradcomp::cpu_backend> reference(cfg, gradcomp::cpu_backend{});
+  CHECK(primary_backend{}.stream == nullptr);
+#if defined(GRADCOMP_TEST_CUDA_SYSTEM)
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  const primary_backend user = primary_backend{}.on(stream);
+#else
+  const primary_backend user = primary_backend{}.on(reinterpret_cast<primary_backend::stream_type>(std::uintptr_t(64)));
+#endif
+  CHECK(user.stream != nullptr);
+  for (std::size_t s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    const auto g = gradcomp_test::conformance_gradients<float>(s);
+    tested.load(g);
+    reference.load(g);
+    const auto views = tested.views();
+#if defined(GRADCOMP_TEST_CUDA_SYSTEM)
+    // After a first step outside (buffers the compressor sets up once), each step is captured in
+    // a CUDA graph on the user's stream and launched from it: capture fails on any
+    // synchronisation, host copy or use of the legacy default stream inside the step.
+    if (s > 0) {
+      REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+      const auto issued = tested.compressor.compress(user, gradcomp::span<const decltype(views)::value_type>(
+                                                               views.data(), views.size()));
+      cudaGraph_t graph = nullptr;
+      REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+      REQUIRE(issued);
+      cudaGraphExec_t instance = nullptr;
+      REQUIRE(cudaGraphInstantiate(&instance, graph, 0) == cudaSuccess);
+      REQUIRE(cudaGraphLaunch(instance, stream) == cudaSuccess);
+      REQUIRE(cudaGraphExecDestroy(instance) == cudaSuccess);
+      REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+    } else {
+      REQUIRE(tested.compressor.compress(user, gradcomp::span<const decltype(views)::value_type>(views.data(),
+                                                                                               views.size())));
+    }
+#else
+    REQUIRE(tested.compressor.compress(user, gradcomp::span<const decltype(views)::value_type>(views.data(),
+                                                                                             views.size())));
+#endif
+    REQUIRE(reference.compressor.compress(reference.views()));
+    const auto a = tested.encode();  // waits on the step's stream
+    const auto b = reference.encode();
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(*a == *b);
+    CHECK(gradcomp_test::bitwise_equal(tested.state(), reference.state()));
+  }
+#if defined(GRADCOMP_TEST_CUDA_SYSTEM)
+  CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+#endif
+}
+
 TEST_CASE("thrust backend: an EF-SignSGD step is issued without the host waiting") {
   using gradcomp::detail::thrust_impl::host_transfer_count;
   using harness = gradcomp_test::backend_harness<primary_backend>;
@@ -316,7 +380,8 @@ TEST_CASE("thrust backend: an EF-SignSGD step is issued without the host waiting
   for (std::size_t s = 0; s < 3; ++s) {
     std::vector<harness::buffer<float>> device;
     std::vector<gradcomp::backend_span<const float, primary_backend>> views;
-    for (const auto& x : gradcomp_test::conformance_gradients<float>(s)) device.push_back(harness::upload(primary_backend{}, x));
+    for (const auto& x : gradcomp_test::conformance_gradients<float>(s))
+      device.push_back(harness::upload(primary_backend{}, x));
     for (const auto& d : device) views.push_back(d.view());
     const auto before = host_transfer_count.load();
     REQUIRE(tested.compress(views));

@@ -96,7 +96,7 @@ outcome thrust_topk(const std::vector<T>& v, std::size_t k, std::size_t workspac
   T threshold{};
   outcome o;
   const auto r = gradcomp::detail::thrust_impl::exact_topk<T, System>(
-      values.view().data(), v.size(), k, out.view().data(), ws.view().data(), workspace_bytes, &threshold);
+      b.stream, values.view().data(), v.size(), k, out.view().data(), ws.view().data(), workspace_bytes, &threshold);
   if (!r) {
     o.error = r.error();
     return o;

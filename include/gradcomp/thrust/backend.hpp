@@ -4,7 +4,7 @@
 ///
 /// `thrust_backend<System>` runs on the C++ system (`thrust::system::cpp::tag`), the OpenMP
 /// system (`thrust::system::omp::tag`) and, compiled by nvcc, the CUDA system
-/// (`thrust::system::cuda::tag`, on the default stream).
+/// (`thrust::system::cuda::tag`, on the stream of `thrust_backend::on`).
 /// Its operations are Thrust algorithms (`fill`, `transform`, `for_each_n`, `transform_reduce`)
 /// over the backend's own functors, each the element-wise form of the CPU backend's loop with
 /// the same arithmetic, and every reduction is of a kind whose result does not depend on the order
@@ -81,15 +81,30 @@ struct thrust_space {};
  * `thrust::system::cuda::tag`).
  *
  * Its results are deterministic: bitwise the CPU backend's. On the host systems each operation
- * returns when its work is done; on the CUDA system work is queued on the default stream, and
- * the host waits only in `synchronize`, in the copies, and in the operations documented to
- * return a value (the public building blocks), never inside a compressor's step. The value
- * carries no state.
+ * returns when its work is done; on the CUDA system work is queued on the value's stream (`on`),
+ * and the host waits only in `synchronize`, in the copies, and in the operations documented to
+ * return a value (the public building blocks), never inside a compressor's step. A compressor
+ * built with one backend value takes another per call (`compress(backend.on(s), grads)`), so one
+ * compressor can follow the trainer's stream from step to step.
  */
 template <class System>
 struct thrust_backend {
   using memory_space = thrust_space<System>;  ///< Memory allocated through `System`.
   using system = System;                      ///< The Thrust system tag.
+  /// The CUDA runtime's stream type (`cudaStream_t`), named without the CUDA headers.
+  using stream_type = ::CUstream_st*;
+
+  /// The stream the work of a call is issued on, and the copies and `synchronize` wait for: the
+  /// CUDA system's (null: the default stream). The host systems ignore it.
+  stream_type stream = nullptr;
+
+  /// The same backend issuing its work on `s` (the trainer's stream, so that a step is ordered
+  /// after the kernels that computed the gradients without the host waiting between them).
+  constexpr thrust_backend on(stream_type s) const noexcept {
+    thrust_backend b = *this;
+    b.stream = s;
+    return b;
+  }
 };
 
 /// Every `thrust_backend<System>` is a backend.
@@ -319,26 +334,26 @@ struct ops<thrust_backend<System>> {
 
   // n elements, every byte zero (T is trivially copyable).
   template <class T>
-  static buffer<T> allocate(const backend&, std::size_t n) {
+  static buffer<T> allocate(const backend& on, std::size_t n) {
     static_assert(std::is_trivially_copyable<T>::value, "backend buffers hold trivially copyable types");
     buffer<T> b(n);
     if (n != 0)
-      thrust::fill_n(thrust_impl::exec<System>(), reinterpret_cast<unsigned char*>(b.view().data()), n * sizeof(T),
-                     static_cast<unsigned char>(0));
+      thrust::fill_n(thrust_impl::exec<System>(on.stream), reinterpret_cast<unsigned char*>(b.view().data()),
+                     n * sizeof(T), static_cast<unsigned char>(0));
     return b;
   }
   // The copies are complete when they return (thrust/system_memory.hpp), after the work queued
   // before them; synchronize waits for the work queued since (on the CUDA system; the host
   // systems finish each operation before it returns).
   template <class T>
-  static void copy_to_host(const backend&, view<const T> from, span<T> to) {
-    thrust_impl::copy_bytes_to_host<System>(from.data(), static_cast<void*>(to.data()), from.size_bytes());
+  static void copy_to_host(const backend& on, view<const T> from, span<T> to) {
+    thrust_impl::copy_bytes_to_host<System>(on.stream, from.data(), static_cast<void*>(to.data()), from.size_bytes());
   }
   template <class T>
-  static void copy_to_backend(const backend&, span<const T> from, view<T> to) {
-    thrust_impl::copy_bytes_to_system<System>(from.data(), static_cast<void*>(to.data()), from.size_bytes());
+  static void copy_to_backend(const backend& on, span<const T> from, view<T> to) {
+    thrust_impl::copy_bytes_to_system<System>(on.stream, from.data(), static_cast<void*>(to.data()), from.size_bytes());
   }
-  static void synchronize(const backend&) { thrust_impl::execution<System>::wait(); }
+  static void synchronize(const backend& on) { thrust_impl::execution<System>::wait(on.stream); }
 
   // --- Work over tensors --------------------------------------------------------------------
   // One tensor at a time: each tensor's operations are already parallel inside the system.
@@ -357,9 +372,9 @@ struct ops<thrust_backend<System>> {
     return thrust_impl::exact_topk_workspace_bytes<T, System>(n, k);
   }
   template <class T>
-  static result<std::size_t> exact_topk(const backend&, view<const T> values, std::size_t k,
+  static result<std::size_t> exact_topk(const backend& on, view<const T> values, std::size_t k,
                                         view<std::uint32_t> out, view<std::byte> workspace, T* threshold) {
-    return thrust_impl::exact_topk<T, System>(values.data(), values.size(), k, out.data(), workspace.data(),
+    return thrust_impl::exact_topk<T, System>(on.stream, values.data(), values.size(), k, out.data(), workspace.data(),
                                               workspace.size(), threshold);
   }
 
@@ -370,11 +385,11 @@ struct ops<thrust_backend<System>> {
     return thrust_impl::sampled_threshold_workspace_bytes<T, System>(cfg, n, k);
   }
   template <class T>
-  static result<selection_result<T>> sampled_threshold_select(const backend&, view<const T> values, std::size_t k,
+  static result<selection_result<T>> sampled_threshold_select(const backend& on, view<const T> values, std::size_t k,
                                                               const sampled_threshold_config& cfg, std::uint64_t seed,
                                                               view<std::uint32_t> out, view<std::byte> workspace) {
-    return thrust_impl::sampled_threshold_select<T, System>(values.data(), values.size(), k, cfg, seed, out.data(),
-                                                            workspace.data(), workspace.size());
+    return thrust_impl::sampled_threshold_select<T, System>(on.stream, values.data(), values.size(), k, cfg, seed,
+                                                            out.data(), workspace.data(), workspace.size());
   }
 
   // --- The DGC step (dgc/step_plan.hpp) ------------------------------------------------------
@@ -392,198 +407,211 @@ struct ops<thrust_backend<System>> {
   }
 
   template <class T>
-  static void dgc_read_gradient(const backend&, gradient_read read, view<const T> g,
+  static void dgc_read_gradient(const backend& on, gradient_read read, view<const T> g,
                                 view<dgc_tensor_record<T>> records, std::size_t t) {
     dgc_tensor_record<T>* r = records.data() + t;
     if (read == gradient_read::norm) {
-      thrust_impl::scratch<thrust_impl::norm_scratch<T>, System> w(1);
-      thrust_impl::issue_l2_norm<T, System>(g.data(), g.size(), w.data());
-      thrust_impl::run_once<System>(thrust_impl::record_norm<T>{&w.data()->result, r});
+      thrust_impl::scratch<thrust_impl::norm_scratch<T>, System> w(on.stream, 1);
+      thrust_impl::issue_l2_norm<T, System>(on.stream, g.data(), g.size(), w.data());
+      thrust_impl::run_once<System>(on.stream, thrust_impl::record_norm<T>{&w.data()->result, r});
     } else if (read == gradient_read::largest) {
-      thrust_impl::scratch<key_t<T>, System> key(1);
+      thrust_impl::scratch<key_t<T>, System> key(on.stream, 1);
       const auto keys = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
                                                         thrust_impl::key_of_values<T>{g.data()});
-      thrust_impl::execution<System>::reduce_into(keys, g.size(), key_t<T>(0), thrust_impl::key_max<key_t<T>>{},
-                                                  key.data());
-      thrust_impl::run_once<System>(thrust_impl::record_largest<T>{key.data(), r});
+      thrust_impl::execution<System>::reduce_into(on.stream, keys, g.size(), key_t<T>(0),
+                                                  thrust_impl::key_max<key_t<T>>{}, key.data());
+      thrust_impl::run_once<System>(on.stream, thrust_impl::record_largest<T>{key.data(), r});
     }
   }
   template <class T>
-  static void dgc_plan(const backend&, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
+  static void dgc_plan(const backend& on, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
                        view<dgc_step_record> step) {
-    thrust_impl::run_once<System>(thrust_impl::plan_step_op<T>{records.data(), records.size(), plan, step.data()});
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::plan_step_op<T>{records.data(), records.size(), plan, step.data()});
   }
   // Where the guard marked the tensor: the step's exact magnitudes. The reduction runs for every
   // compressed tensor (the mark is on the device) and reads the data only for a marked one.
   template <class T>
-  static void dgc_exact_bounds(const backend&, momentum_kind kind, T m, view<const T> g, view<const T> u,
+  static void dgc_exact_bounds(const backend& on, momentum_kind kind, T m, view<const T> g, view<const T> u,
                                view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t) {
     using pair = thrust_impl::key_pair<key_t<T>>;
     dgc_tensor_record<T>* r = records.data() + t;
-    thrust_impl::scratch<pair, System> keys(1);
+    thrust_impl::scratch<pair, System> keys(on.stream, 1);
     const auto marked = thrust::make_transform_iterator(
         thrust::counting_iterator<std::size_t>(0),
         thrust_impl::marked_accumulated_keys<T>{
             thrust_impl::accumulated_keys_op<T>{kind, m, T(0), g.data(), u.data(), v.data()}, r});
-    thrust_impl::execution<System>::reduce_into(marked, g.size(), pair{0, 0}, thrust_impl::key_pair_max<key_t<T>>{},
-                                                keys.data());
-    thrust_impl::run_once<System>(thrust_impl::record_exact_bounds<T>{keys.data(), r});
+    thrust_impl::execution<System>::reduce_into(on.stream, marked, g.size(), pair{0, 0},
+                                                thrust_impl::key_pair_max<key_t<T>>{}, keys.data());
+    thrust_impl::run_once<System>(on.stream, thrust_impl::record_exact_bounds<T>{keys.data(), r});
   }
   template <class T>
-  static void dgc_settle_guard(const backend&, view<const dgc_tensor_record<T>> records, view<dgc_step_record> step) {
-    thrust_impl::run_once<System>(thrust_impl::settle_guard_op<T>{records.data(), records.size(), step.data()});
+  static void dgc_settle_guard(const backend& on, view<const dgc_tensor_record<T>> records,
+                               view<dgc_step_record> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::settle_guard_op<T>{records.data(), records.size(), step.data()});
   }
   // A dense tensor's step: the clipped gradient, whole.
   template <class T>
-  static void dgc_dense_step(const backend&, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
+  static void dgc_dense_step(const backend& on, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
                              std::size_t t, view<const dgc_step_record> step) {
     dgc_tensor_record<T>* r = records.data() + t;
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), g.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
                        thrust_impl::dense_step_op<T>{g.data(), values.data(), r, step.data()});
-    thrust_impl::run_once<System>(thrust_impl::record_kept<T>{r, step.data(), g.size()});
+    thrust_impl::run_once<System>(on.stream, thrust_impl::record_kept<T>{r, step.data(), g.size()});
   }
   // A compressed tensor's step: momentum correction into the accumulator, the selection (exact
   // top-k or sampled threshold, published into the record), the selected entries moved out and
   // momentum factor masking; every part obeys the verdict on the device.
   template <class T>
-  static void dgc_compressed_step(const backend&, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+  static void dgc_compressed_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
                                   view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
                                   view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
                                   std::size_t t, view<const dgc_step_record> step) {
     dgc_tensor_record<T>* r = records.data() + t;
     const std::int32_t* gate = &step.data()->status;
     const thrust::counting_iterator<std::size_t> first(0);
-    thrust::for_each_n(thrust_impl::exec<System>(), first, g.size(),
-                       thrust_impl::step_accumulate_op<T>{
-                           thrust_impl::momentum_accumulate_op<T>{p.kind, p.momentum, T(0), g.data(), u.data(), v.data()},
-                           r, step.data()});
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), first, g.size(),
+                       thrust_impl::step_accumulate_op<T>{thrust_impl::momentum_accumulate_op<T>{
+                                                              p.kind, p.momentum, T(0), g.data(), u.data(), v.data()},
+                                                          r, step.data()});
     const thrust_impl::selection_sink<T> sink{&r->selection, &r->status, &r->kept};
     workspace_carver carver(span<std::byte>(workspace.data(), workspace.size()));
     result<void> issued;
     if (p.exact) {
-      const auto s = thrust_impl::issue_exact_topk<T, System>(v.data(), v.size(), p.k, idx.data(), carver, gate);
-      if (s) thrust_impl::run_once<System>(thrust_impl::publish_exact<T>{*s, sink, p.k});
+      const auto s =
+          thrust_impl::issue_exact_topk<T, System>(on.stream, v.data(), v.size(), p.k, idx.data(), carver, gate);
+      if (s) thrust_impl::run_once<System>(on.stream, thrust_impl::publish_exact<T>{*s, sink, p.k});
       else issued = fail(s.error());
     } else {
-      issued = thrust_impl::issue_sampled_threshold<T, System>(v.data(), v.size(), p.k, cfg, p.seed, idx.data(), carver,
-                                                               sink, gate);
+      issued = thrust_impl::issue_sampled_threshold<T, System>(on.stream, v.data(), v.size(), p.k, cfg, p.seed,
+                                                               idx.data(), carver, sink, gate);
     }
-    if (!issued) thrust_impl::run_once<System>(thrust_impl::fail_tensor<T>{r, step.data(), issued.error()});
-    thrust::for_each_n(thrust_impl::exec<System>(), first, p.k,
+    if (!issued) thrust_impl::run_once<System>(on.stream, thrust_impl::fail_tensor<T>{r, step.data(), issued.error()});
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), first, p.k,
                        thrust_impl::step_gather_op<T>{
                            thrust_impl::gather_and_zero_op<T>{v.data(), idx.data(), values.data(),
                                                               p.masking ? u.data() : nullptr},
                            r, step.data()});
   }
   template <class T>
-  static void dgc_commit(const backend&, view<dgc_tensor_record<T>> records, view<dgc_step_record> step) {
-    thrust_impl::run_once<System>(thrust_impl::commit_step_op<T>{records.data(), records.size(), step.data()});
+  static void dgc_commit(const backend& on, view<dgc_tensor_record<T>> records, view<dgc_step_record> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::commit_step_op<T>{records.data(), records.size(), step.data()});
   }
 
   // --- The aggregator's kernels -------------------------------------------------------------
   template <class T>
-  static void fill_zero(const backend&, view<T> x) {
-    thrust::fill_n(thrust_impl::exec<System>(), x.data(), x.size(), T(0));
+  static void fill_zero(const backend& on, view<T> x) {
+    thrust::fill_n(thrust_impl::exec<System>(on.stream), x.data(), x.size(), T(0));
   }
   // acc += values
   template <class T>
-  static void add(const backend&, view<const T> values, view<T> acc) {
-    thrust::transform(thrust_impl::exec<System>(), acc.data(), acc.data() + acc.size(), values.data(), acc.data(),
-                      thrust_impl::plus_op<T>{});
+  static void add(const backend& on, view<const T> values, view<T> acc) {
+    thrust::transform(thrust_impl::exec<System>(on.stream), acc.data(), acc.data() + acc.size(), values.data(),
+                      acc.data(), thrust_impl::plus_op<T>{});
   }
   // acc[idx[j]] += values[j]; the positions are distinct, so the updates are independent.
   template <class T>
-  static void scatter_add(const backend&, view<const std::uint32_t> idx, view<const T> values, view<T> acc) {
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), idx.size(),
+  static void scatter_add(const backend& on, view<const std::uint32_t> idx, view<const T> values, view<T> acc) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), idx.size(),
                        thrust_impl::scatter_add_op<T>{idx.data(), values.data(), acc.data()});
   }
   // x *= c
   template <class T>
-  static void scale(const backend&, T c, view<T> x) {
-    thrust::transform(thrust_impl::exec<System>(), x.data(), x.data() + x.size(), x.data(), thrust_impl::scale_op<T>{c});
+  static void scale(const backend& on, T c, view<T> x) {
+    thrust::transform(thrust_impl::exec<System>(on.stream), x.data(), x.data() + x.size(), x.data(),
+                      thrust_impl::scale_op<T>{c});
   }
   template <class T>
-  static void momentum_apply(const backend&, momentum_kind kind, T m, view<T> u, view<T> a) {
+  static void momentum_apply(const backend& on, momentum_kind kind, T m, view<T> u, view<T> a) {
     if (kind == momentum_kind::none) return;
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), a.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), a.size(),
                        thrust_impl::momentum_apply_op<T>{kind, m, u.data(), a.data()});
   }
   // The largest magnitude of `values`, NaN where one is not finite. Waits (returns to the host).
   template <class T>
-  static double largest_magnitude(const backend&, view<const T> values) {
-    return thrust_impl::value_of_largest_key<T>(thrust_impl::largest_key<T, System>(values.data(), values.size()));
+  static double largest_magnitude(const backend& on, view<const T> values) {
+    return thrust_impl::value_of_largest_key<T>(
+        thrust_impl::largest_key<T, System>(on.stream, values.data(), values.size()));
   }
   // The largest magnitude the add of `values` (at `idx`, or densely where idx is empty) would
   // leave in acc, NaN where a sum would not be finite; writes nothing. Waits.
   template <class T>
-  static double largest_magnitude_of_sum(const backend&, view<const T> acc, view<const std::uint32_t> idx,
+  static double largest_magnitude_of_sum(const backend& on, view<const T> acc, view<const std::uint32_t> idx,
                                          view<const T> values) {
-    const key_t<T> key = thrust::transform_reduce(
-        thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(values.size()),
+    const thrust::counting_iterator<std::size_t> first(0);
+    const key_t<T> key = thrust_impl::returned(thrust::transform_reduce(
+        thrust_impl::exec<System>(on.stream), first, first + static_cast<std::ptrdiff_t>(values.size()),
         thrust_impl::sum_key_op<T>{acc.data(), idx.empty() ? nullptr : idx.data(), values.data()}, key_t<T>(0),
-        thrust_impl::key_max<key_t<T>>{});
+        thrust_impl::key_max<key_t<T>>{}));
     return thrust_impl::value_of_largest_key<T>(key);
   }
   // What momentum_apply (after scaling by `inv` where `scaled`) would leave; writes nothing.
   // Waits.
   template <class T>
-  static state_magnitudes momentum_apply_magnitudes(const backend&, momentum_kind kind, T m, T inv, bool scaled,
+  static state_magnitudes momentum_apply_magnitudes(const backend& on, momentum_kind kind, T m, T inv, bool scaled,
                                                     view<const T> u, view<const T> a) {
-    const auto keys = thrust::transform_reduce(
-        thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(a.size()),
+    const thrust::counting_iterator<std::size_t> first(0);
+    const auto keys = thrust_impl::returned(thrust::transform_reduce(
+        thrust_impl::exec<System>(on.stream), first, first + static_cast<std::ptrdiff_t>(a.size()),
         thrust_impl::momentum_apply_keys_op<T>{kind, m, inv, scaled, u.data(), a.data()},
-        thrust_impl::key_pair<key_t<T>>{0, 0}, thrust_impl::key_pair_max<key_t<T>>{});
+        thrust_impl::key_pair<key_t<T>>{0, 0}, thrust_impl::key_pair_max<key_t<T>>{}));
     return thrust_impl::magnitudes_of<T>(keys);
   }
   // --- The building blocks of the public API (select/threshold.hpp, dgc/momentum.hpp,
   // dgc/residual_accumulator.hpp, dgc/clipping.hpp), bitwise the CPU backend's ------------------
   // cpu::threshold_scan and the CPU backend's verdicts (thrust/threshold.hpp). Waits.
   template <class T>
-  static result<std::size_t> threshold_select(const backend&, view<const T> values, key_t<T> key,
+  static result<std::size_t> threshold_select(const backend& on, view<const T> values, key_t<T> key,
                                               view<std::uint32_t> out, std::size_t* total) {
-    return thrust_impl::threshold_select<T, System>(values.data(), values.size(), key, out.data(), out.size(), total);
+    return thrust_impl::threshold_select<T, System>(on.stream, values.data(), values.size(), key, out.data(),
+                                                    out.size(), total);
   }
   // The L2 norm in the CPU's order (thrust/dgc_kernels.hpp). Waits.
   template <class T>
-  static cpu::norm_result l2_norm(const backend&, view<const T> g) {
-    return thrust_impl::l2_norm<T, System>(g.data(), g.size());
+  static cpu::norm_result l2_norm(const backend& on, view<const T> g) {
+    return thrust_impl::l2_norm<T, System>(on.stream, g.data(), g.size());
   }
   // v += momentum-corrected c * g, u updated (u empty for momentum_kind::none).
   template <class T>
-  static void momentum_accumulate(const backend&, momentum_kind kind, T m, T c, view<const T> g, view<T> u,
+  static void momentum_accumulate(const backend& on, momentum_kind kind, T m, T c, view<const T> g, view<T> u,
                                   view<T> v) {
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), g.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
                        thrust_impl::momentum_accumulate_op<T>{kind, m, c, g.data(), u.data(), v.data()});
   }
   // values[j] = v[idx[j]], then v[idx[j]] = 0; the positions are distinct.
   template <class T>
-  static void gather_and_zero(const backend&, view<T> v, view<const std::uint32_t> idx, view<T> values) {
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), idx.size(),
+  static void gather_and_zero(const backend& on, view<T> v, view<const std::uint32_t> idx, view<T> values) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), idx.size(),
                        thrust_impl::gather_and_zero_op<T>{v.data(), idx.data(), values.data(), nullptr});
   }
   // u[idx[j]] = 0.
   template <class T>
-  static void zero_at(const backend&, view<T> u, view<const std::uint32_t> idx) {
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), idx.size(),
+  static void zero_at(const backend& on, view<T> u, view<const std::uint32_t> idx) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), idx.size(),
                        thrust_impl::zero_at_op<T>{u.data(), idx.data()});
   }
   // Whether every position is below n. Waits.
-  static bool all_below(const backend&, view<const std::uint32_t> idx, std::size_t n) {
+  static bool all_below(const backend& on, view<const std::uint32_t> idx, std::size_t n) {
     const thrust::counting_iterator<std::size_t> first(0);
     const auto last = first + static_cast<std::ptrdiff_t>(idx.size());
-    return !thrust::transform_reduce(thrust_impl::exec<System>(), first, last,
-                                     thrust_impl::at_or_above_op{idx.data(), n}, false, thrust_impl::or_op{});
+    return !thrust_impl::returned(thrust::transform_reduce(thrust_impl::exec<System>(on.stream), first, last,
+                                                           thrust_impl::at_or_above_op{idx.data(), n}, false,
+                                                           thrust_impl::or_op{}));
   }
 
   // errc::ok when every position is below n and above the one before it; else
   // errc::index_out_of_range (checked first) or errc::indices_not_increasing. Waits.
-  static errc check_positions(const backend& b, view<const std::uint32_t> idx, std::size_t n) {
+  static errc check_positions(const backend& on, view<const std::uint32_t> idx, std::size_t n) {
     const std::size_t k = idx.size();
     if (k == 0) return errc::ok;
     const thrust::counting_iterator<std::size_t> first(0);
-    if (!all_below(b, idx, n)) return errc::index_out_of_range;
-    if (thrust::transform_reduce(thrust_impl::exec<System>(), first, first + static_cast<std::ptrdiff_t>(k - 1),
-                                 thrust_impl::not_increasing_op{idx.data()}, false, thrust_impl::or_op{}))
+    if (!all_below(on, idx, n)) return errc::index_out_of_range;
+    if (thrust_impl::returned(thrust::transform_reduce(thrust_impl::exec<System>(on.stream), first,
+                                                       first + static_cast<std::ptrdiff_t>(k - 1),
+                                                       thrust_impl::not_increasing_op{idx.data()}, false,
+                                                       thrust_impl::or_op{})))
       return errc::indices_not_increasing;
     return errc::ok;
   }

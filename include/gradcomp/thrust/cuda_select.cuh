@@ -4,7 +4,7 @@
 // handful of launches instead of a Thrust call and a temporary allocation per pass. A closed gate
 // (the step's verdict) makes every kernel return at once.
 //
-// The sample-guided plan (cpu::plan_topk), in launch order on the default stream:
+// The sample-guided plan (cpu::plan_topk), in launch order on the backend's stream:
 // - sample_cut        <<<1, 1024>>>  the cut: the sample's rank-th largest key, resolved to every
 //                     bit by a radix select inside one block (the sample's keys gathered into the
 //                     workspace, the histogram in shared memory). Also initialises the state.
@@ -56,8 +56,6 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime_api.h>
-#include <thrust/system/cuda/error.h>
-#include <thrust/system_error.h>
 
 #include "../cpu/select_kernels.hpp"
 #include "../detail/magnitude.hpp"
@@ -86,10 +84,7 @@ constexpr std::size_t flag_block = std::size_t(block_threads) * warp_lanes;  // 
 static_assert(tile == 2 * equal_block, "two counts per tile fit the per-block counts of thrust/select.hpp");
 static_assert(radix_bins % block_threads == 0 && radix_bins % decide_threads == 0, "whole bins per thread");
 
-inline void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw thrust::system_error(e, thrust::cuda_category(), what);
-}
-inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+inline void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
 
 // Blocks of radix_pass for `count` keys (at least one).
 __host__ __device__ inline unsigned histogram_grid(std::size_t count) {
@@ -550,53 +545,54 @@ __global__ void __launch_bounds__(block_threads) write_classes(Classes c, const 
 // The radix select of k keys of `src` (at most `most` of them: the grids are sized for that many)
 // and its output into `out`; radix_init's `reset_plan` as documented there; a closed gate skips it.
 template <class T, class Source>
-void select_on_device(const Source& src, std::size_t most, std::size_t k, std::uint32_t* out,
+void select_on_device(stream_t stream, const Source& src, std::size_t most, std::size_t k, std::uint32_t* out,
                       radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, bool reset_plan,
                       const std::int32_t* gate) {
   constexpr int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
-  radix_init<T><<<1, decide_threads>>>(state, k, reset_plan, hist, gate);
-  for (int d = 0; d < digits; ++d) radix_pass<T, Source><<<histogram_grid(most), block_threads>>>(state, src, hist);
+  radix_init<T><<<1, decide_threads, 0, stream>>>(state, k, reset_plan, hist, gate);
+  for (int d = 0; d < digits; ++d)
+    radix_pass<T, Source><<<histogram_grid(most), block_threads, 0, stream>>>(state, src, hist);
   const emit_classes<T, Source> c{state, src, out};
   const std::size_t tiles = tiles_of(most);
   const auto tile_grid = static_cast<unsigned>(tiles < tile_blocks ? tiles : tile_blocks);
-  count_classes<<<tile_grid, block_threads>>>(c, pairs);
-  scan_classes<<<1, decide_threads>>>(c, pairs);
-  write_classes<<<tile_grid, block_threads>>>(c, pairs);
+  count_classes<<<tile_grid, block_threads, 0, stream>>>(c, pairs);
+  scan_classes<<<1, decide_threads, 0, stream>>>(c, pairs);
+  write_classes<<<tile_grid, block_threads, 0, stream>>>(c, pairs);
   check_launch("gradcomp: the exact top-k's kernels");
 }
 
 }  // namespace cuda_kernels
 
 template <class T, class Source>
-void execution<thrust::system::cuda::tag>::issue_radix_select(const Source& src, std::size_t most, std::size_t k,
-                                                              std::uint32_t* out, radix_state<key_t<T>>* state,
-                                                              std::uint32_t* hist, std::uint32_t* block_counts,
-                                                              const std::int32_t* gate) {
-  cuda_kernels::select_on_device<T>(src, most, k, out, state, hist, block_counts, true, gate);
+void execution<thrust::system::cuda::tag>::issue_radix_select(stream_t stream, const Source& src, std::size_t most,
+                                                              std::size_t k, std::uint32_t* out,
+                                                              radix_state<key_t<T>>* state, std::uint32_t* hist,
+                                                              std::uint32_t* block_counts, const std::int32_t* gate) {
+  cuda_kernels::select_on_device<T>(stream, src, most, k, out, state, hist, block_counts, true, gate);
 }
 
 template <class T>
-void execution<thrust::system::cuda::tag>::issue_sample_guided(const T* values, std::size_t n, std::size_t k,
-                                                               const cpu::topk_plan& plan, std::uint32_t* out,
-                                                               radix_state<key_t<T>>* state, std::uint32_t* hist,
-                                                               std::uint32_t* block_counts, key_t<T>* keys,
-                                                               std::uint32_t* idx, std::uint32_t* bitmap,
-                                                               const std::int32_t* gate) {
+void execution<thrust::system::cuda::tag>::issue_sample_guided(stream_t stream, const T* values, std::size_t n,
+                                                               std::size_t k, const cpu::topk_plan& plan,
+                                                               std::uint32_t* out, radix_state<key_t<T>>* state,
+                                                               std::uint32_t* hist, std::uint32_t* block_counts,
+                                                               key_t<T>* keys, std::uint32_t* idx,
+                                                               std::uint32_t* bitmap, const std::int32_t* gate) {
   using namespace cuda_kernels;
   // The cut: the sample's rank-th largest key.
   const std::size_t samples = (n - plan.stride / 2 + plan.stride - 1) / plan.stride;
-  sample_cut<T><<<1, decide_threads>>>(state, values, plan.stride, samples, keys, plan.rank, gate);
+  sample_cut<T><<<1, decide_threads, 0, stream>>>(state, values, plan.stride, samples, keys, plan.rank, gate);
   check_launch("gradcomp: the exact top-k's sample");
   // The keys at or above it: a bitmap in one pass; then, where the plan uses them, their keys and
   // indices.
   const auto blocks = static_cast<unsigned>(flag_blocks(n));
-  flag_candidates<T><<<blocks, block_threads>>>(values, n, state, bitmap, block_counts);
-  scan_candidates<T><<<1, decide_threads>>>(state, block_counts, blocks, k, plan.candidate_cap);
-  write_candidates<T><<<blocks, block_threads>>>(values, n, state, bitmap, block_counts, keys, idx);
+  flag_candidates<T><<<blocks, block_threads, 0, stream>>>(values, n, state, bitmap, block_counts);
+  scan_candidates<T><<<1, decide_threads, 0, stream>>>(state, block_counts, blocks, k, plan.candidate_cap);
+  write_candidates<T><<<blocks, block_threads, 0, stream>>>(values, n, state, bitmap, block_counts, keys, idx);
   check_launch("gradcomp: the exact top-k's candidates");
   // The radix select over the candidates, or over the whole input (skipped with the cut).
   const chosen_source<T> chosen{values, keys, idx, n, state};
-  select_on_device<T>(chosen, n, k, out, state, hist, block_counts, false, gate);
+  select_on_device<T>(stream, chosen, n, k, out, state, hist, block_counts, false, gate);
 }
 
 }  // namespace thrust_impl

@@ -141,8 +141,8 @@ struct key_max {
 
 // The largest magnitude key of g[0, n). Waits.
 template <class T, class System>
-key_t<T> largest_key(const T* g, std::size_t n) {
-  return returned(thrust::transform_reduce(exec<System>(), g, g + n, magnitude_key_of<T>{}, key_t<T>(0),
+key_t<T> largest_key(stream_t stream, const T* g, std::size_t n) {
+  return returned(thrust::transform_reduce(exec<System>(stream), g, g + n, magnitude_key_of<T>{}, key_t<T>(0),
                                            key_max<key_t<T>>{}));
 }
 
@@ -180,7 +180,9 @@ template <class T>
 struct key_if_overflowed {
   const T* g;
   const double* sum;
-  GRADCOMP_HD key_t<T> operator()(std::size_t i) const { return *sum - *sum == 0.0 ? key_t<T>(0) : magnitude_key(g[i]); }
+  GRADCOMP_HD key_t<T> operator()(std::size_t i) const {
+    return *sum - *sum == 0.0 ? key_t<T>(0) : magnitude_key(g[i]);
+  }
 };
 
 // One thread, where the plain sum was not finite: a finite input's scaled sum of squares in the
@@ -220,24 +222,24 @@ struct norm_scratch {
 // 32 lanes' partial sums, their tree on one thread and, for double, the scaled fallback (a
 // reduction that reads g only where the plain sum overflowed).
 template <class T, class System>
-void issue_l2_norm(const T* g, std::size_t n, norm_scratch<T>* w) {
-  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
+void issue_l2_norm(stream_t stream, const T* g, std::size_t n, norm_scratch<T>* w) {
+  thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
                      norm_lane_op<T>{g, n, w->part});
-  run_once<System>(norm_combine{w->part, &w->result});
+  run_once<System>(stream, norm_combine{w->part, &w->result});
   if constexpr (squares_may_overflow<T>) {
     const auto keys = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
                                                       key_if_overflowed<T>{g, w->part});
-    execution<System>::reduce_into(keys, n, key_t<T>(0), key_max<key_t<T>>{}, &w->largest);
-    run_once<System>(norm_fallback<T>{g, n, w->part, &w->largest, &w->result});
+    execution<System>::reduce_into(stream, keys, n, key_t<T>(0), key_max<key_t<T>>{}, &w->largest);
+    run_once<System>(stream, norm_fallback<T>{g, n, w->part, &w->largest, &w->result});
   }
 }
 
 // cpu::l2_norm with the CPU's order. Waits (one copy).
 template <class T, class System>
-cpu::norm_result l2_norm(const T* g, std::size_t n) {
-  scratch<norm_scratch<T>, System> w(1);
-  issue_l2_norm<T, System>(g, n, w.data());
-  return read_value<System>(&w.data()->result);
+cpu::norm_result l2_norm(stream_t stream, const T* g, std::size_t n) {
+  scratch<norm_scratch<T>, System> w(stream, 1);
+  issue_l2_norm<T, System>(stream, g, n, w.data());
+  return read_value<System>(stream, &w.data()->result);
 }
 
 // The magnitude keys one accumulation would leave at i, writing nothing; zero keys where the
@@ -258,12 +260,13 @@ struct marked_accumulated_keys {
 // cpu::accumulated_magnitudes: what one accumulation would leave in u and v, writing nothing.
 // Waits.
 template <class T, class System>
-state_magnitudes accumulated_magnitudes(momentum_kind kind, T m, T c, const T* g, const T* u, const T* v,
-                                        std::size_t n) {
+state_magnitudes accumulated_magnitudes(stream_t stream, momentum_kind kind, T m, T c, const T* g, const T* u,
+                                        const T* v, std::size_t n) {
   using key_type = key_t<T>;
-  const auto keys = returned(thrust::transform_reduce(
-      thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n),
-      accumulated_keys_op<T>{kind, m, c, g, u, v}, key_pair<key_type>{0, 0}, key_pair_max<key_type>{}));
+  const auto keys = returned(
+      thrust::transform_reduce(thrust_impl::exec<System>(stream), thrust::counting_iterator<std::size_t>(0),
+                               thrust::counting_iterator<std::size_t>(n), accumulated_keys_op<T>{kind, m, c, g, u, v},
+                               key_pair<key_type>{0, 0}, key_pair_max<key_type>{}));
   return magnitudes_of<T>(keys);
 }
 

@@ -139,24 +139,24 @@ struct ef_sign_ops<thrust_backend<System>> {
   using view = span<T, thrust_space<System>>;
 
   template <class T>
-  static void measure(const backend&, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
+  static void measure(const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
                       std::size_t t) {
     constexpr std::size_t lanes = cpu::ef_sign_lanes;
-    thrust_impl::scratch<double, System> sums(lanes);
-    thrust_impl::scratch<key_t<T>, System> tops(2 * lanes);  // of g, then of p
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), lanes,
+    thrust_impl::scratch<double, System> sums(on.stream, lanes);
+    thrust_impl::scratch<key_t<T>, System> tops(on.stream, 2 * lanes);  // of g, then of p
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), lanes,
                        thrust_impl::ef_sign_lane_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), g.size(),
                                                        sums.data(), tops.data(), tops.data() + lanes});
-    thrust_impl::run_once<System>(
+    thrust_impl::run_once<System>(on.stream, 
         thrust_impl::ef_sign_measure_op<T>{sums.data(), tops.data(), tops.data() + lanes, records.data() + t});
   }
-  static void plan(const backend&, view<ef_sign_record> records, view<ef_sign_step_record> step) {
-    thrust_impl::run_once<System>(thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
+  static void plan(const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step) {
+    thrust_impl::run_once<System>(on.stream, thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
   }
   template <class T>
-  static void apply(const backend&, T lr, view<const T> g, view<T> e, view<T> values,
+  static void apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
                     view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step) {
-    thrust::for_each_n(thrust_impl::exec<System>(), thrust::counting_iterator<std::size_t>(0), g.size(),
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
                        thrust_impl::ef_sign_step_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), values.data(),
                                                        records.data() + t, step.data()});
   }

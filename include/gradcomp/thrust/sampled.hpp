@@ -303,7 +303,8 @@ std::size_t sampled_fixed_bytes(const sampled_threshold_config& cfg, const cpu::
   const auto rounds = static_cast<std::size_t>(cfg.max_rounds);
   std::size_t bytes = workspace_slot_bytes<sampled_device_state>(1) + workspace_slot_bytes<key_t<T>>(rounds) +
                       workspace_slot_bytes<std::uint32_t>(rounds);
-  if (cfg.sampling == sampling_mode::uniform) bytes += workspace_slot_bytes<std::uint32_t>(p.max_samples + uniform_slack);
+  if (cfg.sampling == sampling_mode::uniform)
+    bytes += workspace_slot_bytes<std::uint32_t>(p.max_samples + uniform_slack);
   return bytes;
 }
 
@@ -326,11 +327,11 @@ std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cf
 // sampled_threshold_workspace_bytes<T, System>(cfg, n, k) counts, less the outcome. Nothing waits;
 // where the gate is closed, nothing runs. Fails on the host only for a workspace too small.
 template <class T, class System>
-result<void> issue_sampled_threshold(const T* values, std::size_t n, std::size_t k,
+result<void> issue_sampled_threshold(stream_t stream, const T* values, std::size_t n, std::size_t k,
                                      const sampled_threshold_config& cfg, std::uint64_t seed, std::uint32_t* out,
                                      workspace_carver carver, selection_sink<T> sink, const std::int32_t* gate) {
   using key_type = key_t<T>;
-  const auto sys = exec<System>();
+  const auto sys = exec<System>(stream);
   const thrust::counting_iterator<std::size_t> first(0);
   const cpu::sample_plan plan = cpu::plan_sampling(cfg, n, k);
   if (plan.exact) {  // the plain radix select over the whole input (the CPU's path)
@@ -339,12 +340,12 @@ result<void> issue_sampled_threshold(const T* values, std::size_t n, std::size_t
     auto* block_counts = carver.take<std::uint32_t>(block_count_entries(n));
     if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
     if (k == 0) {
-      run_once<System>(radix_empty<T>{state, gate});
+      run_once<System>(stream, radix_empty<T>{state, gate});
     } else {
       const fixed_source<key_of_values<T>, index_of_position> all{key_of_values<T>{values}, index_of_position{}, n};
-      issue_radix_select<T, System>(all, n, k, out, state, hist, block_counts, gate);
+      issue_radix_select<T, System>(stream, all, n, k, out, state, hist, block_counts, gate);
     }
-    run_once<System>(publish_exact<T>{state, sink, k});
+    run_once<System>(stream, publish_exact<T>{state, sink, k});
     return {};
   }
   const int rounds = cfg.max_rounds;
@@ -374,39 +375,39 @@ result<void> issue_sampled_threshold(const T* values, std::size_t n, std::size_t
   } else {
     s = plan.max_samples;
     const uniform_draw draw{seed, n};
-    execution<System>::select_into(thrust::make_transform_iterator(first, draw), s + uniform_slack,
+    execution<System>::select_into(stream, thrust::make_transform_iterator(first, draw), s + uniform_slack,
                                    uniform_accepted{draw}, positions, &st->accepted);
-    run_once<System>(uniform_fallback{seed, n, s, &st->accepted, positions});
+    run_once<System>(stream, uniform_fallback{seed, n, s, &st->accepted, positions});
     thrust::transform(sys, positions, positions + s, keys, candidate_key<T>{values});
   }
   if (s == 0) return fail(errc::invalid_argument);  // not reached: the plan samples at least once
 
   // 2. The thresholds of every round, from the sample's rank-th largest key.
   thrust::sort(sys, keys, keys + s, thrust::greater<key_type>());
-  run_once<System>(sampled_start<T>{st, keys + (cpu::sample_rank(s, k, n) - 1), thresholds, levels, rounds,
+  run_once<System>(stream, sampled_start<T>{st, keys + (cpu::sample_rank(s, k, n) - 1), thresholds, levels, rounds,
                                     cfg.threshold_decay, gate});
 
   // 3. The rounds' counts in one pass, and the CPU's decision.
   thrust::for_each_n(sys, first, n, round_of_element<T>{values, thresholds, rounds, levels, st});
-  run_once<System>(sampled_decide<T>{st, thresholds, levels, rounds, k, plan.candidate_cap, plan.upper,
+  run_once<System>(stream, sampled_decide<T>{st, thresholds, levels, rounds, k, plan.candidate_cap, plan.upper,
                                      cfg.lower_bound, cfg.truncation == truncation_mode::index_order, sink});
 
   // 4. Far more than the candidates' capacity: the exact top-k of the whole input (which reuses
   // the bytes of the candidates; the other paths run after it has published).
-  const auto exact = issue_exact_topk<T, System>(values, n, k, out, exact_part, &st->exact_all_gate);
+  const auto exact = issue_exact_topk<T, System>(stream, values, n, k, out, exact_part, &st->exact_all_gate);
   if (!exact) return fail(exact.error());
-  run_once<System>(publish_exact<T>{*exact, sink, k, s, &st->rounds});
+  run_once<System>(stream, publish_exact<T>{*exact, sink, k, s, &st->rounds});
 
   // 5. The candidates at the chosen threshold: their exact top-k, the first k, or all.
-  execution<System>::select_into(thrust::make_transform_iterator(first, index_of_position{}), n,
+  execution<System>::select_into(stream, thrust::make_transform_iterator(first, index_of_position{}), n,
                                  sampled_candidate<T>{values, st}, candidates, &st->compacted);
   thrust::for_each_n(sys, first, plan.candidate_cap, sampled_candidate_keys<T>{values, candidates, keys, st});
   const counted_source<key_type> counted{keys, candidates, &st->count};
-  issue_radix_select<T, System>(counted, plan.candidate_cap, k, out, cstate, chist, cblocks,
+  issue_radix_select<T, System>(stream, counted, plan.candidate_cap, k, out, cstate, chist, cblocks,
                                 &st->exact_candidates_gate);
-  run_once<System>(publish_exact<T>{cstate, sink, k, s, &st->rounds});
+  run_once<System>(stream, publish_exact<T>{cstate, sink, k, s, &st->rounds});
   thrust::for_each_n(sys, first, k, sampled_take{candidates, out, st, k});
-  run_once<System>(publish_sampled<T>{st, sink, k, s});
+  run_once<System>(stream, publish_sampled<T>{st, sink, k, s});
   return {};
 }
 
@@ -414,7 +415,7 @@ result<void> issue_sampled_threshold(const T* values, std::size_t n, std::size_t
 // `out` (k entries), `workspace` at least sampled_threshold_workspace_bytes<T, System>(cfg, n, k)
 // bytes. The host waits for the outcome (one copy).
 template <class T, class System>
-result<selection_result<T>> sampled_threshold_select(const T* values, std::size_t n, std::size_t k,
+result<selection_result<T>> sampled_threshold_select(stream_t stream, const T* values, std::size_t n, std::size_t k,
                                                      const sampled_threshold_config& cfg, std::uint64_t seed,
                                                      std::uint32_t* out, std::byte* workspace,
                                                      std::size_t workspace_bytes) {
@@ -422,13 +423,13 @@ result<selection_result<T>> sampled_threshold_select(const T* values, std::size_
   auto* res = carver.take<selection_result<T>>(1);
   auto* status = carver.take<std::int32_t>(1);
   if (res == nullptr || status == nullptr) return fail(errc::workspace_too_small);
-  thrust::fill_n(exec<System>(), status, 1, std::int32_t(0));
-  const auto issued = issue_sampled_threshold<T, System>(values, n, k, cfg, seed, out, carver,
+  thrust::fill_n(exec<System>(stream), status, 1, std::int32_t(0));
+  const auto issued = issue_sampled_threshold<T, System>(stream, values, n, k, cfg, seed, out, carver,
                                                          selection_sink<T>{res, status, nullptr}, nullptr);
   if (!issued) return fail(issued.error());
-  const std::int32_t e = read_value<System>(status);
+  const std::int32_t e = read_value<System>(stream, status);
   if (e != 0) return fail(static_cast<errc>(e));
-  return read_value<System>(res);
+  return read_value<System>(stream, res);
 }
 
 }  // namespace thrust_impl

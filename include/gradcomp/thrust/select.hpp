@@ -457,28 +457,28 @@ std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k) {
 // `out` (ascending index order); the outcome (NaN verdict, k-th key, count) stays in *state.
 // Nothing waits.
 template <class T, class System, class Source>
-void issue_radix_select(const Source& src, std::size_t most, std::size_t k, std::uint32_t* out,
+void issue_radix_select(stream_t stream, const Source& src, std::size_t most, std::size_t k, std::uint32_t* out,
                         radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* block_counts,
                         const std::int32_t* gate) {
   if constexpr (execution<System>::hand_kernels) {
-    execution<System>::template issue_radix_select<T>(src, most, k, out, state, hist, block_counts, gate);
+    execution<System>::template issue_radix_select<T>(stream, src, most, k, out, state, hist, block_counts, gate);
   } else {
-    const auto sys = exec<System>();
+    const auto sys = exec<System>(stream);
     const thrust::counting_iterator<std::size_t> first(0);
     std::uint32_t* nan = hist + nan_flag_entry;
-    run_once<System>(radix_start<T>{state, k, 0u, gate});
+    run_once<System>(stream, radix_start<T>{state, k, 0u, gate});
     thrust::fill_n(sys, nan, 1, 0u);
     const int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
     for (int d = 0; d < digits; ++d) {
       thrust::fill_n(sys, hist, radix_bins, 0u);
       thrust::for_each_n(sys, first, most, radix_histogram<T, Source>{state, src, hist, nan});
-      run_once<System>(radix_decide<T>{state, hist, nan});
+      run_once<System>(stream, radix_decide<T>{state, hist, nan});
     }
     const std::size_t blocks = (most + equal_block - 1) / equal_block;
     thrust::for_each_n(sys, first, blocks, count_equal_in_block<T, Source>{state, src, block_counts});
     thrust::inclusive_scan(sys, block_counts, block_counts + blocks, block_counts);
-    run_once<System>(find_equal_limit<T, Source>{state, src, block_counts, blocks});
-    execution<System>::select_into(thrust::make_transform_iterator(first, source_index<Source>{src}), most,
+    run_once<System>(stream, find_equal_limit<T, Source>{state, src, block_counts, blocks});
+    execution<System>::select_into(stream, thrust::make_transform_iterator(first, source_index<Source>{src}), most,
                                    selected<T, Source>{state, src}, out, &state->count);
   }
 }
@@ -487,21 +487,22 @@ void issue_radix_select(const Source& src, std::size_t most, std::size_t k, std:
 // outcome in the returned radix state (carved from `carver`), read by the host or published on
 // the device. Nothing waits; where the gate is closed, nothing is selected (state->skipped).
 template <class T, class System>
-result<radix_state<key_t<T>>*> issue_exact_topk(const T* values, std::size_t n, std::size_t k, std::uint32_t* out,
-                                                workspace_carver& carver, const std::int32_t* gate) {
+result<radix_state<key_t<T>>*> issue_exact_topk(stream_t stream, const T* values, std::size_t n, std::size_t k,
+                                                std::uint32_t* out, workspace_carver& carver,
+                                                const std::int32_t* gate) {
   using key_type = key_t<T>;
   auto* state = carver.take<radix_state<key_type>>(1);
   auto* hist = carver.take<std::uint32_t>(hist_entries);
   auto* block_counts = carver.take<std::uint32_t>(block_count_entries(n));
   if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
   if (k == 0) {
-    run_once<System>(radix_empty<T>{state, gate});
+    run_once<System>(stream, radix_empty<T>{state, gate});
     return state;
   }
   const cpu::topk_plan plan = cpu::plan_topk(n, k);
   if (plan.radix_only) {
     const fixed_source<key_of_values<T>, index_of_position> all{key_of_values<T>{values}, index_of_position{}, n};
-    issue_radix_select<T, System>(all, n, k, out, state, hist, block_counts, gate);
+    issue_radix_select<T, System>(stream, all, n, k, out, state, hist, block_counts, gate);
     return state;
   }
   key_type* keys = carver.take<key_type>(plan.samples > plan.candidate_cap ? plan.samples : plan.candidate_cap);
@@ -510,27 +511,27 @@ result<radix_state<key_t<T>>*> issue_exact_topk(const T* values, std::size_t n, 
   if constexpr (execution<System>::hand_kernels) {
     std::uint32_t* bitmap = carver.take<std::uint32_t>(execution<System>::candidate_bitmap_words(n));
     if (bitmap == nullptr) return fail(errc::workspace_too_small);
-    execution<System>::template issue_sample_guided<T>(values, n, k, plan, out, state, hist, block_counts, keys, idx,
-                                                       bitmap, gate);
+    execution<System>::template issue_sample_guided<T>(stream, values, n, k, plan, out, state, hist, block_counts, keys,
+                                                       idx, bitmap, gate);
   } else {
     // The sample: positions stride/2, stride/2 + stride, ... below n; its rank-th largest key is
     // the cut.
-    const auto sys = exec<System>();
+    const auto sys = exec<System>(stream);
     const thrust::counting_iterator<std::size_t> first(0);
     const std::size_t samples = (n - plan.stride / 2 + plan.stride - 1) / plan.stride;
     thrust::transform(sys, first, first + static_cast<std::ptrdiff_t>(samples), keys,
                       sample_key<T>{values, plan.stride});
     thrust::sort(sys, keys, keys + samples, thrust::greater<key_type>());
-    run_once<System>(take_cut<T>{state, keys + (plan.rank - 1), gate});
+    run_once<System>(stream, take_cut<T>{state, keys + (plan.rank - 1), gate});
     // Counted before they are compacted: more than the capacity must not be written.
-    execution<System>::reduce_into(thrust::make_transform_iterator(first, at_or_above_cut<T>{values, state}), n,
+    execution<System>::reduce_into(stream, thrust::make_transform_iterator(first, at_or_above_cut<T>{values, state}), n,
                                    std::uint64_t(0), thrust::plus<std::uint64_t>(), &state->passing);
-    run_once<System>(choose_candidates<T>{state, k, plan.candidate_cap});
-    execution<System>::select_into(thrust::make_transform_iterator(first, index_of_position{}), n,
+    run_once<System>(stream, choose_candidates<T>{state, k, plan.candidate_cap});
+    execution<System>::select_into(stream, thrust::make_transform_iterator(first, index_of_position{}), n,
                                    is_candidate<T>{values, state}, idx, &state->count);
     thrust::for_each_n(sys, first, plan.candidate_cap, candidate_keys_op<T>{values, idx, keys, state});
     const chosen_source<T> chosen{values, keys, idx, n, state};
-    issue_radix_select<T, System>(chosen, n, k, out, state, hist, block_counts, gate);
+    issue_radix_select<T, System>(stream, chosen, n, k, out, state, hist, block_counts, gate);
   }
   return state;
 }
@@ -539,16 +540,16 @@ result<radix_state<key_t<T>>*> issue_exact_topk(const T* values, std::size_t n, 
 // into `out`, `workspace` at least exact_topk_workspace_bytes<T, System>(n, k) bytes. The host
 // waits for the outcome (one copy).
 template <class T, class System>
-result<std::size_t> exact_topk(const T* values, std::size_t n, std::size_t k, std::uint32_t* out,
+result<std::size_t> exact_topk(stream_t stream, const T* values, std::size_t n, std::size_t k, std::uint32_t* out,
                                std::byte* workspace, std::size_t workspace_bytes, T* threshold) {
   if (k == 0) {
     *threshold = std::numeric_limits<T>::infinity();
     return std::size_t(0);
   }
   workspace_carver carver(span<std::byte>(workspace, workspace_bytes));
-  const auto state = issue_exact_topk<T, System>(values, n, k, out, carver, nullptr);
+  const auto state = issue_exact_topk<T, System>(stream, values, n, k, out, carver, nullptr);
   if (!state) return fail(state.error());
-  const radix_state<key_t<T>> st = read_value<System>(*state);
+  const radix_state<key_t<T>> st = read_value<System>(stream, *state);
   if (st.nan != 0) return fail(errc::nan_input);
   *threshold = value_of_key<T>(static_cast<key_t<T>>(st.prefix));
   return static_cast<std::size_t>(st.count);

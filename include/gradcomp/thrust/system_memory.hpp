@@ -1,9 +1,9 @@
 // How the portable Thrust backend runs its algorithms on a system, and how it moves bytes between
 // the host and the system's memory, for every system of the backend: the host systems (C++,
 // OpenMP), whose memory the host can address, and the CUDA system, whose memory it cannot. Each
-// copy is a Thrust copy across systems (a plain copy on the host systems, a copy on the CUDA
-// system's default stream, after the kernels queued there) and is complete when it returns, so a
-// value the host reads this way is the value the system's last operation left.
+// copy (a plain copy on the host systems; on the CUDA system a copy on the call's stream, after
+// the kernels queued there) is complete when it returns, so a value the host reads this way is
+// the value the system's last operation left.
 #pragma once
 
 #include <atomic>
@@ -22,6 +22,20 @@
 #include "../config.hpp"
 #include "../span.hpp"
 
+// The CUDA runtime's stream type (cudaStream_t is CUstream_st*), declared here so that host code
+// names a stream without the CUDA headers.
+struct CUstream_st;
+
+namespace gradcomp {
+namespace detail {
+namespace thrust_impl {
+// The stream a call's work is issued on: the CUDA system's (null: the default stream); the host
+// systems ignore it.
+using stream_t = ::CUstream_st*;
+}  // namespace thrust_impl
+}  // namespace detail
+}  // namespace gradcomp
+
 #if defined(__CUDACC__)
 #include "cuda_execution.cuh"
 #endif
@@ -34,10 +48,6 @@ struct thrust_space;
 namespace detail {
 namespace thrust_impl {
 
-// The execution policy of the backend's algorithms on System, and how to wait for the work it
-// queued. The host systems run each algorithm to completion before it returns: the policy is
-// the system's tag and there is nothing to wait for. The CUDA system's (thrust/cuda_execution.cuh,
-// with nvcc) queues kernels on the default stream without waiting.
 // Allocation in System's memory (thrust::malloc); std::bad_alloc when it fails.
 template <class System>
 void* system_allocate(std::size_t bytes) {
@@ -64,54 +74,70 @@ struct store_op {
   GRADCOMP_HD void operator()(std::size_t) const { *to = value; }
 };
 
+// How the backend runs its algorithms on System: the execution policy for a stream, how to wait
+// for the work issued on it, scratch memory, results left in the system's memory, and copies
+// between the host and the system. The host systems run each algorithm to completion before it
+// returns: the policy is the system's tag, there is nothing to wait for, and the stream is
+// ignored. The CUDA system's (thrust/cuda_execution.cuh, with nvcc) queues kernels on the stream
+// without waiting.
 template <class System>
 struct execution {
   static constexpr bool hand_kernels = false;  // the CUDA system runs hand-written kernels where it has them
-  static System policy() noexcept { return System{}; }
-  static void wait() noexcept {}
+  static System policy(stream_t) noexcept { return System{}; }
+  static void wait(stream_t) noexcept {}
+  // Scratch bytes an operation uses and releases before it returns: System's own allocation
+  // here; in stream order on the CUDA system, where a plain cudaFree would wait for the whole
+  // device.
+  static void* allocate_scratch(stream_t, std::size_t bytes) { return system_allocate<System>(bytes); }
+  static void release_scratch(stream_t, void* p) noexcept { system_free<System>(p); }
   // *out = the reduction of first[0, n) by op from init, out in System's memory: on the device
   // systems without the host waiting; here the host systems' reduction and a store.
   template <class It, class V, class Op>
-  static void reduce_into(It first, std::size_t n, V init, Op op, V* out) {
-    const V v = thrust::reduce(policy(), first, first + static_cast<std::ptrdiff_t>(n), init, op);
-    thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), 1, store_op<V>{out, v});
+  static void reduce_into(stream_t stream, It first, std::size_t n, V init, Op op, V* out) {
+    const V v = thrust::reduce(policy(stream), first, first + static_cast<std::ptrdiff_t>(n), init, op);
+    thrust::for_each_n(policy(stream), thrust::counting_iterator<std::size_t>(0), 1, store_op<V>{out, v});
   }
   // values[i] for the positions i < n where keep(i), in order, into out; their number into *count
   // (System's memory), without the host waiting on the device systems.
   template <class Values, class Keep, class Out>
-  static void select_into(Values values, std::size_t n, Keep keep, Out out, std::uint64_t* count) {
+  static void select_into(stream_t stream, Values values, std::size_t n, Keep keep, Out out, std::uint64_t* count) {
     const thrust::counting_iterator<std::size_t> positions(0);
-    const Out end = thrust::copy_if(policy(), values, values + static_cast<std::ptrdiff_t>(n), positions, out, keep);
-    thrust::for_each_n(policy(), positions, 1, store_op<std::uint64_t>{count, static_cast<std::uint64_t>(end - out)});
+    const Out end =
+        thrust::copy_if(policy(stream), values, values + static_cast<std::ptrdiff_t>(n), positions, out, keep);
+    thrust::for_each_n(policy(stream), positions, 1,
+                       store_op<std::uint64_t>{count, static_cast<std::uint64_t>(end - out)});
   }
-  // Scratch bytes an operation uses and releases before it returns (a few partial results the
-  // host reads back): System's own allocation here; in stream order on the CUDA system, where a
-  // plain cudaFree would wait for the whole device.
-  static void* allocate_scratch(std::size_t bytes) { return system_allocate<System>(bytes); }
-  static void release_scratch(void* p) noexcept { system_free<System>(p); }
+  // bytes between the host and System's memory, complete when the call returns (after the work
+  // issued on the stream before it).
+  static void copy_to_host(stream_t, const void* from, void* to, std::size_t bytes) {
+    const thrust::pointer<const unsigned char, System> first(static_cast<const unsigned char*>(from));
+    thrust::copy_n(first, bytes, static_cast<unsigned char*>(to));
+  }
+  static void copy_to_system(stream_t, const void* from, void* to, std::size_t bytes) {
+    const thrust::pointer<unsigned char, System> out(static_cast<unsigned char*>(to));
+    thrust::copy_n(static_cast<const unsigned char*>(from), bytes, out);
+  }
 };
 
 template <class System>
-auto exec() {
-  return execution<System>::policy();
+auto exec(stream_t stream) {
+  return execution<System>::policy(stream);
 }
 
-// bytes from System's memory at `from` to host memory at `to`.
+// bytes from System's memory at `from` to host memory at `to`, after the work on `stream`.
 template <class System>
-void copy_bytes_to_host(const void* from, void* to, std::size_t bytes) {
+void copy_bytes_to_host(stream_t stream, const void* from, void* to, std::size_t bytes) {
   if (bytes == 0) return;
   note_host_transfer();
-  const thrust::pointer<const unsigned char, System> first(static_cast<const unsigned char*>(from));
-  thrust::copy_n(first, bytes, static_cast<unsigned char*>(to));
+  execution<System>::copy_to_host(stream, from, to, bytes);
 }
 
-// bytes from host memory at `from` to System's memory at `to`.
+// bytes from host memory at `from` to System's memory at `to`, in order on `stream`.
 template <class System>
-void copy_bytes_to_system(const void* from, void* to, std::size_t bytes) {
+void copy_bytes_to_system(stream_t stream, const void* from, void* to, std::size_t bytes) {
   if (bytes == 0) return;
   note_host_transfer();
-  const thrust::pointer<unsigned char, System> out(static_cast<unsigned char*>(to));
-  thrust::copy_n(static_cast<const unsigned char*>(from), bytes, out);
+  execution<System>::copy_to_system(stream, from, to, bytes);
 }
 
 // A value a Thrust call returned to the host (the host waited for it on a device system).
@@ -123,22 +149,16 @@ V returned(V v) noexcept {
 
 // Runs f(0) on one thread of the system: the step-level decisions taken where the data is.
 template <class System, class F>
-void run_once(F f) {
-  thrust::for_each_n(exec<System>(), thrust::counting_iterator<std::size_t>(0), 1, f);
+void run_once(stream_t stream, F f) {
+  thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), 1, f);
 }
 
-// The value at `p` in System's memory (T trivially copyable).
+// The value at `p` in System's memory (T trivially copyable), after the work on `stream`.
 template <class System, class T>
-T read_value(const T* p) {
+T read_value(stream_t stream, const T* p) {
   T v;
-  copy_bytes_to_host<System>(p, &v, sizeof(T));
+  copy_bytes_to_host<System>(stream, p, &v, sizeof(T));
   return v;
-}
-
-// Stores `v` at `p` in System's memory.
-template <class System, class T>
-void write_value(T* p, const T& v) {
-  copy_bytes_to_system<System>(&v, p, sizeof(T));
 }
 
 // Owning storage of n elements in System's memory, allocated with thrust::malloc; copies are
@@ -186,7 +206,7 @@ class system_buffer {
   void copy_bytes_from(const system_buffer& other) {
     if (size_ == 0) return;
     const auto* from = reinterpret_cast<const unsigned char*>(other.data_);
-    thrust::copy_n(exec<System>(), from, size_ * sizeof(T), reinterpret_cast<unsigned char*>(data_));
+    thrust::copy_n(exec<System>(nullptr), from, size_ * sizeof(T), reinterpret_cast<unsigned char*>(data_));
   }
   void swap(system_buffer& other) noexcept {
     std::swap(data_, other.data_);
@@ -201,13 +221,15 @@ class system_buffer {
 template <class T, class System>
 class scratch {
  public:
-  explicit scratch(std::size_t n) : data_(static_cast<T*>(execution<System>::allocate_scratch(n * sizeof(T)))) {}
+  scratch(stream_t stream, std::size_t n)
+      : stream_(stream), data_(static_cast<T*>(execution<System>::allocate_scratch(stream, n * sizeof(T)))) {}
   scratch(const scratch&) = delete;
   scratch& operator=(const scratch&) = delete;
-  ~scratch() { execution<System>::release_scratch(data_); }
+  ~scratch() { execution<System>::release_scratch(stream_, data_); }
   T* data() const noexcept { return data_; }
 
  private:
+  stream_t stream_;
   T* data_;
 };
 

@@ -53,9 +53,9 @@ struct passes_within {
 // errc::nan_input, errc::output_too_small (the first `cap` positions written), else the count.
 // *total receives the count of passing positions in every case.
 template <class T, class System>
-result<std::size_t> threshold_select(const T* values, std::size_t n, key_t<T> key, std::uint32_t* out,
+result<std::size_t> threshold_select(stream_t stream, const T* values, std::size_t n, key_t<T> key, std::uint32_t* out,
                                      std::size_t cap, std::size_t* total) {
-  const auto sys = exec<System>();
+  const auto sys = exec<System>(stream);
   const thrust::counting_iterator<std::size_t> first(0);
   const auto last = first + static_cast<std::ptrdiff_t>(n);
   const auto positions = thrust::make_transform_iterator(first, index_of_position{});
@@ -65,13 +65,13 @@ result<std::size_t> threshold_select(const T* values, std::size_t n, key_t<T> ke
   if (count <= cap) {
     thrust::copy_if(sys, positions, positions + static_cast<std::ptrdiff_t>(n), first, out, passes);
   } else if (cap != 0) {
-    scratch<std::uint32_t, System> rank(n);
+    scratch<std::uint32_t, System> rank(stream, n);
     thrust::transform_inclusive_scan(sys, first, last, rank.data(), pass_flag<T>{values, key},
                                      thrust::plus<std::uint32_t>());
     thrust::copy_if(sys, positions, positions + static_cast<std::ptrdiff_t>(n), first, out,
                     passes_within<T>{values, key, rank.data(), cap});
   }
-  if (n != 0 && is_nan_key<T>(largest_key<T, System>(values, n))) return fail(errc::nan_input);
+  if (n != 0 && is_nan_key<T>(largest_key<T, System>(stream, values, n))) return fail(errc::nan_input);
   if (count > cap) return fail(errc::output_too_small);
   return count;
 }
