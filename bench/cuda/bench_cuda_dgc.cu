@@ -4,8 +4,10 @@
 // g, u, v and writes u, v, 20 bytes per element, with the library's own element functor).
 // ratio_to_stream = stream time / step time: the share of memory speed the whole step reaches.
 // BM_cuda_dgc_model: the same for every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors,
-// 25.6 M parameters) in one compress() call, plus the message encoded into host memory (with a
-// CRC-32C): the step of a whole model as a trainer runs it; the stream covers all its elements.
+// 25.6 M parameters) in one compress() call, plus the message encoded (with a CRC-32C) into host
+// memory by encode_message, or on the GPU into device memory by a wire::device_encoder (raw_u32
+// indices), its length read back: the step of a whole model as a trainer runs it; the stream
+// covers all its elements.
 // The list is read from $GRADCOMP_BENCH_DATA if set (a GPU machine's copy of bench/data), else
 // from the source tree this binary was built from.
 #include <benchmark/benchmark.h>
@@ -14,6 +16,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <random>
@@ -22,6 +25,7 @@
 
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust/wire_encode.hpp>
 #include <thrust/system/cuda/execution_policy.h>
 
 #include "../model_list.hpp"
@@ -88,7 +92,8 @@ void BM_cuda_dgc_step(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// args: density per million, selection (0: exact top-k, 1: sampled threshold).
+// args: density per million, selection (0: exact top-k, 1: sampled threshold), encoding (0: on the
+// host by encode_message, 1: on the GPU by a device_encoder).
 void BM_cuda_dgc_model(benchmark::State& state) {
   if (!gradcomp_bench::have_device(state)) return;
   const char* dir = std::getenv("GRADCOMP_BENCH_DATA");
@@ -128,9 +133,27 @@ void BM_cuda_dgc_model(benchmark::State& state) {
   std::vector<std::byte> message(c.max_message_bytes(opt));
   bool ok = true;
   double bytes = 0;
+  const bool on_device = state.range(2) == 1;
+  gradcomp::wire::encode_options device_opt = opt;
+  device_opt.indices = gradcomp::wire::index_coding::raw_u32;
+  gradcomp::wire::device_encoder<float, backend> encoder(b, c.device_message(), device_opt);
+  auto device_out = gradcomp::allocate_buffer<std::byte>(b, encoder.max_message_bytes());
+  auto outcome = gradcomp::allocate_buffer<std::uint64_t>(b, 2);
   auto step = [&] {
     const auto issued = c.compress(views);
-    ok &= issued && c.stats();
+    ok &= static_cast<bool>(issued);
+    if (on_device) {
+      ok &= static_cast<bool>(encoder.encode(b, device_out.view(), outcome.view()));
+      ok &= static_cast<bool>(c.stats());  // waits for the stream: the step and the encoding
+      std::uint64_t result[2] = {};
+      ok &= static_cast<bool>(
+          gradcomp::copy_to_host(b, gradcomp::readonly(outcome.view()), gradcomp::span<std::uint64_t>(result, 2)));
+      gradcomp::synchronize(b);
+      ok &= result[1] == 0;
+      bytes = static_cast<double>(result[0]);
+      return;
+    }
+    ok &= static_cast<bool>(c.stats());
     const auto r = c.encode_message(opt, gradcomp::span<std::byte>(message.data(), message.size()));
     ok &= static_cast<bool>(r);
     if (r) bytes = static_cast<double>(*r);
@@ -153,7 +176,9 @@ void step_sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_cuda_dgc_step)->Apply(step_sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cuda_dgc_model)
-    ->Args({1000, 0})
-    ->Args({1000, 1})
+    ->Args({1000, 0, 0})
+    ->Args({1000, 1, 0})
+    ->Args({1000, 0, 1})
+    ->Args({1000, 1, 1})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

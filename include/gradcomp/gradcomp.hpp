@@ -29,6 +29,7 @@
 #include "wire/accumulate.hpp"
 #include "wire/crc32c.hpp"
 #include "wire/decode.hpp"
+#include "wire/device_section.hpp"
 #include "wire/encode.hpp"
 #include "wire/format.hpp"
 #include "wire/value_codecs.hpp"

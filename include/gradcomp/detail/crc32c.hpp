@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../config.hpp"
 #include "../cpu/simd.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GRADCOMP_NO_CRC32C_INSTRUCTIONS)
@@ -218,7 +219,7 @@ inline constexpr std::size_t crc32c_follow_block = 16384;
 
 // Polynomial arithmetic modulo the CRC polynomial, in the reflected bit order of the register
 // (bit 31 holds x^0): a * b mod P.
-inline std::uint32_t crc32c_multiply_mod(std::uint32_t a, std::uint32_t b) noexcept {
+GRADCOMP_HD inline std::uint32_t crc32c_multiply_mod(std::uint32_t a, std::uint32_t b) noexcept {
   std::uint32_t product = 0;
   for (std::uint32_t m = 0x80000000u; m != 0; m >>= 1) {
     if ((a & m) != 0) product ^= b;
@@ -228,7 +229,7 @@ inline std::uint32_t crc32c_multiply_mod(std::uint32_t a, std::uint32_t b) noexc
 }
 
 // x^(8 * bytes) mod P: the factor that moves a CRC past `bytes` bytes (square and multiply).
-inline std::uint32_t crc32c_shift_factor(std::uint64_t bytes) noexcept {
+GRADCOMP_HD inline std::uint32_t crc32c_shift_factor(std::uint64_t bytes) noexcept {
   std::uint32_t result = 0x80000000u;  // x^0
   std::uint32_t power = 0x00800000u;   // x^8: one byte
   for (; bytes != 0; bytes >>= 1) {
@@ -239,7 +240,7 @@ inline std::uint32_t crc32c_shift_factor(std::uint64_t bytes) noexcept {
 }
 
 // The CRC-32C of A followed by B, from crc32c(A), crc32c(B) and the length of B.
-inline std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t bytes_b) noexcept {
+GRADCOMP_HD inline std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t bytes_b) noexcept {
   return crc32c_multiply_mod(crc32c_shift_factor(bytes_b), crc_a) ^ crc_b;
 }
 

@@ -44,6 +44,7 @@
 #include "momentum_kind.hpp"
 #include "step_plan.hpp"
 #include "../wire/decode.hpp"
+#include "../wire/device_section.hpp"
 #include "../wire/encode.hpp"
 #include "warmup_schedule.hpp"
 
@@ -488,6 +489,35 @@ class dgc_compressor {
       m.indices = readonly(st.indices.view()).first(kept);
       m.values = readonly(st.values.view()).first(kept);
     }
+    return m;
+  }
+
+  /**
+   * @brief The last step's message as views of the backend's memory, for an encoder that runs
+   * there (`wire::device_encoder`, `<gradcomp/thrust/wire_encode.hpp>`): each compressed tensor's
+   * index and value buffers (room for its largest k) with the location of its count, each dense
+   * tensor's values, and the step's verdict (a refused step's refusal). Waits for nothing: the
+   * views stay valid while the compressor and its tensors do, and always hold the data of the
+   * step issued last, in the stream's order, so the encoder is set up once and issued after each
+   * `compress`.
+   */
+  wire::device_message<T, space> device_message() const {
+    wire::device_message<T, space> m;
+    const record* records = records_.view().data();
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const tensor_state& st = tensors_[t];
+      wire::device_section<T, space> s;
+      s.tensor = static_cast<std::uint32_t>(t);
+      s.numel = static_cast<std::uint32_t>(st.info.numel);
+      s.dense = !st.info.compressed;
+      s.values = readonly(st.values.view());
+      if (st.info.compressed) {
+        s.indices = readonly(st.indices.view());
+        s.kept = &(records + t)->kept;
+      }
+      m.sections.push_back(s);
+    }
+    m.verdict = &step_record_.view().data()->status;
     return m;
   }
 

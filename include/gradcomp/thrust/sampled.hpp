@@ -335,17 +335,10 @@ result<void> issue_sampled_threshold(stream_t stream, const T* values, std::size
   const thrust::counting_iterator<std::size_t> first(0);
   const cpu::sample_plan plan = cpu::plan_sampling(cfg, n, k);
   if (plan.exact) {  // the plain radix select over the whole input (the CPU's path)
-    auto* state = carver.take<radix_state<key_type>>(1);
-    auto* hist = carver.take<std::uint32_t>(hist_entries);
-    auto* block_counts = carver.take<std::uint32_t>(block_count_entries(n));
-    if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
-    if (k == 0) {
-      run_once<System>(stream, radix_empty<T>{state, gate});
-    } else {
-      const fixed_source<key_of_values<T>, index_of_position> all{key_of_values<T>{values}, index_of_position{}, n};
-      issue_radix_select<T, System>(stream, all, n, k, out, state, hist, block_counts, gate);
-    }
-    run_once<System>(stream, publish_exact<T>{state, sink, k});
+    const auto w = carve_radix<T>(carver, n);
+    if (!w) return fail(w.error());
+    issue_radix_over_all<T, System>(stream, values, n, k, out, *w, gate);
+    run_once<System>(stream, publish_exact<T>{w->state, sink, k});
     return {};
   }
   const int rounds = cfg.max_rounds;

@@ -483,6 +483,34 @@ void issue_radix_select(stream_t stream, const Source& src, std::size_t most, st
   }
 }
 
+// The radix select's state, histogram (with the NaN flag) and per-block counts for n keys.
+template <class Key>
+struct radix_workspace {
+  radix_state<Key>* state;
+  std::uint32_t* hist;
+  std::uint32_t* block_counts;
+};
+template <class T>
+result<radix_workspace<key_t<T>>> carve_radix(workspace_carver& carver, std::size_t n) {
+  radix_workspace<key_t<T>> w{carver.take<radix_state<key_t<T>>>(1), carver.take<std::uint32_t>(hist_entries),
+                              carver.take<std::uint32_t>(block_count_entries(n))};
+  if (w.state == nullptr || w.hist == nullptr || w.block_counts == nullptr) return fail(errc::workspace_too_small);
+  return w;
+}
+
+// Issues the plain radix select of the k largest of values[0, n) (k = 0: nothing selected, the
+// threshold infinite), its outcome in w.state.
+template <class T, class System>
+void issue_radix_over_all(stream_t stream, const T* values, std::size_t n, std::size_t k, std::uint32_t* out,
+                          const radix_workspace<key_t<T>>& w, const std::int32_t* gate) {
+  if (k == 0) {
+    run_once<System>(stream, radix_empty<T>{w.state, gate});
+    return;
+  }
+  const fixed_source<key_of_values<T>, index_of_position> all{key_of_values<T>{values}, index_of_position{}, n};
+  issue_radix_select<T, System>(stream, all, n, k, out, w.state, w.hist, w.block_counts, gate);
+}
+
 // Issues the exact top-k of values[0, n) (the CPU's result): ascending indices into `out`, the
 // outcome in the returned radix state (carved from `carver`), read by the host or published on
 // the device. Nothing waits; where the gate is closed, nothing is selected (state->skipped).
@@ -491,18 +519,14 @@ result<radix_state<key_t<T>>*> issue_exact_topk(stream_t stream, const T* values
                                                 std::uint32_t* out, workspace_carver& carver,
                                                 const std::int32_t* gate) {
   using key_type = key_t<T>;
-  auto* state = carver.take<radix_state<key_type>>(1);
-  auto* hist = carver.take<std::uint32_t>(hist_entries);
-  auto* block_counts = carver.take<std::uint32_t>(block_count_entries(n));
-  if (state == nullptr || hist == nullptr || block_counts == nullptr) return fail(errc::workspace_too_small);
-  if (k == 0) {
-    run_once<System>(stream, radix_empty<T>{state, gate});
-    return state;
-  }
-  const cpu::topk_plan plan = cpu::plan_topk(n, k);
-  if (plan.radix_only) {
-    const fixed_source<key_of_values<T>, index_of_position> all{key_of_values<T>{values}, index_of_position{}, n};
-    issue_radix_select<T, System>(stream, all, n, k, out, state, hist, block_counts, gate);
+  const auto w = carve_radix<T>(carver, n);
+  if (!w) return fail(w.error());
+  radix_state<key_type>* state = w->state;
+  std::uint32_t* hist = w->hist;
+  std::uint32_t* block_counts = w->block_counts;
+  const cpu::topk_plan plan = k == 0 ? cpu::topk_plan{} : cpu::plan_topk(n, k);
+  if (k == 0 || plan.radix_only) {
+    issue_radix_over_all<T, System>(stream, values, n, k, out, *w, gate);
     return state;
   }
   key_type* keys = carver.take<key_type>(plan.samples > plan.candidate_cap ? plan.samples : plan.candidate_cap);

@@ -1,0 +1,463 @@
+/// @file thrust/wire_encode.hpp
+/// @brief Encoding of gradient messages in the Thrust backend's memory, on its system: the bytes
+/// of `wire::encode` (wire format version 1), written where the indices and values are, without
+/// the host waiting.
+///
+/// `wire::device_encoder<T, thrust_backend<System>>` is set up once with the sections of a
+/// message: for each tensor its id and element count, and views of backend memory holding its
+/// indices and values (and, for a sparse section, where the count kept this step is, also in
+/// backend memory: a DGC step decides it on the device). `encode(on, out, outcome)` then issues
+/// the whole encoding on `on`'s stream and returns without waiting: the section sizes and offsets,
+/// the checks of every index and value, the headers, the payloads and the CRC-32C trailer are
+/// computed on the system. The outcome (the message's length, or the error the host encoder would
+/// report for the same sections) lands in backend memory, for the host to read when it needs it,
+/// or for the next kernel (a send of `outcome[0]` bytes) to use as it is.
+///
+/// Sparse sections are written with the raw_u32 or the bitmap index coding (`encode_options::indices`
+/// names one of them: `automatic`, which may choose a gap coding, is the host encoder's), values
+/// as fp32 or fp64. For the same sections and options the bytes are exactly those of
+/// `wire::encode`, checksum included, and so is the error: the first section in order that fails,
+/// an index error before a value error within it.
+///
+/// This header includes Thrust; the umbrella header does not include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "../config.hpp"
+#include "../detail/crc32c.hpp"
+#include "../error.hpp"
+#include "../backend_memory.hpp"
+#include "../span.hpp"
+#include "../wire/device_section.hpp"
+#include "../wire/encode.hpp"
+#include "../wire/format.hpp"
+#include "backend.hpp"
+#include "system_memory.hpp"
+
+namespace gradcomp {
+namespace wire {
+
+namespace detail {
+
+// A section as the kernels see it; `at`, `bytes`, `index_bytes` and `error` are set on the device
+// at every encode.
+template <class T>
+struct section_entry {
+  const std::uint32_t* indices;
+  const T* values;
+  const std::uint64_t* kept_at;
+  std::uint64_t capacity;     // entries the views hold
+  std::uint64_t first_entry;  // of this section in the flat list of every section's entries
+  std::uint64_t first_bitmap_byte;  // of this section among the bitmap bytes (bitmap sections)
+  std::uint32_t tensor;
+  std::uint32_t numel;
+  std::uint32_t dense;
+  std::uint32_t index_coding;
+  std::uint64_t kept;
+  std::uint64_t index_bytes;
+  std::uint64_t bytes;
+  std::uint64_t at;     // offset of the section in the message
+  std::uint64_t index_error;  // (position << 16) | errc of the first bad index; all ones: none
+  std::uint64_t value_error;  // the same for the values
+  std::uint64_t status;       // kept errors: an errc; 0 otherwise
+};
+
+constexpr std::uint64_t no_error = ~std::uint64_t(0);
+// The magic bytes "GCWF" as a little-endian word (wire::magic is host data).
+constexpr std::uint32_t magic_word = 0x46574347u;
+static_assert(magic[0] == 0x47 && magic[1] == 0x43 && magic[2] == 0x57 && magic[3] == 0x46, "GCWF");
+
+GRADCOMP_HD inline void store_byte_le(std::byte* p, std::uint64_t v, int bytes) noexcept {
+  for (int b = 0; b < bytes; ++b) p[b] = static_cast<std::byte>((v >> (8 * b)) & 0xffu);
+}
+
+GRADCOMP_HD inline void atomic_min_u64(std::uint64_t* p, std::uint64_t v) noexcept {
+#if defined(__CUDA_ARCH__)
+  atomicMin(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+#else
+  std::uint64_t seen = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (v < seen && !__atomic_compare_exchange_n(p, &seen, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+#endif
+}
+
+// Per section, one thread: the count kept, the sizes, the errors cleared.
+template <class T>
+struct size_sections {
+  section_entry<T>* s;
+  std::uint32_t value_width;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    section_entry<T>& e = s[i];
+    e.status = 0;
+    e.index_error = no_error;
+    e.value_error = no_error;
+    e.kept = e.dense != 0 ? e.numel : e.kept_at != nullptr ? *e.kept_at : e.capacity;
+    if (e.dense == 0 && e.kept > e.numel) e.status = static_cast<std::uint64_t>(errc::kept_exceeds_numel);
+    else if (e.kept > e.capacity) e.status = static_cast<std::uint64_t>(errc::size_mismatch);
+    if (e.status != 0) e.kept = 0;
+    const bool bitmap = e.index_coding == static_cast<std::uint32_t>(index_coding::bitmap);
+    e.index_bytes = e.dense != 0 ? 0 : bitmap ? (std::uint64_t(e.numel) + 7) / 8 : 4 * e.kept;
+    e.bytes = section_header_bytes + e.index_bytes + value_width * e.kept;
+  }
+};
+
+// The section an entry (or a bitmap byte) belongs to: the last whose first entry is at or below it.
+template <class T, class First>
+GRADCOMP_HD std::size_t section_of(const section_entry<T>* s, std::size_t count, std::uint64_t x, First first) {
+  std::size_t lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const std::size_t mid = hi - (hi - lo) / 2;
+    if (first(s[mid]) <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+struct first_entry_of {
+  template <class E>
+  GRADCOMP_HD std::uint64_t operator()(const E& e) const { return e.first_entry; }
+};
+struct first_bitmap_byte_of {
+  template <class E>
+  GRADCOMP_HD std::uint64_t operator()(const E& e) const { return e.first_bitmap_byte; }
+};
+
+// Per entry: the index and the value checked as the host encoder checks them; the first bad one
+// of each kind per section kept (the smallest position).
+template <class T>
+struct check_entries {
+  section_entry<T>* s;
+  std::size_t sections;
+  bool to_fp32;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    section_entry<T>& e = s[section_of(s, sections, x, first_entry_of{})];
+    const std::uint64_t j = x - e.first_entry;
+    if (j >= e.kept) return;
+    if (e.dense == 0) {
+      const std::uint32_t i = e.indices[j];
+      if (i >= e.numel)
+        atomic_min_u64(&e.index_error, (j << 16) | static_cast<std::uint64_t>(errc::index_out_of_range));
+      else if (j > 0 && i <= e.indices[j - 1])
+        atomic_min_u64(&e.index_error, (j << 16) | static_cast<std::uint64_t>(errc::indices_not_increasing));
+    }
+    const T v = e.values[j];
+    if (!(v - v == T(0))) {
+      atomic_min_u64(&e.value_error, (j << 16) | static_cast<std::uint64_t>(errc::non_finite_input));
+    } else if (to_fp32) {
+      const float f = static_cast<float>(v);
+      if (!(f - f == 0.0f))
+        atomic_min_u64(&e.value_error, (j << 16) | static_cast<std::uint64_t>(errc::value_out_of_range));
+    }
+  }
+};
+
+// One thread: the host encoder's verdict (the first section in order that fails, an index error
+// before a value error), the sections' offsets, the message header and the outcome.
+template <class T>
+struct lay_out {
+  section_entry<T>* s;
+  std::size_t sections;
+  bool checksum;
+  const std::int32_t* verdict;  // null: none
+  std::byte* out;
+  std::uint64_t* outcome;  // [0]: bytes, [1]: errc
+  GRADCOMP_HD void operator()(std::size_t) const {
+    std::uint64_t at = message_header_bytes;
+    std::uint64_t e = verdict != nullptr && *verdict != 0 ? static_cast<std::uint64_t>(*verdict) : 0;
+    for (std::size_t i = 0; i < sections && e == 0; ++i) {
+      if (s[i].status != 0) e = s[i].status;
+      else if (s[i].index_error != no_error) e = s[i].index_error & 0xffffu;
+      else if (s[i].value_error != no_error) e = s[i].value_error & 0xffffu;
+      s[i].at = at;
+      at += s[i].bytes;
+    }
+    const std::uint64_t total = at + (checksum ? checksum_bytes : 0);
+    outcome[0] = e == 0 ? total : 0;
+    outcome[1] = e;
+    if (e != 0) return;
+    store_byte_le(out, magic_word, 4);
+    store_byte_le(out + 4, format_version, 2);
+    store_byte_le(out + 6, checksum ? flag_checksum : 0, 2);
+    store_byte_le(out + 8, static_cast<std::uint32_t>(message_kind::gradients), 4);
+    store_byte_le(out + 12, sections, 4);
+    store_byte_le(out + 16, total, 8);
+  }
+};
+
+// Per section: its header and, for a bitmap section, its bitmap bytes cleared by write_bitmaps.
+template <class T>
+struct write_headers {
+  const section_entry<T>* s;
+  std::byte* out;
+  const std::uint64_t* outcome;
+  std::uint32_t value_coding_code;
+  std::uint32_t dense_coding_code;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (outcome[1] != 0) return;
+    const section_entry<T>& e = s[i];
+    std::byte* p = out + e.at;
+    store_byte_le(p, e.bytes, 8);
+    store_byte_le(p + 8, e.tensor, 4);
+    store_byte_le(p + 12, e.numel, 4);
+    store_byte_le(p + 16, e.kept, 4);
+    p[20] = static_cast<std::byte>(e.dense != 0 ? static_cast<std::uint32_t>(index_coding::dense) : e.index_coding);
+    p[21] = static_cast<std::byte>(e.dense != 0 ? dense_coding_code : value_coding_code);
+    p[22] = std::byte{0};
+    p[23] = static_cast<std::byte>(section_role::gradient);
+    store_byte_le(p + 24, e.index_bytes, 8);
+  }
+};
+
+// Per entry: its raw_u32 index (raw sections) and its value.
+template <class T>
+struct write_entries {
+  const section_entry<T>* s;
+  std::size_t sections;
+  std::byte* out;
+  const std::uint64_t* outcome;
+  bool to_fp32;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    if (outcome[1] != 0) return;
+    const section_entry<T>& e = s[section_of(s, sections, x, first_entry_of{})];
+    const std::uint64_t j = x - e.first_entry;
+    if (j >= e.kept) return;
+    std::byte* payload = out + e.at + section_header_bytes;
+    if (e.dense == 0 && e.index_coding == static_cast<std::uint32_t>(index_coding::raw_u32))
+      store_byte_le(payload + 4 * j, e.indices[j], 4);
+    std::byte* values = payload + e.index_bytes;
+    if (to_fp32) {
+      const float f = static_cast<float>(e.values[j]);
+      std::uint32_t bits = 0;
+      memcpy(&bits, &f, 4);
+      store_byte_le(values + 4 * j, bits, 4);
+    } else {
+      const double d = static_cast<double>(e.values[j]);
+      std::uint64_t bits = 0;
+      memcpy(&bits, &d, 8);
+      store_byte_le(values + 8 * j, bits, 8);
+    }
+  }
+};
+
+// Per bitmap byte: its eight bits, from the kept positions in [8 b, 8 b + 8) (a binary search in
+// the section's ascending indices).
+template <class T>
+struct write_bitmaps {
+  const section_entry<T>* s;
+  std::size_t sections;
+  std::byte* out;
+  const std::uint64_t* outcome;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    if (outcome[1] != 0) return;
+    const section_entry<T>& e = s[section_of(s, sections, x, first_bitmap_byte_of{})];
+    if (e.dense != 0 || e.index_coding != static_cast<std::uint32_t>(index_coding::bitmap)) return;
+    const std::uint64_t b = x - e.first_bitmap_byte;
+    if (b >= e.index_bytes) return;
+    std::uint64_t lo = 0, hi = e.kept;  // the first kept position at or above 8 b
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (e.indices[mid] < 8 * b) lo = mid + 1;
+      else hi = mid;
+    }
+    unsigned bits = 0;
+    for (std::uint64_t j = lo; j < e.kept && e.indices[j] < 8 * b + 8; ++j) bits |= 1u << (e.indices[j] - 8 * b);
+    out[e.at + section_header_bytes + b] = static_cast<std::byte>(bits);
+  }
+};
+
+// The CRC-32C of one chunk of the message body (before the trailer), where it lies in the body.
+struct chunk_crc {
+  const std::byte* out;
+  const std::uint64_t* outcome;
+  std::uint64_t chunk;
+  std::uint32_t checksum_trailer;
+  std::uint32_t* crcs;
+  GRADCOMP_HD void operator()(std::size_t c) const {
+    if (outcome[1] != 0) return;
+    const std::uint64_t body = outcome[0] - checksum_trailer;
+    const std::uint64_t first = c * chunk;
+    if (first >= body) return;
+    const std::uint64_t last = first + chunk < body ? first + chunk : body;
+    std::uint32_t crc = 0xffffffffu;
+    for (std::uint64_t i = first; i < last; ++i) {
+      crc ^= static_cast<std::uint32_t>(out[i]);
+      for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (gradcomp::detail::crc32c_polynomial & (0u - (crc & 1u)));
+    }
+    crcs[c] = ~crc;
+  }
+};
+
+// One thread: the chunks' CRCs combined in order into the trailer.
+struct write_trailer {
+  std::byte* out;
+  const std::uint64_t* outcome;
+  std::uint64_t chunk;
+  const std::uint32_t* crcs;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    if (outcome[1] != 0) return;
+    const std::uint64_t body = outcome[0] - checksum_bytes;
+    const std::uint32_t whole = gradcomp::detail::crc32c_shift_factor(chunk);
+    std::uint32_t crc = crcs[0];
+    std::uint64_t c = 1;
+    for (; (c + 1) * chunk <= body; ++c) crc = gradcomp::detail::crc32c_multiply_mod(whole, crc) ^ crcs[c];
+    if (c * chunk < body) crc = gradcomp::detail::crc32c_combine(crc, crcs[c], body - c * chunk);
+    store_byte_le(out + body, crc, 4);
+  }
+};
+
+}  // namespace detail
+
+template <class T, class Backend>
+class device_encoder;
+
+/**
+ * @brief Encodes gradient messages whose data lives in the Thrust backend's memory, on its system
+ * (see the top of thrust/wire_encode.hpp).
+ *
+ * Set up once with the sections (their views and count locations stay valid while it is used);
+ * each `encode` then writes the message of the data the views hold at that point in the stream's
+ * order. Holds its own small tables in backend memory; `encode` allocates nothing.
+ */
+template <class T, class System>
+class device_encoder<T, thrust_backend<System>> {
+ public:
+  using backend = thrust_backend<System>;                 ///< The backend.
+  using space = thrust_space<System>;                     ///< Its memory space.
+  using section = device_section<T, space>;               ///< A section's description.
+
+  /**
+   * @brief Checks the sections and options and uploads the section table (waits for the copy).
+   * @throws gradcomp::error `invalid_argument` (an index coding other than raw_u32 or bitmap, a
+   *         value coding other than fp32 or fp64, a sparse section whose index and value views
+   *         differ in length, a dense one whose values are not `numel`), `duplicate_tensor`,
+   *         `size_overflow` (more than 2^32 - 1 sections).
+   */
+  device_encoder(const backend& on, span<const section> sections, const encode_options& opt)
+      : opt_(opt), sections_(sections.size()) {
+    using detail::section_entry;
+    if (opt.indices != index_coding::raw_u32 && opt.indices != index_coding::bitmap)
+      throw error(errc::invalid_argument, "device_encoder writes the raw_u32 or the bitmap index coding");
+    if ((opt.values != value_coding::fp32 && opt.values != value_coding::fp64) ||
+        (opt.dense_values != value_coding::fp32 && opt.dense_values != value_coding::fp64) ||
+        opt.values != opt.dense_values)
+      throw error(errc::invalid_argument, "device_encoder writes fp32 or fp64 values, the same for every section");
+    if (sections.size() > std::numeric_limits<std::uint32_t>::max()) throw error(errc::size_overflow);
+    std::vector<section_entry<T>> table(sections.size());
+    std::uint64_t entries = 0, bitmap_bytes = 0, most = message_header_bytes + (opt.checksum ? checksum_bytes : 0);
+    for (std::size_t i = 0; i < sections.size(); ++i) {
+      const section& s = sections[i];
+      for (std::size_t j = 0; j < i; ++j)
+        if (sections[j].tensor == s.tensor) throw error(errc::duplicate_tensor);
+      const std::uint64_t capacity = s.values.size();
+      if (s.dense ? capacity != s.numel || !s.indices.empty() : s.indices.size() != capacity)
+        throw error(errc::invalid_argument, "device_encoder: index and value views of different lengths");
+      section_entry<T>& e = table[i];
+      e = section_entry<T>{};
+      e.indices = s.indices.data();
+      e.values = s.values.data();
+      e.kept_at = s.dense ? nullptr : s.kept;
+      e.capacity = capacity;
+      e.first_entry = entries;
+      e.first_bitmap_byte = bitmap_bytes;
+      e.tensor = s.tensor;
+      e.numel = s.numel;
+      e.dense = s.dense ? 1 : 0;
+      e.index_coding = static_cast<std::uint32_t>(opt.indices);
+      entries += capacity;
+      const bool bitmap = !s.dense && opt.indices == index_coding::bitmap;
+      const std::uint64_t index_bytes = s.dense ? 0 : bitmap ? (std::uint64_t(s.numel) + 7) / 8 : 4 * capacity;
+      if (bitmap) bitmap_bytes += index_bytes;
+      most += section_header_bytes + index_bytes + width() * capacity;
+    }
+    entries_ = entries;
+    bitmap_bytes_ = bitmap_bytes;
+    max_bytes_ = most;
+    table_ = allocate_buffer<section_entry<T>>(on, table.size());
+    const auto copied = copy_to_backend(on, span<const section_entry<T>>(table.data(), table.size()), table_.view());
+    if (!copied) throw error(copied.error());
+    if (opt.checksum) crcs_ = allocate_buffer<std::uint32_t>(on, chunks(max_bytes_));
+    synchronize(on);
+  }
+
+  /**
+   * @brief The encoder of a whole message with a verdict (`dgc_compressor::device_message()`):
+   * where the verdict is not `errc::ok`, `encode`'s outcome is that error.
+   */
+  device_encoder(const backend& on, const device_message<T, space>& message, const encode_options& opt)
+      : device_encoder(on, span<const section>(message.sections.data(), message.sections.size()), opt) {
+    verdict_ = message.verdict;
+  }
+
+  /// The most bytes a message of these sections takes (every sparse section at its capacity).
+  std::uint64_t max_message_bytes() const noexcept { return max_bytes_; }
+
+  /**
+   * @brief Issues the encoding of the sections' current data into `out` (at least
+   * `max_message_bytes()` bytes) on `on`'s stream; returns without waiting.
+   *
+   * `outcome` (two values in backend memory) receives the message's length and `errc::ok`, or 0
+   * and the verdict's error, or the error `wire::encode` reports for the same sections (`kept_exceeds_numel`,
+   * `size_mismatch` for a count above the views' length, `index_out_of_range`,
+   * `indices_not_increasing`, `non_finite_input`, `value_out_of_range`); then `out` holds no
+   * message. Read it with `copy_to_host` and `synchronize`, or pass it to the next kernel.
+   * @return `errc::output_too_small` or `errc::size_mismatch` (`outcome` shorter than 2),
+   *         checked before anything is issued.
+   */
+  result<void> encode(const backend& on, span<std::byte, space> out, span<std::uint64_t, space> outcome) {
+    using namespace detail;
+    if (out.size() < max_bytes_) return fail(errc::output_too_small);
+    if (outcome.size() < 2) return fail(errc::size_mismatch);
+    const auto policy = gradcomp::detail::thrust_impl::exec<System>(on.stream);
+    const thrust::counting_iterator<std::size_t> first(0);
+    section_entry<T>* table = table_.view().data();
+    std::byte* bytes = out.data();
+    std::uint64_t* result = outcome.data();
+    const bool to_fp32 = opt_.values == value_coding::fp32;
+    const auto code = static_cast<std::uint32_t>(opt_.values);
+    if (sections_ != 0) thrust::for_each_n(policy, first, sections_, size_sections<T>{table, width()});
+    if (entries_ != 0) thrust::for_each_n(policy, first, entries_, check_entries<T>{table, sections_, to_fp32});
+    gradcomp::detail::thrust_impl::run_once<System>(
+        on.stream, lay_out<T>{table, sections_, opt_.checksum, verdict_, bytes, result});
+    if (sections_ != 0)
+      thrust::for_each_n(policy, first, sections_, write_headers<T>{table, bytes, result, code, code});
+    if (entries_ != 0)
+      thrust::for_each_n(policy, first, entries_, write_entries<T>{table, sections_, bytes, result, to_fp32});
+    if (bitmap_bytes_ != 0)
+      thrust::for_each_n(policy, first, bitmap_bytes_, write_bitmaps<T>{table, sections_, bytes, result});
+    if (opt_.checksum) {
+      std::uint32_t* crcs = crcs_.view().data();
+      thrust::for_each_n(policy, first, chunks(max_bytes_),
+                         chunk_crc{bytes, result, crc_chunk, static_cast<std::uint32_t>(checksum_bytes), crcs});
+      gradcomp::detail::thrust_impl::run_once<System>(on.stream, write_trailer{bytes, result, crc_chunk, crcs});
+    }
+    return {};
+  }
+
+ private:
+  // Bytes of the body per thread of the checksum (a bitwise CRC: eight steps per byte), against
+  // the one thread that combines the chunks in order afterwards.
+  static constexpr std::uint64_t crc_chunk = 1024;
+  static std::uint64_t chunks(std::uint64_t bytes) noexcept { return (bytes + crc_chunk - 1) / crc_chunk; }
+  std::uint32_t width() const noexcept { return opt_.values == value_coding::fp32 ? 4 : 8; }
+
+  encode_options opt_;
+  const std::int32_t* verdict_ = nullptr;
+  std::size_t sections_ = 0;
+  std::uint64_t entries_ = 0;
+  std::uint64_t bitmap_bytes_ = 0;
+  std::uint64_t max_bytes_ = 0;
+  backend_buffer<detail::section_entry<T>, backend> table_;
+  backend_buffer<std::uint32_t, backend> crcs_;
+};
+
+}  // namespace wire
+}  // namespace gradcomp
