@@ -147,8 +147,8 @@ struct ef_sign_ops<thrust_backend<System>> {
     thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), lanes,
                        thrust_impl::ef_sign_lane_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), g.size(),
                                                        sums.data(), tops.data(), tops.data() + lanes});
-    thrust_impl::run_once<System>(on.stream, 
-        thrust_impl::ef_sign_measure_op<T>{sums.data(), tops.data(), tops.data() + lanes, records.data() + t});
+    thrust_impl::run_once<System>(on.stream, thrust_impl::ef_sign_measure_op<T>{sums.data(), tops.data(),
+                                                                               tops.data() + lanes, records.data() + t});
   }
   static void plan(const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step) {
     thrust_impl::run_once<System>(on.stream, thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
