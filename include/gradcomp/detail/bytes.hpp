@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../config.hpp"
+
 #if defined(__SSE2__) || defined(_M_X64)
 #include <emmintrin.h>
 #define GRADCOMP_HAVE_STREAMING_STORES 1
@@ -16,7 +18,7 @@
 namespace gradcomp {
 namespace detail {
 
-inline constexpr bool host_is_little_endian() noexcept {
+GRADCOMP_HD inline constexpr bool host_is_little_endian() noexcept {
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
   return false;
 #else
@@ -25,38 +27,38 @@ inline constexpr bool host_is_little_endian() noexcept {
 }
 
 template <class U>
-inline U byteswap(U v) noexcept {
+GRADCOMP_HD inline U byteswap(U v) noexcept {
   U r = 0;
   for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xff));
   return r;
 }
 
 template <class U>
-inline U load_le(const std::byte* p) noexcept {
+GRADCOMP_HD inline U load_le(const std::byte* p) noexcept {
   U v;
   std::memcpy(&v, p, sizeof(U));
   return host_is_little_endian() ? v : byteswap(v);
 }
 
 template <class U>
-inline void store_le(std::byte* p, U v) noexcept {
+GRADCOMP_HD inline void store_le(std::byte* p, U v) noexcept {
   if (!host_is_little_endian()) v = byteswap(v);
   std::memcpy(p, &v, sizeof(U));
 }
 
 // std::bit_cast for C++17: the object representation of `from` as a `To` of the same size.
 template <class To, class From>
-inline To bit_cast(const From& from) noexcept {
+GRADCOMP_HD inline To bit_cast(const From& from) noexcept {
   static_assert(sizeof(To) == sizeof(From), "bit_cast needs types of the same size");
   To to;
   std::memcpy(&to, &from, sizeof(To));
   return to;
 }
 
-inline std::uint32_t float_bits(float f) noexcept { return bit_cast<std::uint32_t>(f); }
-inline float bits_float(std::uint32_t u) noexcept { return bit_cast<float>(u); }
-inline std::uint64_t double_bits(double d) noexcept { return bit_cast<std::uint64_t>(d); }
-inline double bits_double(std::uint64_t u) noexcept { return bit_cast<double>(u); }
+GRADCOMP_HD inline std::uint32_t float_bits(float f) noexcept { return bit_cast<std::uint32_t>(f); }
+GRADCOMP_HD inline float bits_float(std::uint32_t u) noexcept { return bit_cast<float>(u); }
+GRADCOMP_HD inline std::uint64_t double_bits(double d) noexcept { return bit_cast<std::uint64_t>(d); }
+GRADCOMP_HD inline double bits_double(std::uint64_t u) noexcept { return bit_cast<double>(u); }
 
 // Copies n bytes to dst with non-temporal stores where the CPU has them (SSE2, on every x86-64
 // CPU): the destination's cache lines are written without being read first and without

@@ -40,7 +40,7 @@ inline bool float_to_half(float f, std::uint16_t* out) noexcept {
   return true;
 }
 
-inline float half_to_float(std::uint16_t h) noexcept {
+GRADCOMP_HD inline float half_to_float(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   const std::uint32_t mant = h & 0x3ffu;
@@ -63,7 +63,7 @@ inline bool float_to_bf16(float f, std::uint16_t* out) noexcept {
   return true;
 }
 
-inline float bf16_to_float(std::uint16_t b) noexcept {
+GRADCOMP_HD inline float bf16_to_float(std::uint16_t b) noexcept {
   return bits_float(static_cast<std::uint32_t>(b) << 16);
 }
 

@@ -21,8 +21,15 @@
 //                                     sets `largest` to the largest magnitude (0 when none)
 //   value<T>(p, j)                    value j of a checked payload
 //   add<T>(p, first, count, acc, at)  acc[at(j)] += value(first + j) for j < count, checked payload
+//   check_parameters(p, kept)         the checks of `check` that concern the payload as a whole
+//                                     (parameters, padding): errc::ok or the first error
+//   check_one<T>(p, j)                the checks of `check` that concern value j alone
+//                                     (check == check_parameters, then check_one for every j in
+//                                     order, largest aside)
 //   encode<T>(v, dst)                 writes payload_bytes(v.size()) bytes; errc::non_finite_input,
 //                                     value_out_of_range (a value the coding cannot hold)
+// payload_bytes, payload_fits, value, check_parameters and check_one also compile for devices
+// (GRADCOMP_HD): the Thrust backend's decoder reads payloads through them.
 // Encoding refuses NaN, infinities and values that do not fit; decoding refuses non-finite values
 // and values that do not fit the destination type, so a message can never poison a receiver.
 #pragma once
@@ -73,11 +80,17 @@ std::uint32_t largest_magnitude_bits(const std::byte* p, std::size_t n, Bits mas
 template <class Derived, class Bits>
 struct float_codec_base {
   static constexpr std::size_t fixed_bytes = sizeof(Bits);
-  static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept { return sizeof(Bits) * kept; }
+  GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept { return sizeof(Bits) * kept; }
 
   template <class T>
-  static T value(const std::byte* p, std::size_t j) noexcept {
+  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
     return static_cast<T>(Derived::to_float(load_le<Bits>(p + sizeof(Bits) * j)));
+  }
+  GRADCOMP_HD static errc check_parameters(const std::byte*, std::uint64_t) noexcept { return errc::ok; }
+  template <class T>
+  GRADCOMP_HD static errc check_one(const std::byte* p, std::size_t j) noexcept {
+    const auto bits = static_cast<Bits>(load_le<Bits>(p + sizeof(Bits) * j) & Derived::magnitude_mask);
+    return bits >= Derived::infinity_bits ? errc::non_finite_input : errc::ok;
   }
   // Values 0..count-1 of p as binary32 into out, one by one.
   static void to_floats(const std::byte* p, std::size_t count, float* out) noexcept {
@@ -151,7 +164,7 @@ struct fp32_codec : float_codec_base<fp32_codec, std::uint32_t> {
   static constexpr const char* name = "fp32";
   static constexpr std::uint32_t magnitude_mask = 0x7fffffffu;
   static constexpr std::uint32_t infinity_bits = 0x7f800000u;
-  static float to_float(std::uint32_t b) noexcept { return bits_float(b); }
+  GRADCOMP_HD static float to_float(std::uint32_t b) noexcept { return bits_float(b); }
   static bool encode_one(float f, std::uint32_t* b) noexcept {
     *b = float_bits(f);
     return true;
@@ -193,7 +206,7 @@ struct fp16_codec : float_codec_base<fp16_codec, std::uint16_t> {
   static constexpr const char* name = "fp16";
   static constexpr std::uint16_t magnitude_mask = 0x7fffu;
   static constexpr std::uint16_t infinity_bits = 0x7c00u;
-  static float to_float(std::uint16_t b) noexcept { return half_to_float(b); }
+  GRADCOMP_HD static float to_float(std::uint16_t b) noexcept { return half_to_float(b); }
   static bool encode_one(float f, std::uint16_t* b) noexcept { return float_to_half(f, b); }
   template <class T, class IndexAt>
   static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
@@ -222,7 +235,7 @@ struct bf16_codec : float_codec_base<bf16_codec, std::uint16_t> {
   static constexpr const char* name = "bf16";
   static constexpr std::uint16_t magnitude_mask = 0x7fffu;
   static constexpr std::uint16_t infinity_bits = 0x7f80u;
-  static float to_float(std::uint16_t b) noexcept { return bf16_to_float(b); }
+  GRADCOMP_HD static float to_float(std::uint16_t b) noexcept { return bf16_to_float(b); }
   static bool encode_one(float f, std::uint16_t* b) noexcept { return float_to_bf16(f, b); }
 #if GRADCOMP_HAVE_AVX2_KERNELS
   // AVX2 where the CPU has it (cpu/wire_kernels.hpp).
@@ -238,11 +251,21 @@ struct fp64_codec {
   static constexpr wire::value_coding code = wire::value_coding::fp64;
   static constexpr const char* name = "fp64";
   static constexpr std::size_t fixed_bytes = 8;
-  static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept { return 8 * kept; }
+  GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept { return 8 * kept; }
 
   template <class T>
-  static T value(const std::byte* p, std::size_t j) noexcept {
+  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
     return static_cast<T>(bits_double(load_le<std::uint64_t>(p + 8 * j)));
+  }
+  GRADCOMP_HD static errc check_parameters(const std::byte*, std::uint64_t) noexcept { return errc::ok; }
+  // Finite, and finite once converted to T (written with subtractions, which also compile for
+  // devices: x - x is 0 exactly for a finite x).
+  template <class T>
+  GRADCOMP_HD static errc check_one(const std::byte* p, std::size_t j) noexcept {
+    const double d = bits_double(load_le<std::uint64_t>(p + 8 * j));
+    if (!(d - d == 0.0)) return errc::non_finite_input;
+    const T t = static_cast<T>(d);
+    return t - t == T(0) ? errc::ok : errc::value_out_of_range;
   }
   template <class T, class IndexAt>
   static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
@@ -281,16 +304,16 @@ struct scaled_sign_codec {
   static constexpr const char* name = "scaled_sign";
   static constexpr std::size_t fixed_bytes = 0;
   static constexpr std::size_t parameter_bytes = 4;
-  static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
+  GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
     return parameter_bytes + (kept + 7) / 8;
   }
 
-  static float scale(const std::byte* p) noexcept { return bits_float(load_le<std::uint32_t>(p)); }
-  static bool negative(const std::byte* p, std::size_t j) noexcept {
+  GRADCOMP_HD static float scale(const std::byte* p) noexcept { return bits_float(load_le<std::uint32_t>(p)); }
+  GRADCOMP_HD static bool negative(const std::byte* p, std::size_t j) noexcept {
     return ((static_cast<unsigned>(p[parameter_bytes + j / 8]) >> (j % 8)) & 1u) != 0;
   }
   template <class T>
-  static T value(const std::byte* p, std::size_t j) noexcept {
+  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
     const T s = static_cast<T>(scale(p));
     return negative(p, j) ? -s : s;
   }
@@ -299,9 +322,8 @@ struct scaled_sign_codec {
     const T s = static_cast<T>(scale(p));
     for (std::size_t j = 0; j < count; ++j) acc[at(j)] += negative(p, first + j) ? -s : s;
   }
-  template <class T>
-  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
-    largest = 0.0;
+  // The scale (finite, sign bit clear), then the padding bits.
+  GRADCOMP_HD static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
     const std::uint32_t bits = load_le<std::uint32_t>(p);
     if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
     if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
@@ -309,7 +331,15 @@ struct scaled_sign_codec {
       const auto last = static_cast<unsigned>(p[parameter_bytes + kept / 8]);
       if ((last >> (kept % 8)) != 0) return errc::malformed_payload;
     }
-    if (kept != 0) largest = static_cast<double>(bits_float(bits));
+    return errc::ok;
+  }
+  template <class T>
+  GRADCOMP_HD static errc check_one(const std::byte*, std::size_t) noexcept { return errc::ok; }
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    if (const errc e = check_parameters(p, kept); e != errc::ok) return e;
+    if (kept != 0) largest = static_cast<double>(scale(p));
     return errc::ok;
   }
   template <class T>
@@ -350,22 +380,33 @@ bool visit_value_codec(wire::value_coding c, F&& f) {
 
 // Whether `bytes` bytes at p are a payload of `kept` values in Codec (see payload_fits above).
 template <class Codec>
-auto payload_fits(Codec, const std::byte* p, std::uint64_t bytes, std::uint64_t kept, int) noexcept
+GRADCOMP_HD auto payload_fits(Codec, const std::byte* p, std::uint64_t bytes, std::uint64_t kept, int) noexcept
     -> decltype(Codec::payload_fits(p, bytes, kept)) {
   return Codec::payload_fits(p, bytes, kept);
 }
 template <class Codec>
-bool payload_fits(Codec, const std::byte*, std::uint64_t bytes, std::uint64_t kept, long) noexcept {
+GRADCOMP_HD bool payload_fits(Codec, const std::byte*, std::uint64_t bytes, std::uint64_t kept, long) noexcept {
   return bytes == Codec::payload_bytes(kept);
 }
 
 // Whether the value payload of a section, `bytes` bytes at p (the section header's length, within
-// the message), is a payload of `kept` values in coding c; false for an unknown coding.
+// the message), is a payload of `kept` values in coding c; false for an unknown coding. Also
+// compiles for devices (a fold rather than a visit with a lambda).
+template <class... Codecs>
+GRADCOMP_HD bool value_payload_fits(codec_list<Codecs...>, wire::value_coding c, const std::byte* p,
+                                    std::uint64_t bytes, std::uint64_t kept) noexcept {
+  return ((c == Codecs::code && payload_fits(Codecs{}, p, bytes, kept, 0)) || ...);
+}
 template <class Codecs = value_codecs>
-bool value_payload_fits(wire::value_coding c, const std::byte* p, std::uint64_t bytes, std::uint64_t kept) noexcept {
-  bool fits = false;
-  visit_value_codec(Codecs{}, c, [&](auto codec) { fits = payload_fits(codec, p, bytes, kept, 0); });
-  return fits;
+GRADCOMP_HD bool value_payload_fits(wire::value_coding c, const std::byte* p, std::uint64_t bytes,
+                                    std::uint64_t kept) noexcept {
+  return value_payload_fits(Codecs{}, c, p, bytes, kept);
+}
+
+// Whether this version knows coding c, for devices too.
+template <class... Codecs>
+GRADCOMP_HD constexpr bool is_known_coding(codec_list<Codecs...>, wire::value_coding c) noexcept {
+  return ((c == Codecs::code) || ...);
 }
 
 // The payload length of `kept` values, or 0 with `known` false for an unknown coding.

@@ -47,35 +47,104 @@ namespace wire {
 
 namespace detail {
 
-// The fields needed to find the message's end and its checksum: magic, version, flags, length.
-inline result<message_header> read_frame(span<const std::byte> msg) noexcept {
+// The header checks below are written once for the host and for devices (GRADCOMP_HD): the
+// Thrust backend's decoder runs them on its system. Each returns errc::ok or the first error and
+// fills its output as far as it got.
+
+// The fields needed to find the message's end and its checksum: magic, version, flags, length,
+// for a buffer of `size` bytes at p.
+GRADCOMP_HD inline errc parse_frame(const std::byte* p, std::uint64_t size, message_header& h) noexcept {
   using gradcomp::detail::load_le;
-  if (msg.size() < message_header_bytes) return fail(errc::truncated);
-  const std::byte* p = msg.data();
-  for (int i = 0; i < 4; ++i)
-    if (p[i] != static_cast<std::byte>(magic[i])) return fail(errc::bad_magic);
-  message_header h;
+  if (size < message_header_bytes) return errc::truncated;
+  constexpr std::uint32_t magic_word = 0x46574347u;  // "GCWF" read as a little-endian word
+  static_assert(magic[0] == 0x47 && magic[1] == 0x43 && magic[2] == 0x57 && magic[3] == 0x46, "GCWF");
+  if (load_le<std::uint32_t>(p) != magic_word) return errc::bad_magic;
   h.version = load_le<std::uint16_t>(p + 4);
   h.flags = load_le<std::uint16_t>(p + 6);
   h.section_count = load_le<std::uint32_t>(p + 12);
   h.total_bytes = load_le<std::uint64_t>(p + 16);
-  if (h.version == 0 || h.version > format_version) return fail(errc::unsupported_version);
-  if ((h.flags & ~flag_checksum) != 0) return fail(errc::reserved_field);
+  if (h.version == 0 || h.version > format_version) return errc::unsupported_version;
+  if ((h.flags & ~flag_checksum) != 0) return errc::reserved_field;
   const std::uint64_t fixed = message_header_bytes + (h.has_checksum() ? checksum_bytes : 0);
-  if (h.total_bytes < fixed) return fail(errc::malformed_payload);
-  if (msg.size() < h.total_bytes) return fail(errc::truncated);
-  if (msg.size() > h.total_bytes) return fail(errc::trailing_bytes);
-  return h;
+  if (h.total_bytes < fixed) return errc::malformed_payload;
+  if (size < h.total_bytes) return errc::truncated;
+  if (size > h.total_bytes) return errc::trailing_bytes;
+  return errc::ok;
 }
 
 // The remaining header fields, once the frame is known to be sound.
-inline result<message_header> read_header_rest(span<const std::byte> msg, message_header h) noexcept {
-  const std::uint32_t kind = gradcomp::detail::load_le<std::uint32_t>(msg.data() + 8);
-  if (kind > static_cast<std::uint32_t>(message_kind::snapshot)) return fail(errc::unknown_coding);
+GRADCOMP_HD inline errc parse_header_rest(const std::byte* p, message_header& h) noexcept {
+  const std::uint32_t kind = gradcomp::detail::load_le<std::uint32_t>(p + 8);
+  if (kind > static_cast<std::uint32_t>(message_kind::snapshot)) return errc::unknown_coding;
   h.kind = static_cast<message_kind>(kind);
   const std::uint64_t fixed = message_header_bytes + (h.has_checksum() ? checksum_bytes : 0);
-  if (h.section_count > (h.total_bytes - fixed) / section_header_bytes)
-    return fail(errc::size_overflow);
+  if (h.section_count > (h.total_bytes - fixed) / section_header_bytes) return errc::size_overflow;
+  return errc::ok;
+}
+
+// The checks of read_section_header (below) on a message of `size` bytes at `msg`.
+GRADCOMP_HD inline errc parse_section_header(const std::byte* msg, std::uint64_t size, std::uint64_t offset,
+                                             std::uint64_t end, section_header& s) noexcept {
+  using gradcomp::detail::load_le;
+  if (end > size || offset > end || end - offset < section_header_bytes) return errc::truncated;
+  const std::byte* p = msg + offset;
+  s.offset = offset;
+  s.bytes = load_le<std::uint64_t>(p);
+  s.tensor = load_le<std::uint32_t>(p + 8);
+  s.numel = load_le<std::uint32_t>(p + 12);
+  s.kept = load_le<std::uint32_t>(p + 16);
+  const auto ic = static_cast<std::uint8_t>(p[20]);
+  const auto vc = static_cast<std::uint8_t>(p[21]);
+  s.index_parameter = static_cast<std::uint8_t>(p[22]);
+  const auto role = static_cast<std::uint8_t>(p[23]);
+  s.index_bytes = load_le<std::uint64_t>(p + 24);
+  if (s.bytes < section_header_bytes) return errc::malformed_payload;
+  if (s.bytes > end - offset) return errc::truncated;  // past the section area
+  if (s.kept > s.numel) return errc::kept_exceeds_numel;
+  if (ic > static_cast<std::uint8_t>(index_coding::bitmap)) return errc::unknown_coding;
+  s.indices = static_cast<index_coding>(ic);
+  s.values = static_cast<value_coding>(vc);
+  if (!gradcomp::detail::is_known_coding(gradcomp::detail::value_codecs{}, s.values)) return errc::unknown_coding;
+  if (role > static_cast<std::uint8_t>(section_role::state)) return errc::unknown_coding;
+  s.role = static_cast<section_role>(role);
+  if (s.indices == index_coding::rice ? s.index_parameter > 31 : s.index_parameter != 0) return errc::reserved_field;
+  if (s.index_bytes > s.bytes - section_header_bytes) return errc::malformed_payload;
+  s.value_bytes = s.bytes - section_header_bytes - s.index_bytes;
+  // The payload lies within the section, which lies within the message.
+  if (!gradcomp::detail::value_payload_fits(s.values, p + section_header_bytes + s.index_bytes, s.value_bytes, s.kept))
+    return errc::malformed_payload;
+  const std::uint64_t k = s.kept, n = s.numel;
+  switch (s.indices) {
+    case index_coding::dense:
+      if (k != n || s.index_bytes != 0) return errc::malformed_payload;
+      break;
+    case index_coding::raw_u32:
+      if (s.index_bytes != 4 * k) return errc::malformed_payload;
+      break;
+    case index_coding::bitmap:
+      if (s.index_bytes != (n + 7) / 8) return errc::malformed_payload;
+      break;
+    case index_coding::delta_varint:
+      if (s.index_bytes < k || s.index_bytes > 5 * k) return errc::malformed_payload;
+      break;
+    case index_coding::rice:
+      if (s.index_bytes < (k * (1 + static_cast<std::uint64_t>(s.index_parameter)) + 7) / 8)
+        return errc::malformed_payload;
+      break;
+    default:
+      return errc::unknown_coding;
+  }
+  return errc::ok;
+}
+
+inline result<message_header> read_frame(span<const std::byte> msg) noexcept {
+  message_header h;
+  if (const errc e = parse_frame(msg.data(), msg.size(), h); e != errc::ok) return fail(e);
+  return h;
+}
+
+inline result<message_header> read_header_rest(span<const std::byte> msg, message_header h) noexcept {
+  if (const errc e = parse_header_rest(msg.data(), h); e != errc::ok) return fail(e);
   return h;
 }
 
@@ -101,59 +170,9 @@ inline result<message_header> peek(span<const std::byte> msg) noexcept {
 [[nodiscard]] inline result<section_header> read_section_header(span<const std::byte> msg,
                                                                 std::uint64_t offset,
                                                                 std::uint64_t end) noexcept {
-  using gradcomp::detail::load_le;
-  if (end > msg.size() || offset > end || end - offset < section_header_bytes)
-    return fail(errc::truncated);
-  const std::byte* p = msg.data() + offset;
   section_header s;
-  s.offset = offset;
-  s.bytes = load_le<std::uint64_t>(p);
-  s.tensor = load_le<std::uint32_t>(p + 8);
-  s.numel = load_le<std::uint32_t>(p + 12);
-  s.kept = load_le<std::uint32_t>(p + 16);
-  const auto ic = static_cast<std::uint8_t>(p[20]);
-  const auto vc = static_cast<std::uint8_t>(p[21]);
-  s.index_parameter = static_cast<std::uint8_t>(p[22]);
-  const auto role = static_cast<std::uint8_t>(p[23]);
-  s.index_bytes = load_le<std::uint64_t>(p + 24);
-  if (s.bytes < section_header_bytes) return fail(errc::malformed_payload);
-  if (s.bytes > end - offset) return fail(errc::truncated);  // past the section area
-  if (s.kept > s.numel) return fail(errc::kept_exceeds_numel);
-  if (ic > static_cast<std::uint8_t>(index_coding::bitmap)) return fail(errc::unknown_coding);
-  s.indices = static_cast<index_coding>(ic);
-  s.values = static_cast<value_coding>(vc);
-  if (!is_known(s.values)) return fail(errc::unknown_coding);
-  if (role > static_cast<std::uint8_t>(section_role::state))
-    return fail(errc::unknown_coding);
-  s.role = static_cast<section_role>(role);
-  if (s.indices == index_coding::rice ? s.index_parameter > 31 : s.index_parameter != 0)
-    return fail(errc::reserved_field);
-  if (s.index_bytes > s.bytes - section_header_bytes) return fail(errc::malformed_payload);
-  s.value_bytes = s.bytes - section_header_bytes - s.index_bytes;
-  // The payload lies within the section, which lies within `msg`.
-  if (!gradcomp::detail::value_payload_fits(s.values, p + section_header_bytes + s.index_bytes, s.value_bytes, s.kept))
-    return fail(errc::malformed_payload);
-  const std::uint64_t k = s.kept, n = s.numel;
-  switch (s.indices) {
-    case index_coding::dense:
-      if (k != n || s.index_bytes != 0) return fail(errc::malformed_payload);
-      break;
-    case index_coding::raw_u32:
-      if (s.index_bytes != 4 * k) return fail(errc::malformed_payload);
-      break;
-    case index_coding::bitmap:
-      if (s.index_bytes != (n + 7) / 8) return fail(errc::malformed_payload);
-      break;
-    case index_coding::delta_varint:
-      if (s.index_bytes < k || s.index_bytes > 5 * k) return fail(errc::malformed_payload);
-      break;
-    case index_coding::rice:
-      if (s.index_bytes < (k * (1 + static_cast<std::uint64_t>(s.index_parameter)) + 7) / 8)
-        return fail(errc::malformed_payload);
-      break;
-    default:
-      return fail(errc::unknown_coding);
-  }
+  if (const errc e = detail::parse_section_header(msg.data(), msg.size(), offset, end, s); e != errc::ok)
+    return fail(e);
   return s;
 }
 

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../config.hpp"
+
 namespace gradcomp {
 namespace wire {
 
@@ -139,7 +141,7 @@ struct message_header {
   std::uint32_t section_count = 0;  ///< Number of sections.
   std::uint64_t total_bytes = 0;    ///< Length of the whole message, trailer included.
   /// True when a CRC-32C trailer is present.
-  bool has_checksum() const noexcept { return (flags & flag_checksum) != 0; }
+  GRADCOMP_HD bool has_checksum() const noexcept { return (flags & flag_checksum) != 0; }
 };
 
 /// The decoded header of one section, with where its payloads lie in the message.
