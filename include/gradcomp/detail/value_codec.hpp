@@ -7,6 +7,8 @@
 // values. Its members:
 //   code, name                        the wire code and the spec's name
 //   fixed_bytes                       bytes per value, or 0 when values are packed below a byte
+//   parameter_bytes, values_per_byte  a packed coding's parameter block length and the values
+//                                     each later byte holds
 //   payload_bytes(kept)               the payload length of `kept` values with the parameters the
 //                                     encoder writes (for the float codings and scaled_sign: from
 //                                     the header alone)
@@ -304,6 +306,7 @@ struct scaled_sign_codec {
   static constexpr const char* name = "scaled_sign";
   static constexpr std::size_t fixed_bytes = 0;
   static constexpr std::size_t parameter_bytes = 4;
+  static constexpr std::size_t values_per_byte = 8;  // after the parameter block
   GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
     return parameter_bytes + (kept + 7) / 8;
   }

@@ -274,6 +274,10 @@ struct write_bitmaps {
   }
 };
 
+// Bytes of a message body per thread of the checksum (a bitwise CRC: eight steps per byte),
+// against the one thread that combines the chunks in order afterwards.
+constexpr std::uint64_t crc_chunk_bytes = 1024;
+
 // The CRC-32C of one chunk of the message body (before the trailer), where it lies in the body.
 struct chunk_crc {
   const std::byte* out;
@@ -296,6 +300,18 @@ struct chunk_crc {
   }
 };
 
+// The CRC-32C of `body` bytes (at least one) from the CRCs of its chunks of `chunk` bytes
+// (chunk_crc), combined in order.
+GRADCOMP_HD inline std::uint32_t combine_chunk_crcs(const std::uint32_t* crcs, std::uint64_t chunk,
+                                                    std::uint64_t body) noexcept {
+  const std::uint32_t whole = gradcomp::detail::crc32c_shift_factor(chunk);
+  std::uint32_t crc = crcs[0];
+  std::uint64_t c = 1;
+  for (; (c + 1) * chunk <= body; ++c) crc = gradcomp::detail::crc32c_multiply_mod(whole, crc) ^ crcs[c];
+  if (c * chunk < body) crc = gradcomp::detail::crc32c_combine(crc, crcs[c], body - c * chunk);
+  return crc;
+}
+
 // One thread: the chunks' CRCs combined in order into the trailer.
 struct write_trailer {
   std::byte* out;
@@ -305,12 +321,7 @@ struct write_trailer {
   GRADCOMP_HD void operator()(std::size_t) const {
     if (outcome[1] != 0) return;
     const std::uint64_t body = outcome[0] - checksum_bytes;
-    const std::uint32_t whole = gradcomp::detail::crc32c_shift_factor(chunk);
-    std::uint32_t crc = crcs[0];
-    std::uint64_t c = 1;
-    for (; (c + 1) * chunk <= body; ++c) crc = gradcomp::detail::crc32c_multiply_mod(whole, crc) ^ crcs[c];
-    if (c * chunk < body) crc = gradcomp::detail::crc32c_combine(crc, crcs[c], body - c * chunk);
-    store_byte_le(out + body, crc, 4);
+    store_byte_le(out + body, combine_chunk_crcs(crcs, chunk, body), 4);
   }
 };
 
@@ -443,9 +454,7 @@ class device_encoder<T, thrust_backend<System>> {
   }
 
  private:
-  // Bytes of the body per thread of the checksum (a bitwise CRC: eight steps per byte), against
-  // the one thread that combines the chunks in order afterwards.
-  static constexpr std::uint64_t crc_chunk = 1024;
+  static constexpr std::uint64_t crc_chunk = detail::crc_chunk_bytes;
   static std::uint64_t chunks(std::uint64_t bytes) noexcept { return (bytes + crc_chunk - 1) / crc_chunk; }
   std::uint32_t width() const noexcept { return opt_.values == value_coding::fp32 ? 4 : 8; }
 

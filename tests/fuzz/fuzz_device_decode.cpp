@@ -1,0 +1,133 @@
+// Fuzz target: wire::device_accumulator, the Thrust backend's decode-and-accumulate, on arbitrary
+// bytes, on Thrust's C++ system (its memory is the host heap, so AddressSanitizer sees every read
+// the decoder's kernels make).
+//
+// The input is taken as a message (the corpus of fuzz_decode serves). The receiver's accumulators
+// are made from the message itself, so that many inputs fit them: tensor t gets the element count
+// of the first section of the message that names it (ids below 16, counts up to 2^16), other ids
+// up to the largest get 5 elements, and the input's length picks a variation (one accumulator too
+// few, one a element longer than its section, every tensor required, sums checked, double
+// accumulators). Properties, beyond running without memory errors:
+//   - the device decoder's outcome is the host decoder's (wire::decode_accumulate with the same
+//     rules) for the same bytes, error for error;
+//   - an accepted message gives the host decoder's sums bitwise, and reports the section count;
+//   - a refused message leaves every accumulator bitwise unchanged.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <thrust/system/cpp/execution_policy.h>
+
+#include <gradcomp/backend_memory.hpp>
+#include <gradcomp/thrust/wire_decode.hpp>
+#include <gradcomp/wire/decode.hpp>
+
+#include "fuzz_common.hpp"
+
+namespace {
+
+using gradcomp::errc;
+using gradcomp::span;
+namespace wire = gradcomp::wire;
+using backend = gradcomp::thrust_backend<thrust::system::cpp::tag>;
+using space = gradcomp::memory_space_t<backend>;
+
+struct rules {
+  wire::device_accumulate_options opt;
+  std::vector<bool> seen;
+  errc section(const wire::section_header& s, double, bool& check_sums) {
+    seen[s.tensor] = true;
+    check_sums = opt.check_sums;
+    return errc::ok;
+  }
+  errc complete() const {
+    if (opt.every_tensor && std::find(seen.begin(), seen.end(), false) != seen.end()) return errc::missing_tensor;
+    return errc::ok;
+  }
+};
+
+template <class T>
+bool bitwise_equal(const std::vector<std::vector<T>>& a, const std::vector<std::vector<T>>& b) {
+  for (std::size_t t = 0; t < a.size(); ++t)
+    if (a[t].size() != b[t].size() ||
+        (!a[t].empty() && std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(T)) != 0))
+      return false;
+  return true;
+}
+
+template <class T>
+void run(span<const std::byte> msg, std::vector<std::size_t> sizes, const wire::device_accumulate_options& opt) {
+  const backend b{};
+  std::vector<std::vector<T>> host(sizes.size());
+  for (std::size_t t = 0; t < sizes.size(); ++t)
+    for (std::size_t i = 0; i < sizes[t]; ++i) host[t].push_back(static_cast<T>(0.25 * static_cast<double>(i % 13) - 1.0));
+  const auto initial = host;
+
+  std::vector<gradcomp::backend_buffer<T, backend>> acc;
+  std::vector<span<T, space>> views;
+  for (const auto& h : host) {
+    acc.push_back(gradcomp::allocate_buffer<T>(b, h.size()));
+    FUZZ_CHECK(gradcomp::copy_to_backend(b, span<const T>(h.data(), h.size()), acc.back().view()).has_value());
+    views.push_back(acc.back().view());
+  }
+  // The message in a buffer of exactly its length: a read past it is a heap overflow.
+  auto bytes = gradcomp::allocate_buffer<std::byte>(b, msg.size());
+  FUZZ_CHECK(gradcomp::copy_to_backend(b, msg, bytes.view()).has_value());
+  auto outcome = gradcomp::allocate_buffer<std::uint64_t>(b, 2);
+  wire::device_accumulator<T, backend> decoder(b, span<const span<T, space>>(views.data(), views.size()),
+                                               std::max<std::size_t>(msg.size(), 1), opt);
+  FUZZ_CHECK(decoder.accumulate(b, gradcomp::readonly(bytes.view()), outcome.view()).has_value());
+  std::uint64_t out[2] = {};
+  FUZZ_CHECK(gradcomp::copy_to_host(b, gradcomp::readonly(outcome.view()), span<std::uint64_t>(out, 2)).has_value());
+  std::vector<std::vector<T>> device(sizes.size());
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    device[t].resize(sizes[t]);
+    FUZZ_CHECK(gradcomp::copy_to_host(b, gradcomp::readonly(acc[t].view()), span<T>(device[t].data(), sizes[t]))
+                   .has_value());
+  }
+  gradcomp::synchronize(b);
+
+  std::vector<span<T>> dest;
+  for (auto& h : host) dest.emplace_back(h.data(), h.size());
+  rules r{opt, std::vector<bool>(sizes.size(), false)};
+  std::vector<std::uint32_t> scratch(64);
+  const auto expected = wire::decode_accumulate<T>(msg, span<const span<T>>(dest.data(), dest.size()),
+                                                   span<std::uint32_t>(scratch.data(), scratch.size()), r);
+  FUZZ_CHECK_ERRC(static_cast<errc>(out[0]), expected ? errc::ok : expected.error());
+  if (expected) {
+    FUZZ_CHECK(out[1] == expected->section_count);
+    FUZZ_CHECK_MSG(bitwise_equal(device, host), "sums differ from decode_accumulate's");
+  } else {
+    FUZZ_CHECK(out[1] == 0);
+    FUZZ_CHECK_MSG(bitwise_equal(device, initial), "a refused message changed an accumulator");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const span<const std::byte> msg(reinterpret_cast<const std::byte*>(data), size);
+  constexpr std::uint32_t max_tensors = 16, max_numel = 1u << 16;
+  std::vector<std::size_t> sizes;
+  std::vector<bool> named(max_tensors, false);
+  (void)wire::for_each_section(msg, [&](const wire::section_header& s) {
+    if (s.tensor >= max_tensors || s.numel > max_numel || named[s.tensor]) return;
+    if (sizes.size() <= s.tensor) sizes.resize(s.tensor + 1, 5);
+    sizes[s.tensor] = s.numel;
+    named[s.tensor] = true;
+  });
+  const unsigned variation = static_cast<unsigned>(size % 7);
+  if (variation == 1 && !sizes.empty()) sizes.pop_back();
+  if (variation == 2 && !sizes.empty()) ++sizes.front();
+  wire::device_accumulate_options opt;
+  opt.every_tensor = variation == 3;
+  opt.check_sums = variation == 4 || variation == 5;
+  if (variation >= 5) {
+    run<double>(msg, sizes, opt);
+  } else {
+    run<float>(msg, sizes, opt);
+  }
+  return 0;
+}

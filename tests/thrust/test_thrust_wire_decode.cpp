@@ -1,0 +1,382 @@
+// wire::device_accumulator: messages decoded and added in the Thrust backend's memory give the
+// host decoder's (wire::decode_accumulate) sums bitwise, and for any damage to the bytes the host
+// decoder's error with every accumulator left as it was; the work is issued without the host
+// waiting.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <gradcomp/backend_memory.hpp>
+#include <gradcomp/thrust/wire_decode.hpp>
+#include <gradcomp/wire/decode.hpp>
+#include <gradcomp/wire/encode.hpp>
+
+#include "thrust/data.hpp"
+#include "thrust/systems.hpp"
+
+namespace {
+
+namespace wire = gradcomp::wire;
+using gradcomp::errc;
+
+// The receiver's tensors (ids 0..4): sizes that are and are not multiples of 8.
+constexpr std::uint32_t tensor_sizes[] = {37, 300, 1000, 8, 129};
+constexpr std::size_t tensor_count = 5;
+
+// How a message is written: the encoder's options and whether its values are scaled signs.
+struct message_form {
+  std::string name;
+  wire::encode_options opt;
+  bool sign = false;
+};
+
+std::vector<message_form> forms() {
+  using wire::index_coding;
+  using wire::value_coding;
+  std::vector<message_form> f;
+  f.push_back({"raw_u32 fp32", {index_coding::raw_u32, value_coding::fp32, value_coding::fp32, false}});
+  f.push_back({"delta_varint fp16, dense bf16", {index_coding::delta_varint, value_coding::fp16, value_coding::bf16, false}});
+  f.push_back({"rice fp64", {index_coding::rice, value_coding::fp64, value_coding::fp64, false}});
+  f.push_back({"bitmap bf16", {index_coding::bitmap, value_coding::bf16, value_coding::fp32, false}});
+  f.push_back({"automatic fp32, checksum", {index_coding::automatic, value_coding::fp32, value_coding::fp32, true}});
+  message_form sign{"scaled signs, delta_varint", {index_coding::delta_varint, value_coding::fp32, value_coding::fp32, false}};
+  sign.sign = true;
+  f.push_back(sign);
+  return f;
+}
+
+// One worker's message: a section for most tensors (tensor 3 only in some), sparse at varied
+// densities (one with nothing kept) and tensor 4 dense.
+template <class T>
+std::vector<std::byte> make_message(std::uint64_t seed, const message_form& form) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<std::vector<std::uint32_t>> indices(tensor_count);
+  std::vector<std::vector<T>> values(tensor_count);
+  std::vector<gradcomp::tensor_message<T>> msgs;
+  const T scale = static_cast<T>(0.5 + static_cast<double>(seed % 7));
+  for (std::uint32_t t = 0; t < tensor_count; ++t) {
+    if (t == 3 && seed % 2 == 0) continue;
+    gradcomp::tensor_message<T> m;
+    m.tensor = t;
+    m.numel = tensor_sizes[t];
+    m.dense = t == 4;
+    const std::uint32_t every = t == 1 ? 2 : t == 2 ? 1 + static_cast<std::uint32_t>(rng() % 60) : 5;
+    for (std::uint32_t i = m.dense ? 0 : static_cast<std::uint32_t>(rng() % every); i < m.numel;
+         i += m.dense ? 1 : every) {
+      if (t == 0 && seed % 3 == 0) break;  // nothing kept
+      if (!m.dense) indices[t].push_back(i);
+      const double v = normal(rng);
+      values[t].push_back(form.sign ? (v < 0 ? -scale : scale) : static_cast<T>(v * 4.0));
+    }
+    m.indices = gradcomp::span<const std::uint32_t>(indices[t].data(), indices[t].size());
+    m.values = gradcomp::span<const T>(values[t].data(), values[t].size());
+    if (form.sign) m.coding = wire::value_coding::scaled_sign;
+    msgs.push_back(m);
+  }
+  return wire::encode(gradcomp::span<const gradcomp::tensor_message<T>>(msgs.data(), msgs.size()), form.opt);
+}
+
+// The host decoder with the rules the device decoder's options stand for.
+struct host_rules {
+  gradcomp::wire::device_accumulate_options opt;
+  std::vector<bool> seen = std::vector<bool>(tensor_count, false);
+  errc section(const wire::section_header& s, double, bool& check_sums) {
+    seen[s.tensor] = true;
+    check_sums = opt.check_sums;
+    return errc::ok;
+  }
+  errc complete() const {
+    for (const bool s : seen)
+      if (opt.every_tensor && !s) return errc::missing_tensor;
+    return errc::ok;
+  }
+};
+
+template <class T>
+errc host_accumulate(const std::vector<std::byte>& msg, std::size_t length, std::vector<std::vector<T>>& acc,
+                     const wire::device_accumulate_options& opt) {
+  std::vector<gradcomp::span<T>> dest;
+  for (auto& a : acc) dest.emplace_back(a.data(), a.size());
+  host_rules rules{opt};
+  std::vector<std::uint32_t> scratch(1 << 12);
+  const auto r = wire::decode_accumulate<T>(gradcomp::span<const std::byte>(msg.data(), length),
+                                            gradcomp::span<const gradcomp::span<T>>(dest.data(), dest.size()),
+                                            gradcomp::span<std::uint32_t>(scratch.data(), scratch.size()), rules);
+  return r ? errc::ok : r.error();
+}
+
+// Accumulators in backend memory with a device_accumulator over them.
+template <class T, class Backend>
+struct receiver {
+  using space = gradcomp::memory_space_t<Backend>;
+  Backend b{};
+  std::vector<gradcomp::backend_buffer<T, Backend>> acc;
+  std::unique_ptr<wire::device_accumulator<T, Backend>> decoder;
+  gradcomp::backend_buffer<std::byte, Backend> msg;
+  gradcomp::backend_buffer<std::uint64_t, Backend> outcome;
+  gradcomp::backend_buffer<std::uint64_t, Backend> length;
+
+  receiver(const std::vector<std::vector<T>>& initial, std::uint64_t capacity,
+           const wire::device_accumulate_options& opt) {
+    std::vector<gradcomp::span<T, space>> views;
+    for (const auto& a : initial) {
+      acc.push_back(gradcomp::allocate_buffer<T>(b, a.size()));
+      REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const T>(a.data(), a.size()), acc.back().view()));
+      views.push_back(acc.back().view());
+    }
+    decoder = std::make_unique<wire::device_accumulator<T, Backend>>(
+        b, gradcomp::span<const gradcomp::span<T, space>>(views.data(), views.size()), capacity, opt);
+    msg = gradcomp::allocate_buffer<std::byte>(b, capacity);
+    outcome = gradcomp::allocate_buffer<std::uint64_t>(b, 2);
+    length = gradcomp::allocate_buffer<std::uint64_t>(b, 1);
+  }
+
+  // Decodes the first `n` bytes of m: as a view of exactly those bytes, or (through_length) as
+  // the whole buffer with its length in backend memory. Returns the outcome.
+  std::vector<std::uint64_t> accumulate(const std::vector<std::byte>& m, std::size_t n, bool through_length) {
+    using gradcomp::detail::thrust_impl::host_transfer_count;
+    REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const std::byte>(m.data(), m.size()),
+                                      msg.view().first(m.size())));
+    const std::uint64_t len = n;
+    REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const std::uint64_t>(&len, 1), length.view()));
+    const auto before = host_transfer_count.load();
+    if (through_length) {
+      REQUIRE(decoder->accumulate(b, gradcomp::readonly(msg.view()), outcome.view(), length.view().data()));
+    } else {
+      REQUIRE(decoder->accumulate(b, gradcomp::readonly(msg.view().first(n)), outcome.view()));
+    }
+    CHECK(host_transfer_count.load() == before);  // issued without waiting
+    std::vector<std::uint64_t> r(2);
+    REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(outcome.view()), gradcomp::span<std::uint64_t>(r.data(), 2)));
+    gradcomp::synchronize(b);
+    return r;
+  }
+
+  std::vector<std::vector<T>> read() {
+    std::vector<std::vector<T>> out;
+    for (auto& a : acc) {
+      out.emplace_back(a.size());
+      REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(a.view()), gradcomp::span<T>(out.back().data(), a.size())));
+    }
+    gradcomp::synchronize(b);
+    return out;
+  }
+};
+
+template <class T>
+std::vector<std::vector<T>> initial_accumulators(std::uint64_t seed) {
+  std::vector<std::vector<T>> acc;
+  for (std::size_t t = 0; t < tensor_count; ++t) acc.push_back(gradcomp_test::gaussian<T>(tensor_sizes[t], seed + t));
+  return acc;
+}
+
+template <class T>
+bool same(const std::vector<std::vector<T>>& a, const std::vector<std::vector<T>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t t = 0; t < a.size(); ++t)
+    if (!gradcomp_test::bitwise_same(a[t], b[t])) return false;
+  return true;
+}
+
+template <class T, class Backend>
+void check_sound_messages() {
+  for (const message_form& form : forms()) {
+    CAPTURE(form.name);
+    auto host = initial_accumulators<T>(11);
+    receiver<T, Backend> r(host, 1 << 14, {});
+    for (std::uint64_t w = 0; w < 4; ++w) {  // four workers, added in order
+      const auto m = make_message<T>(100 + w, form);
+      REQUIRE(m.size() <= (1u << 14));
+      const auto header = wire::peek(gradcomp::span<const std::byte>(m.data(), m.size()));
+      REQUIRE(header);
+      REQUIRE(host_accumulate<T>(m, m.size(), host, {}) == errc::ok);
+      const auto out = r.accumulate(m, m.size(), w % 2 == 1);
+      CHECK(out[0] == 0);
+      CHECK(out[1] == header->section_count);
+      CHECK(same(r.read(), host));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: sound messages of every coding add up bitwise as on the host",
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
+  check_sound_messages<float, Backend>();
+  check_sound_messages<double, Backend>();
+}
+
+// Damage to a message: bytes flipped one at a time at every position, random bytes written at
+// random places, and every shorter length. The device decoder gives the host decoder's error
+// (or, for damage that leaves a sound message, its sums), and a refused message changes nothing.
+template <class T, class Backend>
+void check_damage(const message_form& form, std::uint64_t seed) {
+  const wire::device_accumulate_options opt{true, false};  // sums checked: accumulators stay finite
+  auto host = initial_accumulators<T>(seed);
+  receiver<T, Backend> r(host, 1 << 14, opt);
+  const auto base = make_message<T>(seed, form);
+  REQUIRE(base.size() <= (1u << 14));
+  std::mt19937_64 rng(seed);
+  std::size_t refused = 0, trials = 0;
+  std::set<errc> seen;
+  auto trial = [&](const std::vector<std::byte>& m, std::size_t n, bool through_length) {
+    const auto before = r.read();
+    const errc expected = host_accumulate<T>(m, n, host, opt);
+    const auto out = r.accumulate(m, n, through_length);
+    ++trials;
+    CHECK(static_cast<errc>(out[0]) == expected);
+    if (expected != errc::ok) {
+      ++refused;
+      seen.insert(expected);
+      CHECK(out[1] == 0);
+      CHECK(same(r.read(), before));
+    } else {
+      CHECK(same(r.read(), host));
+    }
+  };
+  for (std::size_t p = 0; p < base.size(); ++p) {
+    for (const unsigned flip : {0x01u, 0x80u, 0x7fu}) {
+      auto m = base;
+      m[p] ^= static_cast<std::byte>(flip);
+      trial(m, m.size(), p % 2 == 0);
+    }
+  }
+  for (int k = 0; k < 100; ++k) {
+    auto m = base;
+    const int writes = 1 + static_cast<int>(rng() % 4);
+    for (int w = 0; w < writes; ++w) m[rng() % m.size()] = static_cast<std::byte>(rng() & 0xffu);
+    trial(m, m.size(), k % 2 == 0);
+  }
+  for (std::size_t n = 0; n < base.size(); n += 1 + n / 8) trial(base, n, true);
+  trial(base, base.size(), true);  // and the message itself
+  MESSAGE(form.name << ": " << trials << " messages, " << refused << " refused, " << seen.size() << " distinct errors");
+  CHECK(seen.size() >= (form.opt.checksum ? 2u : 6u));  // the damage reaches many checks
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: damaged messages get the host decoder's error and change nothing",
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
+  std::uint64_t seed = 7;
+  for (const message_form& form : forms()) {
+    CAPTURE(form.name);
+    check_damage<float, Backend>(form, seed++);
+  }
+  check_damage<double, Backend>(forms()[2], seed++);
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: hand-made varint payloads get the host decoder's verdict", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  // One section of 100,000 elements keeping {1, 300, 70000}: gaps 1, 298, 69699 as varints of 1, 2
+  // and 3 bytes. The six index bytes are replaced by each payload below (the lengths stay sound).
+  const std::uint32_t idx[] = {1, 300, 70000};
+  const float vals[] = {1.0f, -2.0f, 3.0f};
+  gradcomp::tensor_message<float> t;
+  t.tensor = 0;
+  t.numel = 100000;
+  t.indices = gradcomp::span<const std::uint32_t>(idx, 3);
+  t.values = gradcomp::span<const float>(vals, 3);
+  wire::encode_options opt;
+  opt.indices = wire::index_coding::delta_varint;
+  const auto base = wire::encode(gradcomp::span<const gradcomp::tensor_message<float>>(&t, 1), opt);
+  const std::size_t at = wire::message_header_bytes + wire::section_header_bytes;
+  REQUIRE(base[at + 5] == std::byte{0x04});  // 69699 = 0x43 + 0x20 << 7 + 0x04 << 14
+  const std::vector<std::vector<unsigned>> payloads = {
+      {0x01, 0xaa, 0x02, 0xc3, 0xa0, 0x04},  // the message itself
+      {0x80, 0x80, 0x80, 0x80, 0x80, 0x00},  // a six-byte varint
+      {0x80, 0x80, 0x80, 0x80, 0x10, 0x00},  // a five-byte varint above 32 bits, then one too many
+      {0x80, 0x80, 0x80, 0x80, 0x00, 0x01},  // a five-byte zero: not the shortest form
+      {0x81, 0x00, 0x01, 0x02, 0x03, 0x04},  // a two-byte one, then more varints than kept
+      {0x01, 0x02, 0x03, 0x04, 0x05, 0x06},  // six one-byte varints: more than kept
+      {0x01, 0x02, 0x83, 0x80, 0x80, 0x80},  // the last one never ends
+      {0x01, 0x80, 0x80, 0x80, 0x80, 0x01},  // five bytes, in range, then the payload ends early
+      {0xff, 0xff, 0x05, 0x00, 0x00, 0x00},  // the first gap beyond numel
+      {0xa0, 0x8d, 0x06, 0x80, 0x01, 0x00},  // 100,000: the first position is numel
+      {0xd0, 0x86, 0x03, 0xd0, 0x86, 0x03},  // gaps summing past numel
+      {0x00, 0x00, 0x00, 0x00, 0x00, 0x00}};  // more zero gaps than kept
+  std::set<errc> seen;
+  for (const auto& p : payloads) {
+    auto m = base;
+    for (std::size_t k = 0; k < 6; ++k) m[at + k] = static_cast<std::byte>(p[k]);
+    std::vector<std::vector<float>> host(tensor_count);
+    host[0].assign(100000, 0.5f);
+    for (std::size_t k = 1; k < tensor_count; ++k) host[k].assign(tensor_sizes[k], 0.0f);
+    receiver<float, Backend> r(host, m.size(), {});
+    const errc expected = host_accumulate<float>(m, m.size(), host, {});
+    CAPTURE(static_cast<int>(expected));
+    CHECK(static_cast<errc>(r.accumulate(m, m.size(), false)[0]) == expected);
+    CHECK(same(r.read(), host));
+    seen.insert(expected);
+  }
+  CHECK(seen.count(errc::ok) == 1);
+  CHECK(seen.count(errc::malformed_payload) == 1);
+  CHECK(seen.count(errc::index_out_of_range) == 1);
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: the receiver's rules, lengths and limits", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  const message_form form = forms()[0];
+  const auto m = make_message<float>(2, form);  // without tensor 3
+  SUBCASE("every tensor required: a message without one is refused with missing_tensor") {
+    auto host = initial_accumulators<float>(3);
+    receiver<float, Backend> r(host, 1 << 14, {false, true});
+    const auto before = r.read();
+    CHECK(host_accumulate<float>(m, m.size(), host, {false, true}) == errc::missing_tensor);
+    CHECK(static_cast<errc>(r.accumulate(m, m.size(), false)[0]) == errc::missing_tensor);
+    CHECK(same(r.read(), before));
+  }
+  SUBCASE("sums checked: a message that would overflow an accumulator is refused with state_overflow") {
+    const std::uint32_t idx[] = {1, 5};
+    const float big[] = {3e38f, 3e38f};
+    gradcomp::tensor_message<float> t;
+    t.tensor = 1;
+    t.numel = tensor_sizes[1];
+    t.indices = gradcomp::span<const std::uint32_t>(idx, 2);
+    t.values = gradcomp::span<const float>(big, 2);
+    const auto large = wire::encode(gradcomp::span<const gradcomp::tensor_message<float>>(&t, 1), form.opt);
+    auto high = initial_accumulators<float>(3);
+    high[1][5] = 3e38f;
+    receiver<float, Backend> r(high, 1 << 14, {true, false});
+    auto expected = high;
+    CHECK(host_accumulate<float>(large, large.size(), expected, {true, false}) == errc::state_overflow);
+    CHECK(static_cast<errc>(r.accumulate(large, large.size(), true)[0]) == errc::state_overflow);
+    CHECK(same(r.read(), high));
+    receiver<float, Backend> unchecked(high, 1 << 14, {});  // without the check: an infinity
+    CHECK(unchecked.accumulate(large, large.size(), true)[0] == 0);
+    CHECK(host_accumulate<float>(large, large.size(), high, {}) == errc::ok);
+    CHECK(same(unchecked.read(), high));
+    CHECK(high[1][5] == std::numeric_limits<float>::infinity());
+  }
+  SUBCASE("a length beyond the buffer, a buffer beyond the capacity, a short outcome") {
+    auto host = initial_accumulators<float>(3);
+    receiver<float, Backend> r(host, m.size(), {});
+    const auto before = r.read();
+    const std::uint64_t too_long = m.size() + 1;
+    REQUIRE(gradcomp::copy_to_backend(r.b, gradcomp::span<const std::uint64_t>(&too_long, 1), r.length.view()));
+    REQUIRE(r.decoder->accumulate(r.b, gradcomp::readonly(r.msg.view()), r.outcome.view(), r.length.view().data()));
+    std::uint64_t out[2] = {};
+    REQUIRE(gradcomp::copy_to_host(r.b, gradcomp::readonly(r.outcome.view()), gradcomp::span<std::uint64_t>(out, 2)));
+    gradcomp::synchronize(r.b);
+    CHECK(static_cast<errc>(out[0]) == errc::size_mismatch);
+    CHECK(same(r.read(), before));
+    auto bigger = gradcomp::allocate_buffer<std::byte>(r.b, m.size() + 1);
+    CHECK(r.decoder->accumulate(r.b, gradcomp::readonly(bigger.view()), r.outcome.view()).error() ==
+          errc::workspace_too_small);
+    CHECK(r.decoder->accumulate(r.b, gradcomp::readonly(r.msg.view()), r.outcome.view().first(1)).error() ==
+          errc::size_mismatch);
+    using space = gradcomp::memory_space_t<Backend>;
+    std::vector<gradcomp::span<float, space>> none;
+    auto make = [&](std::uint64_t capacity) {
+      wire::device_accumulator<float, Backend> d(
+          r.b, gradcomp::span<const gradcomp::span<float, space>>(none.data(), none.size()), capacity);
+    };
+    CHECK_THROWS_AS(make(0), gradcomp::error);
+    CHECK_THROWS_AS(make(wire::device_accumulator<float, Backend>::capacity_limit + 1), gradcomp::error);
+  }
+}
+
+}  // namespace
