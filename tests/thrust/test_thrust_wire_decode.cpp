@@ -240,7 +240,14 @@ void check_damage(const message_form& form, std::uint64_t seed) {
       CHECK(same(r.read(), host));
     }
   };
-  for (std::size_t p = 0; p < base.size(); ++p) {
+  // Every byte on the host systems; on a GPU (where the suite also runs under compute-sanitizer)
+  // every seventh.
+#if defined(GRADCOMP_TEST_CUDA_SYSTEM)
+  constexpr std::size_t stride = 7;
+#else
+  constexpr std::size_t stride = 1;
+#endif
+  for (std::size_t p = 0; p < base.size(); p += stride) {
     for (const unsigned flip : {0x01u, 0x80u, 0x7fu}) {
       auto m = base;
       m[p] ^= static_cast<std::byte>(flip);
