@@ -17,8 +17,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <exception>
 #include <random>
 #include <string>
 #include <vector>
@@ -96,14 +94,8 @@ void BM_cuda_dgc_step(benchmark::State& state) {
 // host by encode_message, 1: on the GPU by a device_encoder).
 void BM_cuda_dgc_model(benchmark::State& state) {
   if (!gradcomp_bench::have_device(state)) return;
-  const char* dir = std::getenv("GRADCOMP_BENCH_DATA");
   std::vector<gradcomp_bench::tensor_spec> model;
-  try {
-    model = gradcomp_bench::load_model(std::string(dir != nullptr ? dir : GRADCOMP_BENCH_DATA_DIR) + "/resnet50.txt");
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
+  if (!gradcomp_bench::load_resnet50(state, model)) return;
   const std::size_t n = gradcomp_bench::model_numel(model);
   gradcomp::dgc_config cfg;
   cfg.selection = state.range(1) == 0 ? gradcomp::selection_method::exact_topk

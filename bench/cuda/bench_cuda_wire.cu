@@ -15,8 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <exception>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -51,14 +49,8 @@ struct scatter_add {
 
 void BM_cuda_decode_accumulate(benchmark::State& state) {
   if (!gradcomp_bench::have_device(state)) return;
-  const char* dir = std::getenv("GRADCOMP_BENCH_DATA");
   std::vector<gradcomp_bench::tensor_spec> model;
-  try {
-    model = gradcomp_bench::load_model(std::string(dir != nullptr ? dir : GRADCOMP_BENCH_DATA_DIR) + "/resnet50.txt");
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
+  if (!gradcomp_bench::load_resnet50(state, model)) return;
   const double density = static_cast<double>(state.range(0)) * 1e-6;
   const gradcomp::wire::index_coding codings[] = {
       gradcomp::wire::index_coding::raw_u32, gradcomp::wire::index_coding::delta_varint,

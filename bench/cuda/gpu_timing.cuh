@@ -6,9 +6,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "../model_list.hpp"
 
 namespace gradcomp_bench {
 
@@ -22,6 +26,20 @@ inline bool have_device(benchmark::State& state) {
   if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return true;
   state.SkipWithError("no CUDA device");
   return false;
+}
+
+// The ResNet-50 tensor list: bench/data/resnet50.txt from $GRADCOMP_BENCH_DATA if set (a GPU
+// machine's copy of bench/data), else from the source tree the binary was built from. False (and
+// the benchmark marked as skipped) when it cannot be read.
+inline bool load_resnet50(benchmark::State& state, std::vector<tensor_spec>& model) {
+  const char* dir = std::getenv("GRADCOMP_BENCH_DATA");
+  try {
+    model = load_model(std::string(dir != nullptr ? dir : GRADCOMP_BENCH_DATA_DIR) + "/resnet50.txt");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return false;
+  }
+  return true;
 }
 
 // Seconds of the work `f` enqueues on the default stream, between two events.

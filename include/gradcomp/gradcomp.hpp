@@ -22,6 +22,7 @@
 #include "select/sampled_threshold.hpp"
 #include "select/selection_types.hpp"
 #include "select/threshold.hpp"
+#include "separate_backend.hpp"
 #include "snapshot.hpp"
 #include "span.hpp"
 #include "tensor_message.hpp"

@@ -5,7 +5,7 @@ if(NOT SOURCE_DIR)
   message(FATAL_ERROR "pass -DSOURCE_DIR=<repository root>")
 endif()
 
-file(GLOB _examples "${SOURCE_DIR}/examples/*.cpp" "${SOURCE_DIR}/examples/*/*.cpp")
+file(GLOB _examples "${SOURCE_DIR}/examples/*.cpp" "${SOURCE_DIR}/examples/*/*.cpp" "${SOURCE_DIR}/examples/*/*.cu")
 set(_corpus "")
 foreach(_f IN LISTS _examples)
   file(READ "${_f}" _text)

@@ -12,10 +12,14 @@
 // definitions thrust/select.hpp includes): a handful of launches per selection, the portable
 // path's decisions and results bit for bit.
 //
-// The temporary storage of Thrust's algorithms (sorts, scans, compactions, reductions) comes
-// from the stream-ordered allocator (cudaMallocAsync / cudaFreeAsync on the same stream, served
-// from the device's default memory pool): plain cudaFree would wait for the whole device after
-// every algorithm.
+// The temporary storage of Thrust's algorithms (sorts, scans, compactions, reductions) and of the
+// backend's own scratch comes from the stream-ordered allocator (cudaMallocFromPoolAsync /
+// cudaFreeAsync on the same stream): plain cudaFree would wait for the whole device after every
+// algorithm. It is served from a memory pool of gradcomp's own per device, which keeps the memory
+// it has reserved (its release threshold is at its maximum): the device's default pool, whose
+// threshold is 0 unless the program changed it, hands its memory back at every synchronisation,
+// so the next step would reserve it from the driver again. The program's default pool is left as
+// it is. Where a pool cannot be created, the default pool serves.
 //
 // A failed CUDA call is thrown as gradcomp::error with errc::device_error or, where the CUDA
 // context is lost, errc::device_fault (thrust/cuda_errors.hpp).
@@ -23,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -70,13 +75,45 @@ inline void check_cuda(cudaError_t e, const char* what) {
     throw gradcomp::error(cuda_errc(static_cast<int>(e)), std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// Thrust's temporary storage in stream order on the stream of the work.
+// gradcomp's memory pool on the current device (created at its first use, kept until the
+// process ends), or null where one cannot be created.
+inline cudaMemPool_t temporaries_pool() {
+  constexpr int most_devices = 64;
+  static std::mutex lock;
+  static cudaMemPool_t pools[most_devices] = {};
+  static bool tried[most_devices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= most_devices) return nullptr;
+  const std::lock_guard<std::mutex> guard(lock);
+  if (!tried[device]) {
+    tried[device] = true;
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    std::uint64_t keep_all = ~std::uint64_t(0);
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+      (void)cudaGetLastError();  // the failed creation leaves nothing behind
+    } else if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all) != cudaSuccess) {
+      (void)cudaGetLastError();
+      (void)cudaMemPoolDestroy(pool);
+    } else {
+      pools[device] = pool;
+    }
+  }
+  return pools[device];
+}
+
+// Thrust's temporary storage in stream order on the stream of the work, from gradcomp's pool.
 struct stream_ordered_temporaries {
   using value_type = char;
   cudaStream_t stream = nullptr;
   char* allocate(std::ptrdiff_t bytes) {
     void* p = nullptr;
-    const cudaError_t e = cudaMallocAsync(&p, static_cast<std::size_t>(bytes), stream);
+    const cudaMemPool_t pool = temporaries_pool();
+    const cudaError_t e = pool != nullptr ? cudaMallocFromPoolAsync(&p, static_cast<std::size_t>(bytes), pool, stream)
+                                          : cudaMallocAsync(&p, static_cast<std::size_t>(bytes), stream);
     if (e == cudaErrorMemoryAllocation) throw std::bad_alloc();
     check_cuda(e, "gradcomp: temporary device memory");
     return static_cast<char*>(p);

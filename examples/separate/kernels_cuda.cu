@@ -1,0 +1,6 @@
+// The one .cu file of a trainer whose other files are plain C++: nvcc compiles the kernels of
+// gradcomp::cuda_backend here, for the GPU.
+#include <gradcomp/thrust/separate_kernels.hpp>
+#include <thrust/system/cuda/execution_policy.h>
+
+GRADCOMP_INSTANTIATE_KERNELS(gradcomp::cuda_kernels, thrust::system::cuda::tag);

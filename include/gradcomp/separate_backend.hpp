@@ -1,0 +1,398 @@
+/// @file separate_backend.hpp
+/// @brief A backend whose kernels are compiled in one other translation unit: host code that
+/// includes only this header (no Thrust, no CUDA headers, any C++ compiler) uses the portable
+/// Thrust backend compiled elsewhere, typically by nvcc in one `.cu` file.
+///
+/// `separate_backend<Kernels>` is a backend like any other (compressors, the aggregator, the
+/// public building blocks and `allocate_buffer` take it), with its own memory space. Every
+/// operation that runs on its system is declared here and defined by
+/// `<gradcomp/thrust/separate_kernels.hpp>`: one translation unit, compiled with Thrust (by nvcc
+/// for the GPU), instantiates them for a Thrust system with
+/// `GRADCOMP_INSTANTIATE_KERNELS(Kernels, System)`, for `float` and `double`. The program links
+/// the two; the results are those of `thrust_backend<System>`, bit for bit.
+///
+/// `cuda_backend` names the usual case: the kernels of `thrust::system::cuda::tag`, instantiated
+/// in a `.cu` file with `GRADCOMP_INSTANTIATE_KERNELS(gradcomp::cuda_kernels,
+/// thrust::system::cuda::tag)`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "backend.hpp"
+#include "cpu/dgc_kernels.hpp"
+#include "detail/magnitude.hpp"
+#include "detail/state_bounds.hpp"
+#include "dgc/momentum_kind.hpp"
+#include "dgc/step_plan.hpp"
+#include "ef_signsgd/step_plan.hpp"
+#include "error.hpp"
+#include "select/selection_types.hpp"
+#include "span.hpp"
+
+// The CUDA runtime's stream type (cudaStream_t is CUstream_st*), named without the CUDA headers.
+struct CUstream_st;
+
+namespace gradcomp {
+
+/// The memory space of `separate_backend<Kernels>`: its system's memory. Not host accessible.
+template <class Kernels>
+struct separate_space {};
+
+/**
+ * @brief The portable Thrust backend with its kernels compiled in another translation unit
+ * (see the top of separate_backend.hpp). `Kernels` is a tag type that names the set of kernels
+ * (`cuda_kernels`, or a tag of the program's own); the translation unit that instantiates them
+ * says which Thrust system they run on.
+ */
+template <class Kernels>
+struct separate_backend {
+  using memory_space = separate_space<Kernels>;  ///< The system's memory.
+  using kernels = Kernels;                       ///< The tag of its kernels.
+  /// The CUDA runtime's stream type (`cudaStream_t`), named without the CUDA headers.
+  using stream_type = ::CUstream_st*;
+
+  /// The stream the work of a call is issued on (as `thrust_backend::stream`); null: the
+  /// default stream. The host systems ignore it.
+  stream_type stream = nullptr;
+
+  /// The same backend issuing its work on `s`.
+  constexpr separate_backend on(stream_type s) const noexcept {
+    separate_backend b = *this;
+    b.stream = s;
+    return b;
+  }
+};
+
+/// Every `separate_backend<Kernels>` is a backend.
+template <class Kernels>
+struct is_backend<separate_backend<Kernels>> : std::true_type {};
+
+/// The tag of the kernels of Thrust's CUDA system, for `cuda_backend`.
+struct cuda_kernels {};
+
+/// The GPU backend for host code: `thrust_backend<thrust::system::cuda::tag>` with its kernels in
+/// a `.cu` file of the program (`GRADCOMP_INSTANTIATE_KERNELS(gradcomp::cuda_kernels,
+/// thrust::system::cuda::tag)`).
+using cuda_backend = separate_backend<cuda_kernels>;
+
+namespace detail {
+
+/// The memory operations of a separate backend, defined with its kernels.
+template <class Kernels>
+struct separate_memory {
+  using stream_type = ::CUstream_st*;
+  static void* allocate(std::size_t bytes);
+  static void release(void* p) noexcept;
+  static void zero(stream_type s, void* p, std::size_t bytes);
+  static void copy_within(stream_type s, const void* from, void* to, std::size_t bytes);
+  static void copy_to_host(stream_type s, const void* from, void* to, std::size_t bytes);
+  static void copy_to_system(stream_type s, const void* from, void* to, std::size_t bytes);
+  static void wait(stream_type s);
+  static bool all_below(stream_type s, const std::uint32_t* idx, std::size_t k, std::size_t n);
+  static errc check_positions(stream_type s, const std::uint32_t* idx, std::size_t k, std::size_t n);
+  static void ef_sign_plan(stream_type s, ef_sign_record* records, std::size_t count, ef_sign_step_record* step);
+};
+
+/// Owning storage of n elements in a separate backend's memory; copies are deep, moves take the
+/// storage.
+template <class T, class Kernels>
+class separate_buffer {
+  using memory = separate_memory<Kernels>;
+
+ public:
+  using value_type = T;
+  using space = separate_space<Kernels>;
+
+  separate_buffer() = default;
+  explicit separate_buffer(std::size_t n) : size_(n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
+    if (n != 0) data_ = static_cast<T*>(memory::allocate(n * sizeof(T)));
+  }
+  separate_buffer(const separate_buffer& other) : separate_buffer(other.size_) {
+    if (size_ != 0) memory::copy_within(nullptr, other.data_, data_, size_ * sizeof(T));
+  }
+  separate_buffer(separate_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  separate_buffer& operator=(const separate_buffer& other) {
+    if (this != &other) {
+      separate_buffer copy(other);
+      std::swap(data_, copy.data_);
+      std::swap(size_, copy.size_);
+    }
+    return *this;
+  }
+  separate_buffer& operator=(separate_buffer&& other) noexcept {
+    separate_buffer taken(std::move(other));
+    std::swap(data_, taken.data_);
+    std::swap(size_, taken.size_);
+    return *this;
+  }
+  ~separate_buffer() { memory::release(data_); }
+
+  span<T, space> view() noexcept { return span<T, space>(data_, size_); }
+  span<const T, space> view() const noexcept { return span<const T, space>(data_, size_); }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// The operations of a separate backend on `T`, each `ops<thrust_backend<System>>`'s (or
+/// `ef_sign_ops`') of the same name, defined with its kernels.
+template <class Kernels, class T>
+struct separate_kernels {
+  using backend = separate_backend<Kernels>;
+  template <class U>
+  using view = span<U, separate_space<Kernels>>;
+
+  static std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k);
+  static result<std::size_t> exact_topk(const backend& on, view<const T> values, std::size_t k,
+                                        view<std::uint32_t> out, view<std::byte> workspace, T* threshold);
+  static std::size_t sampled_threshold_workspace_bytes(const sampled_threshold_config& cfg, std::size_t n,
+                                                       std::size_t k);
+  static result<selection_result<T>> sampled_threshold_select(const backend& on, view<const T> values, std::size_t k,
+                                                              const sampled_threshold_config& cfg, std::uint64_t seed,
+                                                              view<std::uint32_t> out, view<std::byte> workspace);
+  static void dgc_read_gradient(const backend& on, gradient_read read, view<const T> g,
+                                view<dgc_tensor_record<T>> records, std::size_t t);
+  static void dgc_plan(const backend& on, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
+                       view<dgc_step_record> step);
+  static void dgc_exact_bounds(const backend& on, momentum_kind kind, T m, view<const T> g, view<const T> u,
+                               view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t);
+  static void dgc_settle_guard(const backend& on, view<const dgc_tensor_record<T>> records,
+                               view<dgc_step_record> step);
+  static void dgc_dense_step(const backend& on, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
+                             std::size_t t, view<const dgc_step_record> step);
+  static void dgc_compressed_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+                                  view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
+                                  view<std::byte> workspace, view<dgc_tensor_record<T>> records, std::size_t t,
+                                  view<const dgc_step_record> step);
+  static void dgc_commit(const backend& on, view<dgc_tensor_record<T>> records, view<dgc_step_record> step);
+  static void fill_zero(const backend& on, view<T> x);
+  static void add(const backend& on, view<const T> values, view<T> acc);
+  static void scatter_add(const backend& on, view<const std::uint32_t> idx, view<const T> values, view<T> acc);
+  static void scale(const backend& on, T c, view<T> x);
+  static void momentum_apply(const backend& on, momentum_kind kind, T m, view<T> u, view<T> a);
+  static double largest_magnitude(const backend& on, view<const T> values);
+  static double largest_magnitude_of_sum(const backend& on, view<const T> acc, view<const std::uint32_t> idx,
+                                         view<const T> values);
+  static state_magnitudes momentum_apply_magnitudes(const backend& on, momentum_kind kind, T m, T inv, bool scaled,
+                                                    view<const T> u, view<const T> a);
+  static result<std::size_t> threshold_select(const backend& on, view<const T> values, key_t<T> key,
+                                              view<std::uint32_t> out, std::size_t* total);
+  static cpu::norm_result l2_norm(const backend& on, view<const T> g);
+  static void momentum_accumulate(const backend& on, momentum_kind kind, T m, T c, view<const T> g, view<T> u,
+                                  view<T> v);
+  static void gather_and_zero(const backend& on, view<T> v, view<const std::uint32_t> idx, view<T> values);
+  static void zero_at(const backend& on, view<T> u, view<const std::uint32_t> idx);
+  static void ef_sign_measure(const backend& on, T lr, view<const T> g, view<const T> e,
+                              view<ef_sign_record> records, std::size_t t);
+  static void ef_sign_apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
+                            view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step);
+};
+
+/// A separate backend's operations (docs/backends.md): memory here, the rest forwarded to the
+/// kernels compiled elsewhere.
+template <class Kernels>
+struct ops<separate_backend<Kernels>> {
+  using backend = separate_backend<Kernels>;
+  using space = separate_space<Kernels>;
+  template <class T>
+  using view = span<T, space>;
+  template <class T>
+  using kernels = separate_kernels<Kernels, T>;
+  using memory = separate_memory<Kernels>;
+
+  // --- Memory -----------------------------------------------------------------------------
+  template <class T>
+  using buffer = separate_buffer<T, Kernels>;
+  template <class T>
+  static buffer<T> allocate(const backend& on, std::size_t n) {
+    static_assert(std::is_trivially_copyable<T>::value, "backend buffers hold trivially copyable types");
+    buffer<T> b(n);
+    if (n != 0) memory::zero(on.stream, b.view().data(), n * sizeof(T));
+    return b;
+  }
+  template <class T>
+  static void copy_to_host(const backend& on, view<const T> from, span<T> to) {
+    memory::copy_to_host(on.stream, from.data(), static_cast<void*>(to.data()), from.size_bytes());
+  }
+  template <class T>
+  static void copy_to_backend(const backend& on, span<const T> from, view<T> to) {
+    memory::copy_to_system(on.stream, from.data(), static_cast<void*>(to.data()), from.size_bytes());
+  }
+  static void synchronize(const backend& on) { memory::wait(on.stream); }
+
+  // --- Work over tensors --------------------------------------------------------------------
+  struct executor {};
+  static executor make_executor(std::size_t) { return executor{}; }
+  static std::size_t executor_slots(const executor&) noexcept { return 1; }
+  template <class F>
+  static void for_each(const backend&, executor&, span<const std::size_t> order, F& f) {
+    for (std::size_t t : order) f(t, std::size_t(0));
+  }
+
+  // --- Selection ----------------------------------------------------------------------------
+  template <class T>
+  static std::size_t exact_topk_workspace_bytes(const backend&, std::size_t n, std::size_t k) {
+    return kernels<T>::exact_topk_workspace_bytes(n, k);
+  }
+  template <class T>
+  static result<std::size_t> exact_topk(const backend& on, view<const T> values, std::size_t k,
+                                        view<std::uint32_t> out, view<std::byte> workspace, T* threshold) {
+    return kernels<T>::exact_topk(on, values, k, out, workspace, threshold);
+  }
+  template <class T>
+  static std::size_t sampled_threshold_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
+                                                       std::size_t n, std::size_t k) {
+    return kernels<T>::sampled_threshold_workspace_bytes(cfg, n, k);
+  }
+  template <class T>
+  static result<selection_result<T>> sampled_threshold_select(const backend& on, view<const T> values, std::size_t k,
+                                                              const sampled_threshold_config& cfg, std::uint64_t seed,
+                                                              view<std::uint32_t> out, view<std::byte> workspace) {
+    return kernels<T>::sampled_threshold_select(on, values, k, cfg, seed, out, workspace);
+  }
+
+  // --- The DGC step ---------------------------------------------------------------------------
+  struct selection_state_none {};
+  template <class T>
+  using selection_state = selection_state_none;
+  template <class T>
+  static std::size_t accumulate_and_select_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
+                                                           std::size_t n, std::size_t k) {
+    return kernels<T>::sampled_threshold_workspace_bytes(cfg, n, k);
+  }
+  template <class T>
+  static void dgc_read_gradient(const backend& on, gradient_read read, view<const T> g,
+                                view<dgc_tensor_record<T>> records, std::size_t t) {
+    kernels<T>::dgc_read_gradient(on, read, g, records, t);
+  }
+  template <class T>
+  static void dgc_plan(const backend& on, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
+                       view<dgc_step_record> step) {
+    kernels<T>::dgc_plan(on, records, plan, step);
+  }
+  template <class T>
+  static void dgc_exact_bounds(const backend& on, momentum_kind kind, T m, view<const T> g, view<const T> u,
+                               view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t) {
+    kernels<T>::dgc_exact_bounds(on, kind, m, g, u, v, records, t);
+  }
+  template <class T>
+  static void dgc_settle_guard(const backend& on, view<const dgc_tensor_record<T>> records,
+                               view<dgc_step_record> step) {
+    kernels<T>::dgc_settle_guard(on, records, step);
+  }
+  template <class T>
+  static void dgc_dense_step(const backend& on, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
+                             std::size_t t, view<const dgc_step_record> step) {
+    kernels<T>::dgc_dense_step(on, g, values, records, t, step);
+  }
+  template <class T>
+  static void dgc_compressed_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+                                  view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
+                                  view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
+                                  std::size_t t, view<const dgc_step_record> step) {
+    kernels<T>::dgc_compressed_step(on, p, cfg, g, u, v, idx, values, workspace, records, t, step);
+  }
+  template <class T>
+  static void dgc_commit(const backend& on, view<dgc_tensor_record<T>> records, view<dgc_step_record> step) {
+    kernels<T>::dgc_commit(on, records, step);
+  }
+
+  // --- The aggregator's kernels and the public building blocks ------------------------------
+  template <class T>
+  static void fill_zero(const backend& on, view<T> x) {
+    kernels<T>::fill_zero(on, x);
+  }
+  template <class T>
+  static void add(const backend& on, view<const T> values, view<T> acc) {
+    kernels<T>::add(on, values, acc);
+  }
+  template <class T>
+  static void scatter_add(const backend& on, view<const std::uint32_t> idx, view<const T> values, view<T> acc) {
+    kernels<T>::scatter_add(on, idx, values, acc);
+  }
+  template <class T>
+  static void scale(const backend& on, T c, view<T> x) {
+    kernels<T>::scale(on, c, x);
+  }
+  template <class T>
+  static void momentum_apply(const backend& on, momentum_kind kind, T m, view<T> u, view<T> a) {
+    kernels<T>::momentum_apply(on, kind, m, u, a);
+  }
+  template <class T>
+  static double largest_magnitude(const backend& on, view<const T> values) {
+    return kernels<T>::largest_magnitude(on, values);
+  }
+  template <class T>
+  static double largest_magnitude_of_sum(const backend& on, view<const T> acc, view<const std::uint32_t> idx,
+                                         view<const T> values) {
+    return kernels<T>::largest_magnitude_of_sum(on, acc, idx, values);
+  }
+  template <class T>
+  static state_magnitudes momentum_apply_magnitudes(const backend& on, momentum_kind kind, T m, T inv, bool scaled,
+                                                    view<const T> u, view<const T> a) {
+    return kernels<T>::momentum_apply_magnitudes(on, kind, m, inv, scaled, u, a);
+  }
+  template <class T>
+  static result<std::size_t> threshold_select(const backend& on, view<const T> values, key_t<T> key,
+                                              view<std::uint32_t> out, std::size_t* total) {
+    return kernels<T>::threshold_select(on, values, key, out, total);
+  }
+  template <class T>
+  static cpu::norm_result l2_norm(const backend& on, view<const T> g) {
+    return kernels<T>::l2_norm(on, g);
+  }
+  template <class T>
+  static void momentum_accumulate(const backend& on, momentum_kind kind, T m, T c, view<const T> g, view<T> u,
+                                  view<T> v) {
+    kernels<T>::momentum_accumulate(on, kind, m, c, g, u, v);
+  }
+  template <class T>
+  static void gather_and_zero(const backend& on, view<T> v, view<const std::uint32_t> idx, view<T> values) {
+    kernels<T>::gather_and_zero(on, v, idx, values);
+  }
+  template <class T>
+  static void zero_at(const backend& on, view<T> u, view<const std::uint32_t> idx) {
+    kernels<T>::zero_at(on, u, idx);
+  }
+  static bool all_below(const backend& on, view<const std::uint32_t> idx, std::size_t n) {
+    return memory::all_below(on.stream, idx.data(), idx.size(), n);
+  }
+  static errc check_positions(const backend& on, view<const std::uint32_t> idx, std::size_t n) {
+    return memory::check_positions(on.stream, idx.data(), idx.size(), n);
+  }
+};
+
+/// EF-SignSGD's kernels on a separate backend, defined with its other kernels.
+template <class Kernels>
+struct ef_sign_ops<separate_backend<Kernels>> {
+  using backend = separate_backend<Kernels>;
+  template <class T>
+  using view = span<T, separate_space<Kernels>>;
+
+  template <class T>
+  static void measure(const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
+                      std::size_t t) {
+    separate_kernels<Kernels, T>::ef_sign_measure(on, lr, g, e, records, t);
+  }
+  static void plan(const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step) {
+    separate_memory<Kernels>::ef_sign_plan(on.stream, records.data(), records.size(), step.data());
+  }
+  template <class T>
+  static void apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
+                    view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step) {
+    separate_kernels<Kernels, T>::ef_sign_apply(on, lr, g, e, values, records, t, step);
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp
