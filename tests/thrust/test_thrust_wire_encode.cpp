@@ -165,7 +165,8 @@ void check_same(const std::vector<host_section<T>>& host, const gradcomp::wire::
 
 std::vector<gradcomp::wire::encode_options> every_option() {
   std::vector<gradcomp::wire::encode_options> out;
-  for (const auto indices : {gradcomp::wire::index_coding::raw_u32, gradcomp::wire::index_coding::bitmap})
+  for (const auto indices : {gradcomp::wire::index_coding::raw_u32, gradcomp::wire::index_coding::bitmap,
+                             gradcomp::wire::index_coding::delta_varint})
     for (const auto values : {gradcomp::wire::value_coding::fp32, gradcomp::wire::value_coding::fp64})
       for (const bool checksum : {false, true}) {
         gradcomp::wire::encode_options o;
@@ -224,17 +225,21 @@ TEST_CASE("device_encoder: a bad index or value gives the host encoder's error, 
       }),
       with([](auto& m) { m[0].kept = m[0].numel + 1; }),  // kept above numel (and the views)
   };
-  for (std::size_t c = 0; c < cases.size(); ++c) {
-    CAPTURE(c);
-    const auto got = device_encode(cases[c], opt);
-    REQUIRE(!got);
-    if (c + 1 == cases.size()) {  // the host encoder is given at most its views' entries
-      CHECK(got.error() == gradcomp::errc::kept_exceeds_numel);
-      continue;
+  for (const auto coding : {gradcomp::wire::index_coding::raw_u32, gradcomp::wire::index_coding::delta_varint}) {
+    opt.indices = coding;
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      CAPTURE(c);
+      CAPTURE(static_cast<int>(coding));
+      const auto got = device_encode(cases[c], opt);
+      REQUIRE(!got);
+      if (c + 1 == cases.size()) {  // the host encoder is given at most its views' entries
+        CHECK(got.error() == gradcomp::errc::kept_exceeds_numel);
+        continue;
+      }
+      const auto expected = host_encode(cases[c], opt);
+      REQUIRE(!expected);
+      CHECK(got.error() == expected.error());
     }
-    const auto expected = host_encode(cases[c], opt);
-    REQUIRE(!expected);
-    CHECK(got.error() == expected.error());
   }
 }
 
@@ -280,7 +285,8 @@ TEST_CASE("device_encoder: a DGC step's message encoded where the step ran, the 
     CAPTURE(static_cast<int>(cfg.selection));
     CAPTURE(cfg.clip_norm);
     gradcomp_test::conformance_worker<float, primary_backend> worker(cfg, b);
-    for (const auto indices : {gradcomp::wire::index_coding::raw_u32, gradcomp::wire::index_coding::bitmap}) {
+    for (const auto indices : {gradcomp::wire::index_coding::raw_u32, gradcomp::wire::index_coding::bitmap,
+                             gradcomp::wire::index_coding::delta_varint}) {
       gradcomp::wire::encode_options opt;
       opt.indices = indices;
       opt.checksum = true;

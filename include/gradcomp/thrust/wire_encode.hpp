@@ -13,9 +13,9 @@
 /// report for the same sections) lands in backend memory, for the host to read when it needs it,
 /// or for the next kernel (a send of `outcome[0]` bytes) to use as it is.
 ///
-/// Sparse sections are written with the raw_u32 or the bitmap index coding (`encode_options::indices`
-/// names one of them: `automatic`, which may choose a gap coding, is the host encoder's), values
-/// as fp32 or fp64. For the same sections and options the bytes are exactly those of
+/// Sparse sections are written with the raw_u32, the bitmap or the delta_varint index coding
+/// (`encode_options::indices` names one of them: `automatic` is the host encoder's; a varint's
+/// place is a prefix sum of the lengths before it), values as fp32 or fp64. For the same sections and options the bytes are exactly those of
 /// `wire::encode`, checksum included, and so is the error: the first section in order that fails,
 /// an index error before a value error within it.
 ///
@@ -31,6 +31,7 @@
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/scan.h>
 
 #include "../config.hpp"
 #include "../detail/crc32c.hpp"
@@ -105,7 +106,9 @@ struct size_sections {
     else if (e.kept > e.capacity) e.status = static_cast<std::uint64_t>(errc::size_mismatch);
     if (e.status != 0) e.kept = 0;
     const bool bitmap = e.index_coding == static_cast<std::uint32_t>(index_coding::bitmap);
-    e.index_bytes = e.dense != 0 ? 0 : bitmap ? (std::uint64_t(e.numel) + 7) / 8 : 4 * e.kept;
+    const bool varint = e.index_coding == static_cast<std::uint32_t>(index_coding::delta_varint);
+    // A varint section's index bytes are known once its lengths are summed (lay_out).
+    e.index_bytes = e.dense != 0 || varint ? 0 : bitmap ? (std::uint64_t(e.numel) + 7) / 8 : 4 * e.kept;
     e.bytes = section_header_bytes + e.index_bytes + value_width * e.kept;
   }
 };
@@ -120,6 +123,16 @@ GRADCOMP_HD std::size_t section_of(const section_entry<T>* s, std::size_t count,
     else hi = mid - 1;
   }
   return lo;
+}
+
+// The gap coded for entry j of a section (d_0 = i_0, d_j = i_j - i_{j-1} - 1) and the length of
+// its varint (1 to 5 bytes).
+template <class T>
+GRADCOMP_HD std::uint32_t gap_of(const section_entry<T>& e, std::uint64_t j) {
+  return j == 0 ? e.indices[0] : e.indices[j] - e.indices[j - 1] - 1;
+}
+GRADCOMP_HD inline std::uint32_t varint_length(std::uint32_t d) noexcept {
+  return 1u + (d >= (1u << 7)) + (d >= (1u << 14)) + (d >= (1u << 21)) + (d >= (1u << 28));
 }
 
 struct first_entry_of {
@@ -160,6 +173,27 @@ struct check_entries {
   }
 };
 
+// Per entry: the length of its varint in a delta_varint section (0 for any other entry), for the
+// scan that places each varint.
+template <class T>
+struct varint_lengths {
+  const section_entry<T>* s;
+  std::size_t sections;
+  std::uint64_t* lengths;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    const section_entry<T>& e = s[section_of(s, sections, x, first_entry_of{})];
+    const std::uint64_t j = x - e.first_entry;
+    const bool varint = e.dense == 0 && e.index_coding == static_cast<std::uint32_t>(index_coding::delta_varint);
+    lengths[x] = varint && j < e.kept ? varint_length(gap_of(e, j)) : 0;
+  }
+};
+
+// Where a varint section's bytes start among the scanned lengths (the sum before its first entry).
+template <class T>
+GRADCOMP_HD std::uint64_t varint_base(const section_entry<T>& e, const std::uint64_t* sums) {
+  return e.first_entry == 0 ? 0 : sums[e.first_entry - 1];
+}
+
 // One thread: the host encoder's verdict (the first section in order that fails, an index error
 // before a value error), the sections' offsets, the message header and the outcome.
 template <class T>
@@ -170,6 +204,7 @@ struct lay_out {
   const std::int32_t* verdict;  // null: none
   std::byte* out;
   std::uint64_t* outcome;  // [0]: bytes, [1]: errc
+  const std::uint64_t* varint_sums;  // the scanned varint lengths; null without varint sections
   GRADCOMP_HD void operator()(std::size_t) const {
     std::uint64_t at = message_header_bytes;
     std::uint64_t e = verdict != nullptr && *verdict != 0 ? static_cast<std::uint64_t>(*verdict) : 0;
@@ -177,6 +212,10 @@ struct lay_out {
       if (s[i].status != 0) e = s[i].status;
       else if (s[i].index_error != no_error) e = s[i].index_error & 0xffffu;
       else if (s[i].value_error != no_error) e = s[i].value_error & 0xffffu;
+      if (varint_sums != nullptr && s[i].dense == 0 && s[i].capacity != 0) {
+        s[i].index_bytes = varint_sums[s[i].first_entry + s[i].capacity - 1] - varint_base(s[i], varint_sums);
+        s[i].bytes += s[i].index_bytes;
+      }
       s[i].at = at;
       at += s[i].bytes;
     }
@@ -217,7 +256,8 @@ struct write_headers {
   }
 };
 
-// Per entry: its raw_u32 index (raw sections) and its value.
+// Per entry: its raw_u32 index (raw sections) or its varint (delta_varint sections), and its
+// value.
 template <class T>
 struct write_entries {
   const section_entry<T>* s;
@@ -225,6 +265,7 @@ struct write_entries {
   std::byte* out;
   const std::uint64_t* outcome;
   bool to_fp32;
+  const std::uint64_t* varint_sums;  // null without varint sections
   GRADCOMP_HD void operator()(std::size_t x) const {
     if (outcome[1] != 0) return;
     const section_entry<T>& e = s[section_of(s, sections, x, first_entry_of{})];
@@ -233,6 +274,12 @@ struct write_entries {
     std::byte* payload = out + e.at + section_header_bytes;
     if (e.dense == 0 && e.index_coding == static_cast<std::uint32_t>(index_coding::raw_u32))
       store_byte_le(payload + 4 * j, e.indices[j], 4);
+    if (e.dense == 0 && e.index_coding == static_cast<std::uint32_t>(index_coding::delta_varint)) {
+      std::uint32_t d = gap_of(e, j);
+      std::byte* p = payload + (varint_sums[x] - varint_base(e, varint_sums)) - varint_length(d);
+      for (; d >= 0x80u; d >>= 7) *p++ = static_cast<std::byte>((d & 0x7fu) | 0x80u);
+      *p = static_cast<std::byte>(d);
+    }
     std::byte* values = payload + e.index_bytes;
     if (to_fp32) {
       const float f = static_cast<float>(e.values[j]);
@@ -347,16 +394,17 @@ class device_encoder<T, thrust_backend<System>> {
 
   /**
    * @brief Checks the sections and options and uploads the section table (waits for the copy).
-   * @throws gradcomp::error `invalid_argument` (an index coding other than raw_u32 or bitmap, a
-   *         value coding other than fp32 or fp64, a sparse section whose index and value views
-   *         differ in length, a dense one whose values are not `numel`), `duplicate_tensor`,
-   *         `size_overflow` (more than 2^32 - 1 sections).
+   * @throws gradcomp::error `invalid_argument` (an index coding other than raw_u32, bitmap or
+   *         delta_varint, a value coding other than fp32 or fp64, a sparse section whose index
+   *         and value views differ in length, a dense one whose values are not `numel`),
+   *         `duplicate_tensor`, `size_overflow` (more than 2^32 - 1 sections).
    */
   device_encoder(const backend& on, span<const section> sections, const encode_options& opt)
       : opt_(opt), sections_(sections.size()) {
     using detail::section_entry;
-    if (opt.indices != index_coding::raw_u32 && opt.indices != index_coding::bitmap)
-      throw error(errc::invalid_argument, "device_encoder writes the raw_u32 or the bitmap index coding");
+    if (opt.indices != index_coding::raw_u32 && opt.indices != index_coding::bitmap &&
+        opt.indices != index_coding::delta_varint)
+      throw error(errc::invalid_argument, "device_encoder writes the raw_u32, bitmap or delta_varint index coding");
     if ((opt.values != value_coding::fp32 && opt.values != value_coding::fp64) ||
         (opt.dense_values != value_coding::fp32 && opt.dense_values != value_coding::fp64) ||
         opt.values != opt.dense_values)
@@ -385,7 +433,8 @@ class device_encoder<T, thrust_backend<System>> {
       e.index_coding = static_cast<std::uint32_t>(opt.indices);
       entries += capacity;
       const bool bitmap = !s.dense && opt.indices == index_coding::bitmap;
-      const std::uint64_t index_bytes = s.dense ? 0 : bitmap ? (std::uint64_t(s.numel) + 7) / 8 : 4 * capacity;
+      const std::uint64_t per_entry = opt.indices == index_coding::delta_varint ? 5 : 4;  // at most
+      const std::uint64_t index_bytes = s.dense ? 0 : bitmap ? (std::uint64_t(s.numel) + 7) / 8 : per_entry * capacity;
       if (bitmap) bitmap_bytes += index_bytes;
       most += section_header_bytes + index_bytes + width() * capacity;
     }
@@ -396,6 +445,7 @@ class device_encoder<T, thrust_backend<System>> {
     const auto copied = copy_to_backend(on, span<const section_entry<T>>(table.data(), table.size()), table_.view());
     if (!copied) throw error(copied.error());
     if (opt.checksum) crcs_ = allocate_buffer<std::uint32_t>(on, chunks(max_bytes_));
+    if (opt.indices == index_coding::delta_varint) varint_sums_ = allocate_buffer<std::uint64_t>(on, entries_);
     synchronize(on);
   }
 
@@ -434,14 +484,19 @@ class device_encoder<T, thrust_backend<System>> {
     std::uint64_t* result = outcome.data();
     const bool to_fp32 = opt_.values == value_coding::fp32;
     const auto code = static_cast<std::uint32_t>(opt_.values);
+    std::uint64_t* sums = varint_sums_.empty() ? nullptr : varint_sums_.view().data();
     if (sections_ != 0) thrust::for_each_n(policy, first, sections_, size_sections<T>{table, width()});
     if (entries_ != 0) thrust::for_each_n(policy, first, entries_, check_entries<T>{table, sections_, to_fp32});
+    if (sums != nullptr) {
+      thrust::for_each_n(policy, first, entries_, varint_lengths<T>{table, sections_, sums});
+      thrust::inclusive_scan(policy, sums, sums + entries_, sums);
+    }
     gradcomp::detail::thrust_impl::run_once<System>(
-        on.stream, lay_out<T>{table, sections_, opt_.checksum, verdict_, bytes, result});
+        on.stream, lay_out<T>{table, sections_, opt_.checksum, verdict_, bytes, result, sums});
     if (sections_ != 0)
       thrust::for_each_n(policy, first, sections_, write_headers<T>{table, bytes, result, code, code});
     if (entries_ != 0)
-      thrust::for_each_n(policy, first, entries_, write_entries<T>{table, sections_, bytes, result, to_fp32});
+      thrust::for_each_n(policy, first, entries_, write_entries<T>{table, sections_, bytes, result, to_fp32, sums});
     if (bitmap_bytes_ != 0)
       thrust::for_each_n(policy, first, bitmap_bytes_, write_bitmaps<T>{table, sections_, bytes, result});
     if (opt_.checksum) {
@@ -466,6 +521,7 @@ class device_encoder<T, thrust_backend<System>> {
   std::uint64_t max_bytes_ = 0;
   backend_buffer<detail::section_entry<T>, backend> table_;
   backend_buffer<std::uint32_t, backend> crcs_;
+  backend_buffer<std::uint64_t, backend> varint_sums_;  // delta_varint: each entry's length, scanned
 };
 
 }  // namespace wire
