@@ -11,12 +11,10 @@
 #include <exception>
 #include <vector>
 
-#if defined(GRADCOMP_EXAMPLE_CUDA)
-using device = gradcomp::cuda_backend;
-#else
 #include "kernels_tag.hpp"
+
+// On a GPU: gradcomp::cuda_backend, with kernels_cuda.cu in the program instead of kernels_omp.cpp.
 using device = gradcomp::separate_backend<example_kernels>;
-#endif
 
 int main() try {
   const device backend{};

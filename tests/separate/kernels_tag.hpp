@@ -1,6 +1,6 @@
 // The kernels the separate-backend tests run on: Thrust's OpenMP system, compiled in
 // omp_kernels.cpp (the C++ compiler with Thrust and OpenMP), or, for the CUDA variant, Thrust's
-// CUDA system compiled in tests/cuda/separate_cuda_kernels.cu (gradcomp::cuda_kernels).
+// CUDA system compiled from examples/separate/kernels_cuda.cu (gradcomp::cuda_kernels).
 #pragma once
 
 #include <gradcomp/separate_backend.hpp>

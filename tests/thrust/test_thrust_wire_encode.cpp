@@ -74,7 +74,9 @@ struct device_model {
   gradcomp::backend_buffer<std::uint64_t, primary_backend> kept;
   std::vector<gradcomp::wire::device_section<T, space>> sections;
 
-  explicit device_model(const std::vector<host_section<T>>& host) {
+  // `coding`: every section's own value coding (unspecified: the encoder's options).
+  explicit device_model(const std::vector<host_section<T>>& host,
+                        gradcomp::wire::value_coding coding = gradcomp::wire::value_coding::unspecified) {
     const primary_backend b{};
     kept = gradcomp::allocate_buffer<std::uint64_t>(b, host.size());
     std::vector<std::uint64_t> counts;
@@ -97,6 +99,7 @@ struct device_model {
       d.indices = gradcomp::readonly(indices[i].view());
       d.values = gradcomp::readonly(values[i].view());
       d.kept = host[i].dense ? nullptr : kept.view().data() + i;
+      d.coding = coding;
       sections.push_back(d);
     }
   }
@@ -104,8 +107,9 @@ struct device_model {
 
 // The host encoder's message (or error) for the first `kept` entries of each section.
 template <class T>
-gradcomp::result<std::vector<std::byte>> host_encode(const std::vector<host_section<T>>& host,
-                                                      const gradcomp::wire::encode_options& opt) {
+gradcomp::result<std::vector<std::byte>> host_encode(
+    const std::vector<host_section<T>>& host, const gradcomp::wire::encode_options& opt,
+    gradcomp::wire::value_coding coding = gradcomp::wire::value_coding::unspecified) {
   std::vector<gradcomp::tensor_message<T>> msgs;
   for (const auto& s : host) {
     gradcomp::tensor_message<T> m;
@@ -114,6 +118,7 @@ gradcomp::result<std::vector<std::byte>> host_encode(const std::vector<host_sect
     m.dense = s.dense;
     if (!s.dense) m.indices = gradcomp::span<const std::uint32_t>(s.indices.data(), s.kept);
     m.values = gradcomp::span<const T>(s.values.data(), s.dense ? s.values.size() : s.kept);
+    m.coding = coding;
     msgs.push_back(m);
   }
   std::vector<std::byte> out(1 << 24);
@@ -126,11 +131,12 @@ gradcomp::result<std::vector<std::byte>> host_encode(const std::vector<host_sect
 
 // The device encoder's message (or error), checking that its encode waited for nothing.
 template <class T>
-gradcomp::result<std::vector<std::byte>> device_encode(const std::vector<host_section<T>>& host,
-                                                        const gradcomp::wire::encode_options& opt) {
+gradcomp::result<std::vector<std::byte>> device_encode(
+    const std::vector<host_section<T>>& host, const gradcomp::wire::encode_options& opt,
+    gradcomp::wire::value_coding coding = gradcomp::wire::value_coding::unspecified) {
   using gradcomp::detail::thrust_impl::host_transfer_count;
   const primary_backend b{};
-  device_model<T> d(host);
+  device_model<T> d(host, coding);
   gradcomp::wire::device_encoder<T, primary_backend> enc(
       b, gradcomp::span<const gradcomp::wire::device_section<T, space>>(d.sections.data(), d.sections.size()), opt);
   auto out = gradcomp::allocate_buffer<std::byte>(b, enc.max_message_bytes());
@@ -329,3 +335,83 @@ TEST_CASE("device_encoder: a DGC step's message encoded where the step ran, the 
     }
   }
 }
+
+TEST_CASE("device_encoder: an EF-SignSGD step's message encoded where the step ran, the compressor's own bytes") {
+  using gradcomp::detail::thrust_impl::host_transfer_count;
+  const primary_backend b{};
+  auto c = gradcomp_test::conformance_ef_signsgd(b);
+  gradcomp::wire::encode_options opt;
+  opt.indices = gradcomp::wire::index_coding::raw_u32;
+  opt.checksum = true;
+  gradcomp::wire::device_encoder<float, primary_backend> enc(b, c.device_message(), opt);
+  auto out = gradcomp::allocate_buffer<std::byte>(b, enc.max_message_bytes());
+  auto outcome = gradcomp::allocate_buffer<std::uint64_t>(b, 2);
+  CHECK(enc.max_message_bytes() == c.max_message_bytes(opt));
+  for (std::size_t s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    auto g = gradcomp_test::conformance_gradients<float>(s);
+    if (s == 1) g[1][3] = std::numeric_limits<float>::infinity();  // a refused step
+    std::vector<gradcomp::backend_buffer<float, primary_backend>> device;
+    std::vector<gradcomp::backend_span<const float, primary_backend>> views;
+    for (const auto& x : g) {
+      device.push_back(gradcomp::allocate_buffer<float>(b, x.size()));
+      REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const float>(x.data(), x.size()), device.back().view()));
+      views.push_back(gradcomp::readonly(device.back().view()));
+    }
+    const auto before = host_transfer_count.load();
+    REQUIRE(c.compress(views));
+    REQUIRE(enc.encode(b, out.view(), outcome.view()));
+    CHECK(host_transfer_count.load() == before);
+    std::uint64_t result[2] = {};
+    REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(outcome.view()), gradcomp::span<std::uint64_t>(result, 2)));
+    gradcomp::synchronize(b);
+    std::vector<std::byte> expected(c.max_message_bytes(opt));
+    const auto n = c.encode_message(opt, gradcomp::span<std::byte>(expected.data(), expected.size()));
+    if (!n) {
+      CHECK(s == 1);
+      CHECK(result[1] == static_cast<std::uint64_t>(n.error()));
+      continue;
+    }
+    REQUIRE(result[1] == 0);
+    REQUIRE(result[0] == *n);
+    std::vector<std::byte> got(out.size());
+    REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(out.view()), gradcomp::span<std::byte>(got.data(), got.size())));
+    gradcomp::synchronize(b);
+    got.resize(*n);
+    expected.resize(*n);
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("device_encoder: scaled_sign sections refuse values of another magnitude as the host encoder does") {
+  // Sections given their own coding: values of one magnitude (signs, zeros of either sign), then
+  // values the coding cannot carry, at several places.
+  auto sections = model<float>(13);
+  for (auto& s : sections) {
+    for (std::size_t j = 0; j < s.values.size(); ++j) s.values[j] = (j % 3 == 0 ? -0.75f : 0.75f);
+  }
+  auto with = [&](auto change) {
+    auto m = sections;
+    change(m);
+    return m;
+  };
+  const std::vector<std::vector<host_section<float>>> cases = {
+      sections,
+      with([](auto& m) { m[0].values[5] = 0.5f; }),                                      // another magnitude
+      with([](auto& m) { m[3].values[0] = std::numeric_limits<float>::infinity(); }),   // a first value not finite
+      with([](auto& m) { m[3].values[7] = std::numeric_limits<float>::quiet_NaN(); }),  // a later one
+      with([](auto& m) { m[4].values[2] = -0.0f; }),                                     // zero in a dense section
+  };
+  gradcomp::wire::encode_options opt;
+  opt.indices = gradcomp::wire::index_coding::delta_varint;
+  opt.checksum = true;
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    CAPTURE(c);
+    const auto expected = host_encode(cases[c], opt, gradcomp::wire::value_coding::scaled_sign);
+    const auto got = device_encode(cases[c], opt, gradcomp::wire::value_coding::scaled_sign);
+    REQUIRE(static_cast<bool>(got) == static_cast<bool>(expected));
+    if (expected) CHECK(*got == *expected);
+    else CHECK(got.error() == expected.error());
+  }
+}
+

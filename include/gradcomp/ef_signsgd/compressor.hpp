@@ -26,6 +26,7 @@
 #include "../layout.hpp"
 #include "../span.hpp"
 #include "../tensor_message.hpp"
+#include "../wire/device_section.hpp"
 #include "../wire/encode.hpp"
 #include "step_plan.hpp"
 
@@ -239,6 +240,28 @@ class ef_signsgd_compressor {
     m.dense = true;
     m.values = readonly(tensors_[id].values.view());
     m.coding = tensors_[id].info.compressed ? wire::value_coding::scaled_sign : wire::value_coding::unspecified;
+    return m;
+  }
+
+  /**
+   * @brief The last step's message as views of the backend's memory, for an encoder that runs
+   * there (`wire::device_encoder`, `<gradcomp/thrust/wire_encode.hpp>`): every tensor dense, a
+   * compressed one's values as `scaled_sign`, and the step's verdict (a refused step's refusal).
+   * Waits for nothing: the views always hold the data of the step issued last, in the stream's
+   * order, so the encoder is set up once and issued after each `compress`.
+   */
+  wire::device_message<T, space> device_message() const {
+    wire::device_message<T, space> m;
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      wire::device_section<T, space> s;
+      s.tensor = static_cast<std::uint32_t>(t);
+      s.numel = static_cast<std::uint32_t>(tensors_[t].info.numel);
+      s.dense = true;
+      s.values = readonly(tensors_[t].values.view());
+      s.coding = tensors_[t].info.compressed ? wire::value_coding::scaled_sign : wire::value_coding::unspecified;
+      m.sections.push_back(s);
+    }
+    m.verdict = &step_record_.view().data()->status;
     return m;
   }
 

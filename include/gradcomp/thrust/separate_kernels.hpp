@@ -26,6 +26,7 @@ namespace gradcomp {
 template <class Kernels>
 struct kernels_system;
 
+/// @cond GRADCOMP_INTERNAL
 namespace detail {
 
 template <class Kernels>
@@ -218,6 +219,7 @@ GRADCOMP_DETAIL_SEPARATE(ef_sign_apply, void)(const backend& on, T lr, view<cons
 #undef GRADCOMP_DETAIL_SEPARATE
 
 }  // namespace detail
+/// @endcond
 }  // namespace gradcomp
 
 /// Compiles the kernels of `separate_backend<Kernels>` for Thrust system `System` (for `float` and

@@ -5,7 +5,7 @@
 ///
 /// `wire::device_accumulator<T, thrust_backend<System>>` is set up once with the receiver's
 /// accumulators (tensor t's dense accumulator is `dest[t]`, in backend memory) and the most bytes
-/// a message may have. `accumulate(on, msg, length, outcome)` then issues, on `on`'s stream, the
+/// a message may have. `accumulate(on, msg, outcome, length)` then issues, on `on`'s stream, the
 /// whole decoding of one message held in backend memory: every check of the host decoder (header,
 /// checksum, section headers, the rules of gradient messages, each tensor against its
 /// accumulator, every index and value), then, only where all of them passed, the addition of
@@ -17,7 +17,7 @@
 /// For every message the error is the one `wire::decode_accumulate` reports for the same bytes and
 /// accumulators: the first fault in message order, a checksum mismatch before any other.
 ///
-/// Every index coding and value coding of the format is decoded. Raw, bitmap and delta-varint
+/// Every index coding and value coding of the format is decoded. Raw, bitmap and delta_varint
 /// indices and every value coding are decoded by one thread per byte of the message, with two
 /// scans (the positions of bitmap bits and varint ends, then the varint gaps); a Rice-coded
 /// section is decoded by one thread (its codes have no boundaries a thread could find on its

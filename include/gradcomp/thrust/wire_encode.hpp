@@ -63,6 +63,7 @@ struct section_entry {
   std::uint32_t numel;
   std::uint32_t dense;
   std::uint32_t index_coding;
+  std::uint32_t sign;  // 1: values as scaled_sign (one scale, one bit each), else the encoder's coding
   std::uint64_t kept;
   std::uint64_t index_bytes;
   std::uint64_t bytes;
@@ -109,7 +110,8 @@ struct size_sections {
     const bool varint = e.index_coding == static_cast<std::uint32_t>(index_coding::delta_varint);
     // A varint section's index bytes are known once its lengths are summed (lay_out).
     e.index_bytes = e.dense != 0 || varint ? 0 : bitmap ? (std::uint64_t(e.numel) + 7) / 8 : 4 * e.kept;
-    e.bytes = section_header_bytes + e.index_bytes + value_width * e.kept;
+    const std::uint64_t value_bytes = e.sign != 0 ? 4 + (e.kept + 7) / 8 : value_width * e.kept;
+    e.bytes = section_header_bytes + e.index_bytes + value_bytes;
   }
 };
 
@@ -144,8 +146,27 @@ struct first_bitmap_byte_of {
   GRADCOMP_HD std::uint64_t operator()(const E& e) const { return e.first_bitmap_byte; }
 };
 
+// The magnitude of v and its sign bit, as the host's std::fabs and std::signbit.
+template <class T>
+GRADCOMP_HD T magnitude(T v) noexcept {
+  return v < T(0) ? -v : v == T(0) ? T(0) : v;
+}
+template <class T>
+GRADCOMP_HD bool sign_bit(T v) noexcept {
+  if constexpr (sizeof(T) == 4) {
+    std::uint32_t b = 0;
+    memcpy(&b, &v, 4);
+    return (b >> 31) != 0;
+  } else {
+    std::uint64_t b = 0;
+    memcpy(&b, &v, 8);
+    return (b >> 63) != 0;
+  }
+}
+
 // Per entry: the index and the value checked as the host encoder checks them; the first bad one
-// of each kind per section kept (the smallest position).
+// of each kind per section kept (the smallest position). A scaled_sign section's values must all
+// have the magnitude of the first, which binary32 must hold exactly.
 template <class T>
 struct check_entries {
   section_entry<T>* s;
@@ -165,6 +186,11 @@ struct check_entries {
     const T v = e.values[j];
     if (!(v - v == T(0))) {
       atomic_min_u64(&e.value_error, (j << 16) | static_cast<std::uint64_t>(errc::non_finite_input));
+    } else if (e.sign != 0) {
+      const float scale = static_cast<float>(magnitude(e.values[0]));
+      if (!(scale - scale == 0.0f) || static_cast<T>(scale) != magnitude(e.values[0]) ||
+          magnitude(v) != static_cast<T>(scale))
+        atomic_min_u64(&e.value_error, (j << 16) | static_cast<std::uint64_t>(errc::value_out_of_range));
     } else if (to_fp32) {
       const float f = static_cast<float>(v);
       if (!(f - f == 0.0f))
@@ -232,7 +258,7 @@ struct lay_out {
   }
 };
 
-// Per section: its header and, for a bitmap section, its bitmap bytes cleared by write_bitmaps.
+// Per section: its header, and a scaled_sign section's scale.
 template <class T>
 struct write_headers {
   const section_entry<T>* s;
@@ -241,6 +267,7 @@ struct write_headers {
   std::uint32_t value_coding_code;
   std::uint32_t dense_coding_code;
   GRADCOMP_HD void operator()(std::size_t i) const {
+    constexpr auto sign_code = static_cast<std::uint32_t>(value_coding::scaled_sign);
     if (outcome[1] != 0) return;
     const section_entry<T>& e = s[i];
     std::byte* p = out + e.at;
@@ -249,10 +276,16 @@ struct write_headers {
     store_byte_le(p + 12, e.numel, 4);
     store_byte_le(p + 16, e.kept, 4);
     p[20] = static_cast<std::byte>(e.dense != 0 ? static_cast<std::uint32_t>(index_coding::dense) : e.index_coding);
-    p[21] = static_cast<std::byte>(e.dense != 0 ? dense_coding_code : value_coding_code);
+    p[21] = static_cast<std::byte>(e.sign != 0 ? sign_code : e.dense != 0 ? dense_coding_code : value_coding_code);
     p[22] = std::byte{0};
     p[23] = static_cast<std::byte>(section_role::gradient);
     store_byte_le(p + 24, e.index_bytes, 8);
+    if (e.sign != 0) {  // a scaled_sign section's scale: the first value's magnitude (0 when none)
+      const float scale = e.kept == 0 ? 0.0f : static_cast<float>(magnitude(e.values[0]));
+      std::uint32_t bits = 0;
+      memcpy(&bits, &scale, 4);
+      store_byte_le(p + section_header_bytes + e.index_bytes, bits, 4);
+    }
   }
 };
 
@@ -281,7 +314,12 @@ struct write_entries {
       *p = static_cast<std::byte>(d);
     }
     std::byte* values = payload + e.index_bytes;
-    if (to_fp32) {
+    if (e.sign != 0) {  // each byte of signs with its first value (write_headers writes the scale)
+      if (j % 8 != 0) return;
+      unsigned byte = 0;
+      for (std::uint64_t b = 0; b < 8 && j + b < e.kept; ++b) byte |= static_cast<unsigned>(sign_bit(e.values[j + b])) << b;
+      values[4 + j / 8] = static_cast<std::byte>(byte);
+    } else if (to_fp32) {
       const float f = static_cast<float>(e.values[j]);
       std::uint32_t bits = 0;
       memcpy(&bits, &f, 4);
@@ -419,6 +457,9 @@ class device_encoder<T, thrust_backend<System>> {
       const std::uint64_t capacity = s.values.size();
       if (s.dense ? capacity != s.numel || !s.indices.empty() : s.indices.size() != capacity)
         throw error(errc::invalid_argument, "device_encoder: index and value views of different lengths");
+      if (s.coding != value_coding::unspecified && s.coding != value_coding::scaled_sign)
+        throw error(errc::invalid_argument, "device_encoder: a section's own coding is scaled_sign or none");
+      const bool sign = s.coding == value_coding::scaled_sign;
       section_entry<T>& e = table[i];
       e = section_entry<T>{};
       e.indices = s.indices.data();
@@ -431,12 +472,13 @@ class device_encoder<T, thrust_backend<System>> {
       e.numel = s.numel;
       e.dense = s.dense ? 1 : 0;
       e.index_coding = static_cast<std::uint32_t>(opt.indices);
+      e.sign = sign ? 1 : 0;
       entries += capacity;
       const bool bitmap = !s.dense && opt.indices == index_coding::bitmap;
       const std::uint64_t per_entry = opt.indices == index_coding::delta_varint ? 5 : 4;  // at most
       const std::uint64_t index_bytes = s.dense ? 0 : bitmap ? (std::uint64_t(s.numel) + 7) / 8 : per_entry * capacity;
       if (bitmap) bitmap_bytes += index_bytes;
-      most += section_header_bytes + index_bytes + width() * capacity;
+      most += section_header_bytes + index_bytes + (sign ? 4 + (capacity + 7) / 8 : width() * capacity);
     }
     entries_ = entries;
     bitmap_bytes_ = bitmap_bytes;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../span.hpp"
+#include "format.hpp"
 
 namespace gradcomp {
 namespace wire {
@@ -21,6 +22,9 @@ struct device_section {
   span<const T, Space> values;               ///< As many entries as `indices` (or `numel`, dense).
   /// Sparse: where the count kept is (one value in `Space`); null: every entry of `indices`.
   const std::uint64_t* kept = nullptr;
+  /// The section's own value coding: `unspecified` takes the encoder's options; `scaled_sign`
+  /// sends values that all have one magnitude as that magnitude and a sign bit each.
+  value_coding coding = value_coding::unspecified;
 };
 
 /// A whole message as views of `Space`: its sections in message order and, where the data
