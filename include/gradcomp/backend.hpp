@@ -11,6 +11,7 @@
 /// operation with its determinism promise.
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 
 #include "span.hpp"
@@ -58,6 +59,23 @@ namespace detail {
 /// so that a missing backend header is a compile error naming `ops<Backend>`.
 template <class Backend>
 struct ops;
+
+/// The work-over-tensors members of `ops<B>` for a backend that runs one tensor after the other
+/// (each tensor's operations already parallel inside its system), with one workspace slot: an
+/// `ops` specialisation derives from it.
+struct one_tensor_at_a_time {
+  /// Holds nothing: there is nothing to schedule.
+  struct executor {};
+  /// The executor for any number of tensors.
+  static executor make_executor(std::size_t) { return executor{}; }
+  /// Tensors run one at a time, so one workspace slot serves them all.
+  static std::size_t executor_slots(const executor&) noexcept { return 1; }
+  /// Calls `f(t, 0)` for every `t` of `order`, in order.
+  template <class Backend, class F>
+  static void for_each(const Backend&, executor&, span<const std::size_t> order, F& f) {
+    for (std::size_t t : order) f(t, std::size_t(0));
+  }
+};
 
 }  // namespace detail
 }  // namespace gradcomp

@@ -201,7 +201,7 @@ struct separate_kernels {
 /// A separate backend's operations (docs/backends.md): memory here, the rest forwarded to the
 /// kernels compiled elsewhere.
 template <class Kernels>
-struct ops<separate_backend<Kernels>> {
+struct ops<separate_backend<Kernels>> : one_tensor_at_a_time {
   using backend = separate_backend<Kernels>;
   using space = separate_space<Kernels>;
   template <class T>
@@ -229,15 +229,6 @@ struct ops<separate_backend<Kernels>> {
     memory::copy_to_system(on.stream, from.data(), static_cast<void*>(to.data()), from.size_bytes());
   }
   static void synchronize(const backend& on) { memory::wait(on.stream); }
-
-  // --- Work over tensors --------------------------------------------------------------------
-  struct executor {};
-  static executor make_executor(std::size_t) { return executor{}; }
-  static std::size_t executor_slots(const executor&) noexcept { return 1; }
-  template <class F>
-  static void for_each(const backend&, executor&, span<const std::size_t> order, F& f) {
-    for (std::size_t t : order) f(t, std::size_t(0));
-  }
 
   // --- Selection ----------------------------------------------------------------------------
   template <class T>

@@ -191,7 +191,7 @@ template <>
 struct gradcomp::is_backend<gradcomp_test::strict_backend> : std::true_type {};
 
 template <>
-struct gradcomp::detail::ops<gradcomp_test::strict_backend> {
+struct gradcomp::detail::ops<gradcomp_test::strict_backend> : gradcomp::detail::one_tensor_at_a_time {
   using backend = gradcomp_test::strict_backend;
   using space = gradcomp_test::strict_space;
   using cpu = ops<cpu_backend>;
@@ -239,14 +239,7 @@ struct gradcomp::detail::ops<gradcomp_test::strict_backend> {
     m.complete();
   }
 
-  // --- Work over tensors: one after the other, one workspace slot ---
-  struct executor {};
-  static executor make_executor(std::size_t) { return {}; }
-  static std::size_t executor_slots(const executor&) noexcept { return 1; }
-  template <class F>
-  static void for_each(const backend&, executor&, span<const std::size_t> order, F& f) {
-    for (std::size_t t : order) f(t, std::size_t(0));
-  }
+  // --- Work over tensors: one after the other, one workspace slot (one_tensor_at_a_time) ---
 
   // --- Sizes (host arithmetic) ---
   template <class T>

@@ -322,7 +322,7 @@ struct step_gather_op {
 
 /// The Thrust backend's operations (docs/backends.md): memory and the aggregator's operations.
 template <class System>
-struct ops<thrust_backend<System>> {
+struct ops<thrust_backend<System>> : one_tensor_at_a_time {
   using backend = thrust_backend<System>;
   using space = thrust_space<System>;
   template <class T>
@@ -355,15 +355,8 @@ struct ops<thrust_backend<System>> {
   }
   static void synchronize(const backend& on) { thrust_impl::execution<System>::wait(on.stream); }
 
-  // --- Work over tensors --------------------------------------------------------------------
-  // One tensor at a time: each tensor's operations are already parallel inside the system.
-  struct executor {};
-  static executor make_executor(std::size_t) { return executor{}; }
-  static std::size_t executor_slots(const executor&) noexcept { return 1; }
-  template <class F>
-  static void for_each(const backend&, executor&, span<const std::size_t> order, F& f) {
-    for (std::size_t t : order) f(t, std::size_t(0));
-  }
+  // --- Work over tensors: one tensor at a time (one_tensor_at_a_time), each tensor's operations
+  // already parallel inside the system.
 
   // --- Selection ----------------------------------------------------------------------------
   // The exact top-k (thrust/select.hpp): the CPU's indices, count and threshold, bitwise.

@@ -15,9 +15,11 @@
 ///
 /// Sparse sections are written with the raw_u32, the bitmap or the delta_varint index coding
 /// (`encode_options::indices` names one of them: `automatic` is the host encoder's; a varint's
-/// place is a prefix sum of the lengths before it), values as fp32 or fp64. For the same sections and options the bytes are exactly those of
-/// `wire::encode`, checksum included, and so is the error: the first section in order that fails,
-/// an index error before a value error within it.
+/// place is a prefix sum of the lengths before it), values as fp32 or fp64, or as `scaled_sign`
+/// for a section that names that coding (`device_section::coding`: values of one magnitude). For
+/// the same sections and options the bytes are exactly those of `wire::encode`, checksum
+/// included, and so is the error: the first section in order that fails, an index error before a
+/// value error within it.
 ///
 /// This header includes Thrust; the umbrella header does not include it.
 #pragma once
