@@ -25,6 +25,7 @@
 // context is lost, errc::device_fault (thrust/cuda_errors.hpp).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -77,16 +78,17 @@ inline void check_cuda(cudaError_t e, const char* what) {
 
 // gradcomp's memory pool on the current device (created at its first use, kept until the
 // process ends), or null where one cannot be created.
+// Every allocation asks for it, so once a device's pool is settled it is read without the lock.
 inline cudaMemPool_t temporaries_pool() {
   constexpr int most_devices = 64;
   static std::mutex lock;
-  static cudaMemPool_t pools[most_devices] = {};
-  static bool tried[most_devices] = {};
+  static std::atomic<cudaMemPool_t> pools[most_devices] = {};
+  static std::atomic<bool> tried[most_devices] = {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= most_devices) return nullptr;
+  if (tried[device].load(std::memory_order_acquire)) return pools[device].load(std::memory_order_relaxed);
   const std::lock_guard<std::mutex> guard(lock);
-  if (!tried[device]) {
-    tried[device] = true;
+  if (!tried[device].load(std::memory_order_relaxed)) {
     cudaMemPoolProps props = {};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -99,10 +101,11 @@ inline cudaMemPool_t temporaries_pool() {
       (void)cudaGetLastError();
       (void)cudaMemPoolDestroy(pool);
     } else {
-      pools[device] = pool;
+      pools[device].store(pool, std::memory_order_relaxed);
     }
+    tried[device].store(true, std::memory_order_release);
   }
-  return pools[device];
+  return pools[device].load(std::memory_order_relaxed);
 }
 
 // Thrust's temporary storage in stream order on the stream of the work, from gradcomp's pool.
