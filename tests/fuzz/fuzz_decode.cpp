@@ -184,6 +184,11 @@ double reference_value(const std::byte* p, value_coding c, std::uint64_t j) {
       const bool negative = ((static_cast<unsigned>(p[4 + j / 8]) >> (j % 8)) & 1u) != 0;
       return negative ? -scale : scale;
     }
+    case value_coding::ternary: {
+      const double scale = static_cast<double>(float_from_bits(static_cast<std::uint32_t>(le(p, 4))));
+      const unsigned code = (static_cast<unsigned>(p[4 + j / 4]) >> (2 * (j % 4))) & 3u;
+      return code == 0 ? 0.0 : (code == 3 ? -scale : scale);
+    }
     case value_coding::unspecified: break;  // never accepted: falls to the check below
   }
   FUZZ_CHECK_MSG(false, "section header with an unknown value coding was accepted");
@@ -204,6 +209,18 @@ reference_section reference_decode(span<const std::byte> msg, const section_head
     const unsigned last = s.kept % 8 == 0 ? 0u : static_cast<unsigned>(val[4 + s.kept / 8]) >> (s.kept % 8);
     if (!std::isfinite(scale)) r.parameters = errc::non_finite_input;
     else if ((bits >> 31) != 0 || last != 0) r.parameters = errc::malformed_payload;
+  }
+  if (s.values == value_coding::ternary) {
+    // The scale, its sign and the padding bits; then no code 2, and no non-zero code under a zero
+    // scale (the values are finite once the scale is, so no other error of a value comes first).
+    const auto bits = static_cast<std::uint32_t>(le(val, 4));
+    const unsigned last = s.kept % 4 == 0 ? 0u : static_cast<unsigned>(val[4 + s.kept / 4]) >> (2 * (s.kept % 4));
+    if (!std::isfinite(float_from_bits(bits))) r.parameters = errc::non_finite_input;
+    else if ((bits >> 31) != 0 || last != 0) r.parameters = errc::malformed_payload;
+    for (std::uint64_t j = 0; j < s.kept && r.parameters == errc::ok; ++j) {
+      const unsigned code = (static_cast<unsigned>(val[4 + j / 4]) >> (2 * (j % 4))) & 3u;
+      if (code == 2 || (code != 0 && bits == 0)) r.parameters = errc::malformed_payload;
+    }
   }
   return r;
 }
@@ -343,11 +360,12 @@ bool same_header(const message_header& a, const message_header& b) {
 
 void check_section_header(const section_header& s) {
   const std::uint64_t vsize = wire::value_bytes_per_element(s.values);
-  FUZZ_CHECK(vsize != 0 || s.values == value_coding::scaled_sign);
+  FUZZ_CHECK(vsize != 0 || s.values == value_coding::scaled_sign || s.values == value_coding::ternary);
   FUZZ_CHECK(std::strcmp(wire::to_string(s.role), "unknown") != 0);
   FUZZ_CHECK(s.kept <= s.numel);
   FUZZ_CHECK(s.bytes == wire::section_header_bytes + s.index_bytes + s.value_bytes);
-  FUZZ_CHECK(s.value_bytes == (s.values == value_coding::scaled_sign ? 4 + (std::uint64_t(s.kept) + 7) / 8 : vsize * s.kept));
+  const std::uint64_t per_byte = s.values == value_coding::scaled_sign ? 8 : 4;  // of the packed codings
+  FUZZ_CHECK(s.value_bytes == (vsize == 0 ? 4 + (std::uint64_t(s.kept) + per_byte - 1) / per_byte : vsize * s.kept));
   const std::uint64_t k = s.kept, n = s.numel;
   switch (s.indices) {
     case index_coding::dense: FUZZ_CHECK(k == n && s.index_bytes == 0); break;

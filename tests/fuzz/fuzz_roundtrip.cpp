@@ -102,9 +102,10 @@ value_coding pick_value_coding(unsigned sel) {
     case 1: case 5: case 9: return value_coding::fp64;
     case 2: case 6: case 10: return value_coding::fp16;
     case 3: case 7: case 11: return value_coding::bf16;
-    case 12: case 13: return value_coding::scaled_sign;
+    case 12: return value_coding::scaled_sign;
+    case 13: return value_coding::ternary;
     case 14: return static_cast<value_coding>(0);  // not a coding
-    default: return static_cast<value_coding>(17);  // reserved range
+    default: return static_cast<value_coding>(18);  // reserved range
   }
 }
 
@@ -306,6 +307,11 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
       const T magnitude = std::fabs(sec.values[rng.below(sec.values.size())]);
       for (auto& v : sec.values) v = std::signbit(v) ? -magnitude : magnitude;
     }
+    // ternary holds 0 and one magnitude: mostly give it those (signs drawn, about a third zeros).
+    if (coding == value_coding::ternary && !sec.values.empty() && rng.next() % 4 != 0) {
+      const T magnitude = std::fabs(sec.values[rng.below(sec.values.size())]);
+      for (auto& v : sec.values) v = rng.next() % 3 == 0 ? T(0) : (std::signbit(v) ? -magnitude : magnitude);
+    }
     st.sections.push_back(std::move(sec));
   }
 
@@ -366,7 +372,7 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
 
 bool known_value_coding(value_coding c) {
   return c == value_coding::fp32 || c == value_coding::fp64 || c == value_coding::fp16 ||
-         c == value_coding::bf16 || c == value_coding::scaled_sign;
+         c == value_coding::bf16 || c == value_coding::scaled_sign || c == value_coding::ternary;
 }
 
 // Length of a value payload of `kept` values.
@@ -377,6 +383,7 @@ std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept) {
     case value_coding::fp16:
     case value_coding::bf16: return 2 * kept;
     case value_coding::scaled_sign: return 4 + (kept + 7) / 8;
+    case value_coding::ternary: return 4 + (kept + 3) / 4;
     case value_coding::unspecified: break;  // never on the wire
   }
   return 0;
@@ -420,6 +427,7 @@ bool model_value(T x, value_coding c, double* out) {
     case value_coding::fp16: return std::isfinite(src) && reference_half(src, out);
     case value_coding::bf16: return std::isfinite(src) && reference_bf16(src, out);
     case value_coding::scaled_sign: *out = xd; return true;  // once model_value_error accepted the section
+    case value_coding::ternary: *out = xd == 0.0 ? 0.0 : xd; return true;  // likewise; a zero comes back +0
     case value_coding::unspecified: break;  // never on the wire
   }
   return false;
@@ -428,6 +436,19 @@ bool model_value(T x, value_coding c, double* out) {
 template <class T>
 errc model_value_error(const tensor_message<T>& m, const wire::encode_options& opt) {
   const value_coding c = m.dense ? opt.dense_values : opt.values;
+  if (c == value_coding::ternary) {
+    // Every value finite first; then the largest magnitude, which binary32 must hold exactly, and
+    // every other value 0 or of that magnitude.
+    double top = 0.0;
+    for (const T x : m.values) {
+      if (!std::isfinite(x)) return errc::non_finite_input;
+      top = std::max(top, std::fabs(static_cast<double>(x)));
+    }
+    if (static_cast<double>(static_cast<float>(top)) != top) return errc::value_out_of_range;
+    for (const T x : m.values)
+      if (x != T(0) && std::fabs(static_cast<double>(x)) != top) return errc::value_out_of_range;
+    return errc::ok;
+  }
   for (std::size_t j = 0; j < m.values.size(); ++j) {
     const T x = m.values[j];
     if (!std::isfinite(x)) return errc::non_finite_input;
@@ -497,6 +518,9 @@ void check_values(const tensor_message<T>& m, value_coding c, const std::vector<
       case value_coding::fp64:
       case value_coding::scaled_sign:  // the input's exact value, sign of zero included
         FUZZ_CHECK(same_bits(got[j], static_cast<U>(x)));
+        break;
+      case value_coding::ternary:  // the input's exact value; a zero of either sign as +0
+        FUZZ_CHECK(same_bits(got[j], x == T(0) ? U(0) : static_cast<U>(x)));
         break;
       case value_coding::fp16:
       case value_coding::bf16: {

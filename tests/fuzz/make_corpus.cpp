@@ -124,35 +124,47 @@ void decode_seeds() {
     }
   }
 
-  // scaled_sign with every index coding: the same positions, values of one magnitude; then a
-  // scale that is negative, one that is infinite, and a padding bit set.
-  {
+  // The packed codings (scaled_sign, ternary) with every index coding: the same positions, values
+  // of one magnitude (and zeros, for ternary); then a scale that is negative, one that is
+  // infinite, a padding bit set, and for ternary the reserved code and a code under a zero scale.
+  for (const value_coding packed : {value_coding::scaled_sign, value_coding::ternary}) {
+    const bool ternary = packed == value_coding::ternary;
     std::vector<float> signs(sparse_val.size()), dense_signs(dense_val.size());
-    for (std::size_t j = 0; j < signs.size(); ++j) signs[j] = std::signbit(sparse_val[j]) ? -0.75f : 0.75f;
-    for (std::size_t j = 0; j < dense_signs.size(); ++j) dense_signs[j] = std::signbit(dense_val[j]) ? -2.0f : 2.0f;
+    for (std::size_t j = 0; j < signs.size(); ++j)
+      signs[j] = ternary && j % 3 == 1 ? 0.0f : (std::signbit(sparse_val[j]) ? -0.75f : 0.75f);
+    for (std::size_t j = 0; j < dense_signs.size(); ++j)
+      dense_signs[j] = ternary && j % 3 == 1 ? 0.0f : (std::signbit(dense_val[j]) ? -2.0f : 2.0f);
+    const std::string name = wire::to_string(packed);
     for (int i = 0; i < 5; ++i) {
       wire::encode_options opt;
       const bool dense = codings[i] == index_coding::dense;
       opt.indices = dense ? index_coding::automatic : codings[i];
-      opt.values = opt.dense_values = value_coding::scaled_sign;
+      opt.values = opt.dense_values = packed;
       opt.checksum = (i & 1) != 0;
       tensor_message<float> m = dense ? dense_msg() : sparse_msg();
       m.values = dense ? span<const float>(dense_signs.data(), dense_signs.size())
                        : span<const float>(signs.data(), signs.size());
       const bytes b = encode({m}, opt);
-      write("decode", std::string("valid-") + wire::to_string(codings[i]) + "-scaled_sign" +
+      write("decode", std::string("valid-") + wire::to_string(codings[i]) + "-" + name +
                           (opt.checksum ? "-crc" : "") + ".bin",
             b);
       if (i != 0) continue;
       // raw_u32 without checksum: the value payload starts after 4 bytes per position.
       const std::size_t v0 = wire::message_header_bytes + wire::section_header_bytes + 4 * sparse_idx.size();
+      const std::size_t per_byte = ternary ? 4 : 8;  // 10 values: the last byte's top bits are padding
       bytes negative = b, infinite = b, padding = b;
       negative[v0 + 3] |= std::byte{0x80};
       put_le(infinite, v0, 0x7f800000u, 4);
-      padding[v0 + 4 + sparse_idx.size() / 8] |= std::byte{0x80};  // 10 values: bits 10-15 are padding
-      write("decode", "damaged-scaled_sign-negative-scale.bin", negative);
-      write("decode", "damaged-scaled_sign-infinite-scale.bin", infinite);
-      write("decode", "damaged-scaled_sign-padding.bin", padding);
+      padding[v0 + 4 + sparse_idx.size() / per_byte] |= std::byte{0x80};
+      write("decode", "damaged-" + name + "-negative-scale.bin", negative);
+      write("decode", "damaged-" + name + "-infinite-scale.bin", infinite);
+      write("decode", "damaged-" + name + "-padding.bin", padding);
+      if (!ternary) continue;
+      bytes reserved = b, zero_scale = b;
+      reserved[v0 + 4] = (reserved[v0 + 4] & std::byte{0xfc}) | std::byte{0x02};  // value 0: code 2
+      put_le(zero_scale, v0, 0u, 4);
+      write("decode", "damaged-ternary-reserved-code.bin", reserved);
+      write("decode", "damaged-ternary-zero-scale.bin", zero_scale);
     }
   }
 
@@ -478,7 +490,7 @@ constexpr std::uint8_t t_double = 1, crc = 2;
 constexpr std::uint8_t automatic = 0 << 2, raw = 2 << 2, varint = 3 << 2, rice = 4 << 2,
                        bitmap = 5 << 2, bad_index = 7 << 2;
 // byte 1: value coding | dense value coding << 4
-constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3, scaled_sign = 12;
+constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3, scaled_sign = 12, ternary = 13;
 // byte 2: section count | defect << 3 (defect 8 and above: none)
 constexpr std::uint8_t sections(int count, int defect = 8) {
   return static_cast<std::uint8_t>(count | (defect << 3));
@@ -513,6 +525,14 @@ void roundtrip_seeds() {
     r.u8(numel_u16 | idx_density | val_smooth).u8(0).u16(2000).u8(60).u64(77 + k);
     r.u8(dense | numel_u16 | val_ints).u8(1).u16(300).u8(0).u64(5 + k);
     write("roundtrip", std::string("scaled_sign-") + (k ? "double" : "float") + ".bin", r.get());
+  }
+  // ternary likewise, with a sparse section in another coding than its dense one in one seed.
+  for (int k = 0; k < 2; ++k) {
+    rt r(static_cast<std::uint8_t>(automatic | (k ? t_double | crc : 0)),
+         static_cast<std::uint8_t>(ternary | ((k ? ternary : fp16) << 4)), sections(2));
+    r.u8(numel_u16 | idx_density | val_smooth).u8(0).u16(2000).u8(60).u64(91 + k);
+    r.u8(dense | numel_u16 | val_ints).u8(1).u16(300).u8(0).u64(15 + k);
+    write("roundtrip", std::string("ternary-") + (k ? "double" : "float") + ".bin", r.get());
   }
   // Automatic coding, four sections: sparse, dense, very sparse, last few elements.
   {

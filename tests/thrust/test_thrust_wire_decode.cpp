@@ -3,6 +3,7 @@
 // decoder's error with every accumulator left as it was; the work is issued without the host
 // waiting.
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -39,11 +40,12 @@ using gradcomp::errc;
 constexpr std::uint32_t tensor_sizes[] = {37, 300, 1000, 8, 129};
 constexpr std::size_t tensor_count = 5;
 
-// How a message is written: the encoder's options and whether its values are scaled signs.
+// How a message is written: the encoder's options, and a packed coding every section uses instead
+// (scaled signs, or ternary values: zero for about a third of them) or none.
 struct message_form {
   std::string name;
   wire::encode_options opt;
-  bool sign = false;
+  wire::value_coding packed = wire::value_coding::unspecified;
 };
 
 std::vector<message_form> forms() {
@@ -55,9 +57,10 @@ std::vector<message_form> forms() {
   f.push_back({"rice fp64", {index_coding::rice, value_coding::fp64, value_coding::fp64, false}});
   f.push_back({"bitmap bf16", {index_coding::bitmap, value_coding::bf16, value_coding::fp32, false}});
   f.push_back({"automatic fp32, checksum", {index_coding::automatic, value_coding::fp32, value_coding::fp32, true}});
-  message_form sign{"scaled signs, delta_varint", {index_coding::delta_varint, value_coding::fp32, value_coding::fp32, false}};
-  sign.sign = true;
-  f.push_back(sign);
+  f.push_back({"scaled signs, delta_varint", {index_coding::delta_varint, value_coding::fp32, value_coding::fp32, false},
+               value_coding::scaled_sign});
+  f.push_back({"ternary, rice", {index_coding::rice, value_coding::fp32, value_coding::fp32, false},
+               value_coding::ternary});
   return f;
 }
 
@@ -83,11 +86,16 @@ std::vector<std::byte> make_message(std::uint64_t seed, const message_form& form
       if (t == 0 && seed % 3 == 0) break;  // nothing kept
       if (!m.dense) indices[t].push_back(i);
       const double v = normal(rng);
-      values[t].push_back(form.sign ? (v < 0 ? -scale : scale) : static_cast<T>(v * 4.0));
+      const T sign = v < 0 ? -scale : scale;
+      switch (form.packed) {
+        case wire::value_coding::scaled_sign: values[t].push_back(sign); break;
+        case wire::value_coding::ternary: values[t].push_back(std::fabs(v) < 0.43 ? T(0) : sign); break;
+        default: values[t].push_back(static_cast<T>(v * 4.0));
+      }
     }
     m.indices = gradcomp::span<const std::uint32_t>(indices[t].data(), indices[t].size());
     m.values = gradcomp::span<const T>(values[t].data(), values[t].size());
-    if (form.sign) m.coding = wire::value_coding::scaled_sign;
+    m.coding = form.packed;
     msgs.push_back(m);
   }
   return wire::encode(gradcomp::span<const gradcomp::tensor_message<T>>(msgs.data(), msgs.size()), form.opt);

@@ -59,6 +59,9 @@ inline std::vector<golden_message> golden_messages() {
       {"scaled_sign_crc.gcwf", golden_options(index_coding::raw_u32, value_coding::scaled_sign, true),
        {{0, 10, true, {}, {0.25f, -0.25f, -0.25f, 0.25f, 0.25f, 0.25f, -0.25f, 0.25f, -0.25f, -0.25f}},
         {3, 100, false, {5, 17, 99}, {-1.5f, 1.5f, -1.5f}}}},
+      {"ternary_crc.gcwf", golden_options(index_coding::delta_varint, value_coding::ternary, true),
+       {{0, 7, true, {}, {0.5f, 0.0f, -0.5f, 0.0f, -0.0f, 0.5f, -0.5f}},
+        {2, 50, false, {4, 9, 30, 49}, {-2.0f, 2.0f, 2.0f, -2.0f}}}},
   };
 }
 

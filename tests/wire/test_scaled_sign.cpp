@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include "wire/one_section.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +23,10 @@ namespace wire = gradcomp::wire;
 using gradcomp::errc;
 using gradcomp::span;
 using gradcomp::tensor_message;
+using gradcomp_test::dense;
+using gradcomp_test::dense_payload;
+using gradcomp_test::encode_one;
+using gradcomp_test::same_bits;
 
 namespace {
 
@@ -38,30 +44,6 @@ wire::encode_options sign_options(wire::index_coding ic = wire::index_coding::au
   o.values = o.dense_values = wire::value_coding::scaled_sign;
   return o;
 }
-
-template <class T>
-gradcomp::result<std::vector<std::byte>> encode_one(const tensor_message<T>& m, const wire::encode_options& o) {
-  std::vector<std::byte> out(wire::max_encoded_bytes(span<const tensor_message<T>>(&m, 1), o).value());
-  const auto n = wire::encode(span<const tensor_message<T>>(&m, 1), o, span<std::byte>(out.data(), out.size()));
-  if (!n) return gradcomp::fail(n.error());
-  out.resize(*n);
-  return out;
-}
-
-template <class T>
-tensor_message<T> dense(const std::vector<T>& v) {
-  tensor_message<T> m;
-  m.numel = v.size();
-  m.dense = true;
-  m.values = span<const T>(v.data(), v.size());
-  return m;
-}
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-// Offset of the value payload of the only section of a dense message.
-constexpr std::size_t dense_payload = wire::message_header_bytes + wire::section_header_bytes;
 
 }  // namespace
 
@@ -105,11 +87,11 @@ TEST_CASE_TEMPLATE("scaled_sign: dense and sparse sections round-trip exactly, s
 TEST_CASE("scaled_sign: payload length, name, and no fixed size per value") {
   for (std::uint64_t k = 0; k < 40; ++k) CHECK(*wire::value_payload_bytes(wire::value_coding::scaled_sign, k) == 4 + (k + 7) / 8);
   CHECK(*wire::value_payload_bytes(wire::value_coding::fp16, 5) == 10);
-  CHECK(wire::value_payload_bytes(static_cast<wire::value_coding>(17), 5).error() == errc::unknown_coding);
+  CHECK(wire::value_payload_bytes(static_cast<wire::value_coding>(18), 5).error() == errc::unknown_coding);
   CHECK(wire::value_bytes_per_element(wire::value_coding::scaled_sign) == 0);
   CHECK(std::strcmp(wire::to_string(wire::value_coding::scaled_sign), "scaled_sign") == 0);
   CHECK(wire::is_known(wire::value_coding::scaled_sign));
-  CHECK(!wire::is_known(static_cast<wire::value_coding>(17)));
+  CHECK(!wire::is_known(static_cast<wire::value_coding>(18)));
   // The bound of max_section_bytes holds the payload.
   CHECK(*wire::max_section_bytes(100, 100, true, sign_options()) == wire::section_header_bytes + 4 + 13);
 }
@@ -134,13 +116,9 @@ TEST_CASE("scaled_sign: the decoder refuses a bad scale and set padding bits, wi
     std::vector<float> v = signs_of<float>(n, 2.0f, 1);
     const auto good = encode_one(dense(v), sign_options());
     REQUIRE(good);
-    auto check = [](std::vector<std::byte> b) { return wire::validate<float>(span<const std::byte>(b.data(), b.size())); };
+    const auto check = gradcomp_test::validate_bytes;
     REQUIRE(check(*good));
-    auto with_scale = [&](std::uint32_t bits) {
-      auto b = *good;
-      for (int i = 0; i < 4; ++i) b[dense_payload + i] = static_cast<std::byte>(bits >> (8 * i));
-      return b;
-    };
+    auto with_scale = [&](std::uint32_t bits) { return gradcomp_test::with_word(*good, dense_payload, bits); };
     CHECK(check(with_scale(0x7f800000u)).error() == errc::non_finite_input);  // +inf
     CHECK(check(with_scale(0x7fc00000u)).error() == errc::non_finite_input);  // NaN
     CHECK(check(with_scale(0xbf800000u)).error() == errc::malformed_payload);  // -1

@@ -365,11 +365,96 @@ struct scaled_sign_codec {
   }
 };
 
+// One scale for the section and a two-bit code per value: 0 is 0, 1 is +scale, 3 is -scale, 2 is
+// reserved. Parameter block: the scale as binary32 (finite, sign bit clear). Then ceil(kept / 4)
+// bytes, the code of value j in byte j / 4 at bits 2 (j % 4) and 2 (j % 4) + 1 (least significant
+// first); the padding bits are 0, and a zero scale has only zero codes. Encoding takes values that
+// are all 0 or +-s for one s that binary32 holds exactly (what a ternary compressor such as
+// TernGrad sends); s is the largest magnitude, and a zero of either sign is written as 0.
+struct ternary_codec {
+  static constexpr wire::value_coding code = wire::value_coding::ternary;
+  static constexpr const char* name = "ternary";
+  static constexpr std::size_t fixed_bytes = 0;
+  static constexpr std::size_t parameter_bytes = 4;
+  static constexpr std::size_t values_per_byte = 4;  // after the parameter block
+  GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
+    return parameter_bytes + (kept + 3) / 4;
+  }
+
+  GRADCOMP_HD static float scale(const std::byte* p) noexcept { return bits_float(load_le<std::uint32_t>(p)); }
+  GRADCOMP_HD static unsigned code_of(const std::byte* p, std::size_t j) noexcept {
+    return (static_cast<unsigned>(p[parameter_bytes + j / 4]) >> (2 * (j % 4))) & 3u;
+  }
+  template <class T>
+  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
+    const unsigned c = code_of(p, j);
+    const T s = static_cast<T>(scale(p));
+    return c == 0 ? T(0) : (c == 3 ? -s : s);
+  }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const T s = static_cast<T>(scale(p));
+    for (std::size_t j = 0; j < count; ++j) {
+      const unsigned c = code_of(p, first + j);
+      acc[at(j)] += c == 0 ? T(0) : (c == 3 ? -s : s);
+    }
+  }
+  // The scale (finite, sign bit clear), then the padding bits.
+  GRADCOMP_HD static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
+    const std::uint32_t bits = load_le<std::uint32_t>(p);
+    if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
+    if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
+    if (kept % 4 != 0) {
+      const auto last = static_cast<unsigned>(p[parameter_bytes + kept / 4]);
+      if ((last >> (2 * (kept % 4))) != 0) return errc::malformed_payload;
+    }
+    return errc::ok;
+  }
+  // The reserved code, and a non-zero code under a zero scale.
+  template <class T>
+  GRADCOMP_HD static errc check_one(const std::byte* p, std::size_t j) noexcept {
+    const unsigned c = code_of(p, j);
+    if (c == 2 || (c != 0 && load_le<std::uint32_t>(p) == 0)) return errc::malformed_payload;
+    return errc::ok;
+  }
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    if (const errc e = check_parameters(p, kept); e != errc::ok) return e;
+    bool any = false;
+    for (std::size_t j = 0; j < kept; ++j) {
+      if (const errc e = check_one<T>(p, j); e != errc::ok) return e;
+      any = any || code_of(p, j) != 0;
+    }
+    if (any) largest = static_cast<double>(scale(p));
+    return errc::ok;
+  }
+  template <class T>
+  static errc encode(span<const T> v, std::byte* dst) noexcept {
+    T s = 0;
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      if (!std::isfinite(v[j])) return errc::non_finite_input;
+      s = std::fabs(v[j]) > s ? std::fabs(v[j]) : s;
+    }
+    const float fs = static_cast<float>(s);
+    if (!std::isfinite(fs) || static_cast<T>(fs) != s) return errc::value_out_of_range;
+    store_le<std::uint32_t>(dst, float_bits(fs));
+    std::byte* codes = dst + parameter_bytes;
+    for (std::size_t b = 0; b < (v.size() + 3) / 4; ++b) codes[b] = std::byte{0};
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      if (v[j] == T(0)) continue;
+      if (std::fabs(v[j]) != s) return errc::value_out_of_range;
+      codes[j / 4] |= static_cast<std::byte>((v[j] < T(0) ? 3u : 1u) << (2 * (j % 4)));
+    }
+    return errc::ok;
+  }
+};
+
 template <class... Codecs>
 struct codec_list {};
 
 // Every value coding this version reads and writes.
-using value_codecs = codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec>;
+using value_codecs = codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec, ternary_codec>;
 
 // Calls f(Codec{}) for the codec of `c`; false when `c` is not a known coding.
 template <class F, class... Codecs>

@@ -209,26 +209,6 @@ GRADCOMP_HD inline unsigned popcount8(unsigned b) noexcept {
   return (b + (b >> 4)) & 0x0fu;
 }
 
-// The checks of a value payload that belong to byte `rel` of it: check_parameters at its first
-// byte, check_one at the first byte of each value of a fixed-width coding.
-template <class T>
-struct check_value_byte {
-  const std::byte* payload;
-  std::uint64_t rel;
-  std::uint32_t kept;
-  errc e = errc::ok;
-  std::uint64_t j = 0;
-  template <class Codec>
-  GRADCOMP_HD void operator()(Codec) {
-    if (rel == 0) e = Codec::check_parameters(payload, kept);
-    if constexpr (Codec::fixed_bytes != 0) {
-      if (e != errc::ok || rel % Codec::fixed_bytes != 0) return;
-      j = rel / Codec::fixed_bytes;
-      e = Codec::template check_one<T>(payload, static_cast<std::size_t>(j));
-    }
-  }
-};
-
 // The values whose bits start in byte `rel` of a value payload: [first, first + count).
 struct values_of_byte {
   std::uint64_t rel;
@@ -245,6 +225,32 @@ struct values_of_byte {
       if (rel < Codec::parameter_bytes) return;
       first = (rel - Codec::parameter_bytes) * Codec::values_per_byte;
       count = first >= kept ? 0 : kept - first < Codec::values_per_byte ? kept - first : Codec::values_per_byte;
+    }
+  }
+};
+
+// The checks of a value payload that belong to byte `rel` of it: check_parameters at its first
+// byte, check_one for each value whose bits start in it. `key` orders the first failure as the
+// host decoder finds it: the parameter block is position 0, value j position j + 1.
+template <class T>
+struct check_value_byte {
+  const std::byte* payload;
+  std::uint64_t rel;
+  std::uint32_t kept;
+  errc e = errc::ok;
+  std::uint64_t key = 0;
+  template <class Codec>
+  GRADCOMP_HD void operator()(Codec) {
+    if (rel == 0) e = Codec::check_parameters(payload, kept);
+    if (e != errc::ok) return;
+    values_of_byte of{rel, kept};
+    of(Codec{});
+    for (std::uint64_t j = of.first; j < of.first + of.count; ++j) {
+      e = Codec::template check_one<T>(payload, static_cast<std::size_t>(j));
+      if (e != errc::ok) {
+        key = j + 1;
+        return;
+      }
     }
   }
 };
@@ -292,7 +298,7 @@ struct check_bytes {
     if (x >= e.value_at) {
       check_value_byte<T> f{msg + e.value_at, x - e.value_at, e.kept};
       (void)visit_codec(gradcomp::detail::value_codecs{}, static_cast<value_coding>(e.values), f);
-      if (f.e != errc::ok) atomic_min_u64(&e.value_error, error_key(f.j, f.e));
+      if (f.e != errc::ok) atomic_min_u64(&e.value_error, error_key(f.key, f.e));
       return;
     }
     const std::uint64_t rel = x - e.index_at;

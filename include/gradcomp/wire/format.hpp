@@ -51,6 +51,7 @@ enum class value_coding : std::uint8_t {
   fp16 = 3,  ///< IEEE binary16, 2 bytes per value, round to nearest even.
   bf16 = 4,  ///< bfloat16 (high half of binary32), 2 bytes per value, round to nearest even.
   scaled_sign = 16,  ///< One binary32 scale per section, then one sign bit per value: +-scale.
+  ternary = 17,      ///< One binary32 scale per section, then a 2-bit code per value: 0, +scale, -scale.
 };
 
 /// What a section's values mean (section header, offset 23).
