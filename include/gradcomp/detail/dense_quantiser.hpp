@@ -1,0 +1,278 @@
+// What every compressor shares that sends each tensor dense, a compressed one in a quantised value
+// coding (EF-SignSGD's scaled signs, TernGrad's ternary values): the registered tensors with their
+// message buffers (and error buffers where the method keeps an error), per-tensor records and the
+// step's verdict in backend memory, waiting for a step and taking its outcome, the statistics, the
+// wire message and its views, and the receiver's layout. A compressor derives from it, adds its
+// configuration and issues its own step (`compress`) through its method's kernels.
+//
+// Record is the method's per-tensor record, in backend memory: it has `numel` and `compressed`,
+// which registration writes. StepRecord is the step's record, with the verdict `status` (an errc).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../backend.hpp"
+#include "../cpu/ops.hpp"
+#include "../error.hpp"
+#include "../layout.hpp"
+#include "../span.hpp"
+#include "../tensor_message.hpp"
+#include "../wire/device_section.hpp"
+#include "../wire/encode.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+template <class T, class Backend, class Record, class StepRecord>
+class dense_quantiser {
+ protected:
+  using ops = detail::ops<Backend>;
+  using space = memory_space_t<Backend>;
+  template <class U>
+  using buffer = typename ops::template buffer<U>;
+  static constexpr bool host_memory = is_host_accessible_v<space>;
+
+  struct tensor_state {
+    tensor_info info;
+    buffer<T> e;       // error feedback (compressed tensors of a method that keeps one)
+    buffer<T> values;  // last step's message values
+    std::size_t staged_offset = 0;
+  };
+
+  // `coding`: the value coding of compressed tensors; `error_feedback`: whether each compressed
+  // tensor keeps an error buffer. Throws errc::invalid_argument for threads == 0.
+  dense_quantiser(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback)
+      : backend_(backend), coding_(coding), error_feedback_(error_feedback) {
+    if (threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
+    exec_ = ops::make_executor(threads);
+    step_record_ = ops::template allocate<StepRecord>(backend_, 1);
+  }
+
+ public:
+  /// A gradient in the backend's memory.
+  using tensor_view = backend_span<const T, Backend>;
+
+  /// Number of registered tensors.
+  std::size_t num_tensors() const noexcept { return tensors_.size(); }
+  /// The registration record of tensor `id` (unchecked).
+  const tensor_info& info(std::size_t id) const noexcept { return tensors_[id].info; }
+  /// The backend value calls without one of their own run on.
+  const Backend& backend() const noexcept { return backend_; }
+  /// Steps compressed so far (waits for a step in progress).
+  std::size_t step() {
+    wait();
+    return step_;
+  }
+
+  /**
+   * @brief The outcome and statistics of the last `compress` (waits for it): every compressed
+   * element counts as kept (density 1).
+   * @return the statistics, or the step's refusal (nothing modified then: see the compressor),
+   *         `errc::invalid_argument` before the first `compress`.
+   */
+  [[nodiscard]] result<step_stats> stats() {
+    wait();
+    if (last_status_ != errc::ok) return fail(last_status_);
+    return last_stats_;
+  }
+
+  /// An upper bound of `encode_message`'s output with options `opt` (exact for these compressors).
+  std::size_t max_message_bytes(const wire::encode_options& opt = {}) const noexcept {
+    std::uint64_t total = wire::message_overhead_bytes(opt);
+    wire::encode_options packed = opt;
+    packed.dense_values = coding_;
+    for (const auto& st : tensors_)
+      total += *wire::max_section_bytes(st.info.numel, st.info.numel, true, st.info.compressed ? packed : opt);
+    return static_cast<std::size_t>(total);
+  }
+
+  /**
+   * @brief Encodes the last step (compressed tensors in the compressor's value coding, the others
+   * in `opt.dense_values`); waits for the step. @return bytes written, the step's refusal, or the
+   * errors of `wire::encode`.
+   */
+  [[nodiscard]] result<std::size_t> encode_message(const wire::encode_options& opt, span<std::byte> out) {
+    wait(true);
+    if (last_status_ != errc::ok) return fail(last_status_);
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      tensor_message<T> m;
+      m.tensor = t;
+      m.numel = tensors_[t].info.numel;
+      m.dense = true;
+      if constexpr (host_memory)
+        m.values = readonly(tensors_[t].values.view());
+      else
+        m.values = span<const T>(staged_values_.data() + tensors_[t].staged_offset, m.numel);
+      m.coding = coding_of(t);
+      messages_[t] = m;
+    }
+    return wire::encode(span<const tensor_message<T>>(messages_.data(), messages_.size()), opt, out);
+  }
+
+  /// Tensor `id`'s part of the last step's message, in the backend's memory (waits for the step).
+  tensor_message<T, space> message(std::size_t id) {
+    wait();
+    tensor_message<T, space> m;
+    m.tensor = id;
+    m.numel = tensors_[id].info.numel;
+    m.dense = true;
+    m.values = readonly(tensors_[id].values.view());
+    m.coding = coding_of(id);
+    return m;
+  }
+
+  /**
+   * @brief The last step's message as views of the backend's memory, for an encoder that runs
+   * there (`wire::device_encoder`, `<gradcomp/thrust/wire_encode.hpp>`, where it writes the
+   * compressor's coding): every tensor dense, and the step's verdict (a refused step's refusal).
+   * Waits for nothing: the views always hold the data of the step issued last, in the stream's
+   * order, so the encoder is set up once and issued after each `compress`.
+   */
+  wire::device_message<T, space> device_message() const {
+    wire::device_message<T, space> m;
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      wire::device_section<T, space> s;
+      s.tensor = static_cast<std::uint32_t>(t);
+      s.numel = static_cast<std::uint32_t>(tensors_[t].info.numel);
+      s.dense = true;
+      s.values = readonly(tensors_[t].values.view());
+      s.coding = coding_of(t);
+      m.sections.push_back(s);
+    }
+    m.verdict = &step_record_.view().data()->status;
+    return m;
+  }
+
+ protected:
+  // Registers a tensor: its record (numel, compressed) in backend memory, its buffers, the order
+  // of the tensors by size. Strong guarantee.
+  std::size_t add(std::string name, std::vector<std::size_t> shape, tensor_mode mode,
+                  const compression_policy& policy) {
+    tensor_state st;
+    st.info = new_tensor_info(tensors_, std::move(name), std::move(shape), mode, policy);
+    const std::size_t n = st.info.numel;
+    wait();
+    if (st.info.compressed && error_feedback_) st.e = ops::template allocate<T>(backend_, n);
+    st.values = ops::template allocate<T>(backend_, n);
+    std::vector<Record> host(tensors_.size() + 1);
+    if (!tensors_.empty())
+      ops::copy_to_host(backend_, readonly(records_.view()), span<Record>(host.data(), tensors_.size()));
+    ops::synchronize(backend_);
+    host.back().numel = n;
+    host.back().compressed = st.info.compressed ? 1 : 0;
+    auto records = ops::template allocate<Record>(backend_, host.size());
+    ops::copy_to_backend(backend_, span<const Record>(host.data(), host.size()), records.view());
+    std::vector<Record> staged(host.size());
+    std::vector<T> staged_values(host_memory ? 0 : staged_values_.size() + n);
+    std::vector<std::size_t> order(tensors_.size() + 1);
+    for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return (a < tensors_.size() ? tensors_[a].info.numel : n) > (b < tensors_.size() ? tensors_[b].info.numel : n);
+    });
+    tensors_.reserve(tensors_.size() + 1);
+    messages_.reserve(tensors_.size() + 1);
+    // Nothing below throws.
+    st.staged_offset = staged_values_.size();
+    records_ = std::move(records);
+    staged_records_ = std::move(staged);
+    if (!host_memory) staged_values_ = std::move(staged_values);
+    order_ = std::move(order);
+    tensors_.push_back(std::move(st));
+    messages_.emplace_back();
+    return tensors_.size() - 1;
+  }
+
+  // After issuing a step on `on`.
+  void issued(const Backend& on) noexcept {
+    pending_ = true;
+    pending_on_ = on;
+    payload_staged_ = false;
+  }
+
+  // The tensor ids, largest first (the order the CPU backend's threads take them in).
+  span<const std::size_t> largest_first() const noexcept { return span<const std::size_t>(order_.data(), order_.size()); }
+
+  wire::value_coding coding_of(std::size_t t) const noexcept {
+    return tensors_[t].info.compressed ? coding_ : wire::value_coding::unspecified;
+  }
+
+  // Every tensor dense, with the receiver's momentum.
+  receiver_layout layout(double momentum, momentum_kind kind) const {
+    receiver_layout r;
+    for (const auto& st : tensors_) r.tensors.push_back({st.info, true, false, 0});
+    if (momentum != 0.0)
+      for (auto& t : r.tensors) t.momentum = true;
+    r.momentum = momentum;
+    r.kind = kind;
+    return r;
+  }
+
+  // Waits for the step in progress and takes its outcome; with `payload`, a backend whose memory
+  // the host cannot read also copies the message values in the same synchronisation.
+  void wait(bool payload = false) {
+    StepRecord verdict;
+    if constexpr (host_memory) {
+      (void)payload;
+      if (!pending_) return;
+      ops::synchronize(pending_on_);
+      verdict = step_record_.view()[0];
+    } else {
+      payload = payload && !payload_staged_;
+      if (!pending_ && !payload) return;
+      const Backend on = pending_ ? pending_on_ : backend_;
+      if (pending_) {
+        ops::copy_to_host(on, readonly(records_.view()), span<Record>(staged_records_.data(), staged_records_.size()));
+        ops::copy_to_host(on, readonly(step_record_.view()), span<StepRecord>(&verdict, 1));
+      }
+      if (payload)
+        for (const auto& st : tensors_)
+          ops::copy_to_host(on, readonly(st.values.view()), span<T>(staged_values_.data() + st.staged_offset, st.info.numel));
+      ops::synchronize(on);
+      if (payload) payload_staged_ = true;
+      if (!pending_) return;
+    }
+    pending_ = false;
+    last_status_ = static_cast<errc>(verdict.status);
+    if (last_status_ != errc::ok) return;
+    step_stats s;
+    s.step = step_;
+    s.density = 1.0;
+    for (const auto& st : tensors_) {
+      s.total_elements += st.info.numel;
+      if (st.info.compressed) {
+        s.target_elements += st.info.numel;
+        s.kept_elements += st.info.numel;
+      } else {
+        s.dense_elements += st.info.numel;
+      }
+    }
+    last_stats_ = s;
+    ++step_;
+  }
+
+  Backend backend_;
+  wire::value_coding coding_;
+  bool error_feedback_;
+  typename ops::executor exec_;
+  std::vector<tensor_state> tensors_;
+  buffer<Record> records_;
+  buffer<StepRecord> step_record_;
+  std::vector<tensor_message<T>> messages_;
+  std::vector<std::size_t> order_;  // tensor ids, largest first
+  std::size_t step_ = 0;
+  bool pending_ = false;
+  Backend pending_on_{};
+  errc last_status_ = errc::invalid_argument;  // no step yet
+  step_stats last_stats_{};
+  std::vector<Record> staged_records_;
+  std::vector<T> staged_values_;
+  bool payload_staged_ = false;
+};
+
+}  // namespace detail
+}  // namespace gradcomp
