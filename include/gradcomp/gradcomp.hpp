@@ -26,6 +26,7 @@
 #include "snapshot.hpp"
 #include "span.hpp"
 #include "tensor_message.hpp"
+#include "terngrad/compressor.hpp"
 #include "version.hpp"
 #include "wire/accumulate.hpp"
 #include "wire/crc32c.hpp"
