@@ -13,6 +13,8 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -210,15 +212,19 @@ gradcomp::ef_signsgd_compressor<float, Backend> conformance_ef_signsgd(const Bac
   return c;
 }
 
-// Six EF-SignSGD steps on `backend` and on the CPU backend (an infinity in step 3): messages and
-// error buffers bitwise equal, the same refusal, and one synchronisation per step where counted.
-template <class Backend>
-void check_ef_signsgd_against_cpu(const Backend& backend, const std::size_t* synchronizations) {
+template <class C, class = void>
+struct keeps_error : std::false_type {};
+template <class C>
+struct keeps_error<C, std::void_t<decltype(std::declval<const C&>().error_feedback(0))>> : std::true_type {};
+
+// Six steps of the dense quantiser `make(b)` builds (rank-1 tensors sent whole) on `backend` and
+// on the CPU backend (an infinity in step 3): messages (and error buffers, where the method keeps
+// them) bitwise equal, the same refusal, and one synchronisation per step where counted.
+template <class Backend, class Make>
+void check_quantiser_against_cpu(const Backend& backend, Make make, const std::size_t* synchronizations) {
   using harness = backend_harness<Backend>;
-  gradcomp::ef_signsgd_config cfg;
-  cfg.learning_rate = 0.02;
-  gradcomp::ef_signsgd_compressor<float, Backend> tested(cfg, backend);
-  gradcomp::ef_signsgd_compressor<float> reference(cfg);
+  auto tested = make(backend);
+  auto reference = make(gradcomp::cpu_backend{});
   for (const auto& x : conformance_model()) {
     tested.add_tensor(x.name, x.shape, x.shape.size() == 1 ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
     reference.add_tensor(x.name, x.shape, x.shape.size() == 1 ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
@@ -250,9 +256,36 @@ void check_ef_signsgd_against_cpu(const Backend& backend, const std::size_t* syn
     REQUIRE(na);
     REQUIRE(nb);
     CHECK(a == b);
-    for (std::size_t t = 0; t < tested.num_tensors(); ++t)
-      CHECK(harness::template download<float>(backend, tested.error_feedback(t)) ==
-            std::vector<float>(reference.error_feedback(t).begin(), reference.error_feedback(t).end()));
+    if constexpr (keeps_error<decltype(tested)>::value)
+      for (std::size_t t = 0; t < tested.num_tensors(); ++t)
+        CHECK(harness::template download<float>(backend, tested.error_feedback(t)) ==
+              std::vector<float>(reference.error_feedback(t).begin(), reference.error_feedback(t).end()));
+  }
+}
+
+// check_quantiser_against_cpu for EF-SignSGD (learning rate 0.02).
+template <class Backend>
+void check_ef_signsgd_against_cpu(const Backend& backend, const std::size_t* synchronizations) {
+  auto make = [](auto b) {
+    gradcomp::ef_signsgd_config cfg;
+    cfg.learning_rate = 0.02;
+    return gradcomp::ef_signsgd_compressor<float, decltype(b)>(cfg, b);
+  };
+  check_quantiser_against_cpu(backend, make, synchronizations);
+}
+
+// check_quantiser_against_cpu for TernGrad, with clipping (the default) and without.
+template <class Backend>
+void check_terngrad_against_cpu(const Backend& backend, const std::size_t* synchronizations) {
+  for (const double clip : {2.5, 0.0}) {
+    CAPTURE(clip);
+    auto make = [clip](auto b) {
+      gradcomp::terngrad_config cfg;
+      cfg.clip_sigmas = clip;
+      cfg.rank = 2;
+      return gradcomp::terngrad_compressor<float, decltype(b)>(cfg, b);
+    };
+    check_quantiser_against_cpu(backend, make, synchronizations);
   }
 }
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 
 #include "../backend.hpp"
 #include "../detail/magnitude.hpp"
@@ -21,22 +20,23 @@ namespace cpu {
 inline constexpr std::size_t terngrad_lanes = 32;
 
 // The lanes' partial sums of g and g^2 (in double) combined pairwise, and the largest |g|, into
-// the record (a NaN or an infinity in g makes `largest` NaN).
+// the record (a NaN or an infinity in g makes `largest` NaN). Also the Thrust backend's.
 template <class T>
-void terngrad_record_sums(double* sum, double* squares, key_t<T> top, terngrad_record& r) {
+GRADCOMP_HD void terngrad_record_sums(double* sum, double* squares, key_t<T> top, terngrad_record& r) {
   for (std::size_t width = terngrad_lanes / 2; width > 0; width /= 2)
     for (std::size_t j = 0; j < width; ++j) {
       sum[j] += sum[j + width];
       squares[j] += squares[j + width];
     }
-  r.largest = is_finite_key<T>(top) ? static_cast<double>(value_of_key<T>(top)) : std::numeric_limits<double>::quiet_NaN();
+  r.largest = is_finite_key<T>(top) ? static_cast<double>(value_of_key<T>(top)) : __builtin_nan("");
   r.sum = sum[0];
   r.squares = squares[0];
 }
 
 // Elements [first, last) of a compressed tensor's message: four elements share a Philox block.
+// Also the Thrust backend's.
 template <class T>
-void terngrad_apply_range(const terngrad_step_params& p, std::uint32_t tensor, T s, const T* g, T* values,
+GRADCOMP_HD void terngrad_apply_range(const terngrad_step_params& p, std::uint32_t tensor, T s, const T* g, T* values,
                           std::size_t first, std::size_t last) {
   for (std::size_t i = first; i < last;) {
     const auto block = element_block(p.key, p.step, tensor, static_cast<std::uint32_t>(i / 4));
