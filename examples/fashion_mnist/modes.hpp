@@ -329,6 +329,24 @@ inline const std::vector<mode_entry>& modes() {
          m.update_includes_lr = true;
          return m;
        }},
+      {"terngrad",
+       "TernGrad: stochastic ternary gradients (2 bits per element), 2.5-sigma clipping, receiver momentum",
+       [](const train_options& o, std::size_t) {
+         mode_spec m;
+         m.name = "terngrad";
+         m.make_worker = [o](std::size_t rank) -> std::unique_ptr<worker_compressor> {
+           gradcomp::terngrad_config cfg;
+           cfg.seed = o.seed;
+           cfg.rank = rank;
+           cfg.momentum = o.momentum;
+           return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
+             using B = decltype(backend);
+             using C = gradcomp::terngrad_compressor<float, B>;
+             return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend);
+           });
+         };
+         return m;
+       }},
   };
   return all;
 }

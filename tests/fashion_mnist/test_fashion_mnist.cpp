@@ -376,6 +376,13 @@ TEST_CASE("every mode of the registry trains: the loss falls and the messages ha
       CHECK(r.bytes_per_step_run == expected);
       CHECK(r.ratio_run == r.dense_bytes / expected);  // about 17x here: headers weigh on a model this small
     }
+    if (mode == "terngrad") {
+      // Two bits per element plus a scale and a header per tensor, a header and a checksum.
+      const double expected = static_cast<double>(gradcomp::wire::message_header_bytes + gradcomp::wire::checksum_bytes +
+                                                  4 * (gradcomp::wire::section_header_bytes + 4) + (1280 + 3) / 4 +
+                                                  (32 + 3) / 4 + (320 + 3) / 4 + (10 + 3) / 4);
+      CHECK(r.bytes_per_step_run == expected);
+    }
   }
 }
 
