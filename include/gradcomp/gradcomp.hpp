@@ -27,6 +27,7 @@
 #include "span.hpp"
 #include "tensor_message.hpp"
 #include "terngrad/compressor.hpp"
+#include "terngrad/snapshot.hpp"
 #include "version.hpp"
 #include "wire/accumulate.hpp"
 #include "wire/crc32c.hpp"

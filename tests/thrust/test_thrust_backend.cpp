@@ -427,6 +427,12 @@ TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and rest
   }
   auto make_ef = [](auto backend) { return gradcomp_test::conformance_ef_signsgd(backend); };
   gradcomp_test::check_snapshots_across_backends(Backend{}, make_ef, step);
+  auto make_tg = [](auto backend) {
+    gradcomp::terngrad_compressor<float, decltype(backend)> c(gradcomp::terngrad_config{}, backend);
+    for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
+    return c;
+  };
+  gradcomp_test::check_snapshots_across_backends(Backend{}, make_tg, step);
 }
 
 TEST_CASE("thrust backend: a buffer whose size in bytes overflows is refused, not truncated") {

@@ -105,9 +105,10 @@ enum class snapshot_selection : std::uint32_t {
   sampled_threshold = 0,  ///< DGC, threshold estimated from a sample (the default).
   exact_topk = 1,         ///< DGC, exact top-k.
   scaled_sign = 2,        ///< EF-SignSGD: every element as a scaled sign.
+  ternary = 3,            ///< TernGrad: every element as a stochastic ternary value.
 };
 /// Number of `snapshot_selection` values: word `state_word::selection` is below it.
-inline constexpr std::uint32_t snapshot_selection_count = 3;
+inline constexpr std::uint32_t snapshot_selection_count = 4;
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
 constexpr const char* to_string(index_coding c) noexcept {
