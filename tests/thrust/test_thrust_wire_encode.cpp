@@ -336,10 +336,13 @@ TEST_CASE("device_encoder: a DGC step's message encoded where the step ran, the 
   }
 }
 
-TEST_CASE("device_encoder: an EF-SignSGD step's message encoded where the step ran, the compressor's own bytes") {
+// Four steps of compressor `c` (on the primary backend) encoded on the device by an encoder set
+// up once from `c.device_message()`, each without a host transfer, against `encode_message`; a
+// non-finite gradient in step `refused` makes the outcome that step's refusal.
+template <class C>
+void check_device_messages(C& c, std::size_t refused) {
   using gradcomp::detail::thrust_impl::host_transfer_count;
   const primary_backend b{};
-  auto c = gradcomp_test::conformance_ef_signsgd(b);
   gradcomp::wire::encode_options opt;
   opt.indices = gradcomp::wire::index_coding::raw_u32;
   opt.checksum = true;
@@ -350,7 +353,7 @@ TEST_CASE("device_encoder: an EF-SignSGD step's message encoded where the step r
   for (std::size_t s = 0; s < 4; ++s) {
     CAPTURE(s);
     auto g = gradcomp_test::conformance_gradients<float>(s);
-    if (s == 1) g[1][3] = std::numeric_limits<float>::infinity();  // a refused step
+    if (s == refused) g[1][3] = std::numeric_limits<float>::infinity();
     std::vector<gradcomp::backend_buffer<float, primary_backend>> device;
     std::vector<gradcomp::backend_span<const float, primary_backend>> views;
     for (const auto& x : g) {
@@ -368,7 +371,7 @@ TEST_CASE("device_encoder: an EF-SignSGD step's message encoded where the step r
     std::vector<std::byte> expected(c.max_message_bytes(opt));
     const auto n = c.encode_message(opt, gradcomp::span<std::byte>(expected.data(), expected.size()));
     if (!n) {
-      CHECK(s == 1);
+      CHECK(s == refused);
       CHECK(result[1] == static_cast<std::uint64_t>(n.error()));
       continue;
     }
@@ -381,6 +384,63 @@ TEST_CASE("device_encoder: an EF-SignSGD step's message encoded where the step r
     expected.resize(*n);
     CHECK(got == expected);
   }
+}
+
+TEST_CASE("device_encoder: an EF-SignSGD step's message encoded where the step ran, the compressor's own bytes") {
+  auto c = gradcomp_test::conformance_ef_signsgd(primary_backend{});
+  check_device_messages(c, 1);
+}
+
+TEST_CASE("device_encoder: ternary sections are the host encoder's bytes and errors") {
+  // Sections given their own coding: 0 and one magnitude (zeros of either sign), then values the
+  // coding cannot carry, at several places and in several orders (a non-finite value after a
+  // second magnitude wins, as on the host).
+  auto sections = model<float>(17);
+  for (auto& s : sections)
+    for (std::size_t j = 0; j < s.values.size(); ++j) s.values[j] = j % 3 == 0 ? -0.75f : j % 3 == 1 ? 0.0f : 0.75f;
+  auto with = [&](auto change) {
+    auto m = sections;
+    change(m);
+    return m;
+  };
+  const std::vector<std::vector<host_section<float>>> cases = {
+      sections,
+      with([](auto& m) { m[0].values[5] = 0.5f; }),                                      // a second magnitude
+      with([](auto& m) { m[0].values[5] = 1.5f; }),                                      // a larger one
+      with([](auto& m) { m[3].values[0] = std::numeric_limits<float>::infinity(); }),   // not finite
+      with([](auto& m) {                                                                 // both, in that order
+        m[3].values[1] = 0.25f;
+        m[3].values[6] = std::numeric_limits<float>::quiet_NaN();
+      }),
+      with([](auto& m) {                                                                 // only zeros
+        for (auto& v : m[4].values) v = -0.0f;
+      }),
+  };
+  gradcomp::wire::encode_options opt;
+  opt.indices = gradcomp::wire::index_coding::bitmap;
+  opt.checksum = true;
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    CAPTURE(c);
+    const auto expected = host_encode(cases[c], opt, gradcomp::wire::value_coding::ternary);
+    const auto got = device_encode(cases[c], opt, gradcomp::wire::value_coding::ternary);
+    REQUIRE(static_cast<bool>(got) == static_cast<bool>(expected));
+    if (expected) CHECK(*got == *expected);
+    else CHECK(got.error() == expected.error());
+  }
+  // Double values: a largest magnitude binary32 does not hold is refused, as on the host.
+  auto doubles = model<double>(19);
+  for (auto& s : doubles)
+    for (std::size_t j = 0; j < s.values.size(); ++j) s.values[j] = j % 2 == 0 ? 0.1 : 0.0;
+  const auto expected = host_encode(doubles, opt, gradcomp::wire::value_coding::ternary);
+  const auto got = device_encode(doubles, opt, gradcomp::wire::value_coding::ternary);
+  REQUIRE(!expected);
+  CHECK(got.error() == expected.error());
+}
+
+TEST_CASE("device_encoder: a TernGrad step's message encoded where the step ran, the compressor's own bytes") {
+  gradcomp::terngrad_compressor<float, primary_backend> c(gradcomp::terngrad_config{}, primary_backend{});
+  for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
+  check_device_messages(c, 2);
 }
 
 TEST_CASE("device_encoder: scaled_sign sections refuse values of another magnitude as the host encoder does") {

@@ -15,8 +15,9 @@
 ///
 /// Sparse sections are written with the raw_u32, the bitmap or the delta_varint index coding
 /// (`encode_options::indices` names one of them: `automatic` is the host encoder's; a varint's
-/// place is a prefix sum of the lengths before it), values as fp32 or fp64, or as `scaled_sign`
-/// for a section that names that coding (`device_section::coding`: values of one magnitude). For
+/// place is a prefix sum of the lengths before it), values as fp32 or fp64, or as `scaled_sign` or
+/// `ternary` for a section that names that coding (`device_section::coding`: values of one
+/// magnitude, or 0 and one magnitude, whose largest is found by an atomic maximum first). For
 /// the same sections and options the bytes are exactly those of `wire::encode`, checksum
 /// included, and so is the error: the first section in order that fails, an index error before a
 /// value error within it.
@@ -65,7 +66,8 @@ struct section_entry {
   std::uint32_t numel;
   std::uint32_t dense;
   std::uint32_t index_coding;
-  std::uint32_t sign;  // 1: values as scaled_sign (one scale, one bit each), else the encoder's coding
+  std::uint32_t packed;  // the section's own packed coding (scaled_sign, ternary) or 0: the encoder's
+  std::uint64_t top;     // a ternary section's largest |value|, as the bits of a binary64
   std::uint64_t kept;
   std::uint64_t index_bytes;
   std::uint64_t bytes;
@@ -83,6 +85,19 @@ static_assert(magic[0] == 0x47 && magic[1] == 0x43 && magic[2] == 0x57 && magic[
 GRADCOMP_HD inline void store_byte_le(std::byte* p, std::uint64_t v, int bytes) noexcept {
   for (int b = 0; b < bytes; ++b) p[b] = static_cast<std::byte>((v >> (8 * b)) & 0xffu);
 }
+
+GRADCOMP_HD inline void atomic_max_u64(std::uint64_t* p, std::uint64_t v) noexcept {
+#if defined(__CUDA_ARCH__)
+  atomicMax(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+#else
+  std::uint64_t seen = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (v > seen && !__atomic_compare_exchange_n(p, &seen, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+#endif
+}
+
+constexpr std::uint32_t scaled_sign_code = static_cast<std::uint32_t>(value_coding::scaled_sign);
+constexpr std::uint32_t ternary_code = static_cast<std::uint32_t>(value_coding::ternary);
 
 GRADCOMP_HD inline void atomic_min_u64(std::uint64_t* p, std::uint64_t v) noexcept {
 #if defined(__CUDA_ARCH__)
@@ -104,6 +119,7 @@ struct size_sections {
     e.status = 0;
     e.index_error = no_error;
     e.value_error = no_error;
+    e.top = 0;
     e.kept = e.dense != 0 ? e.numel : e.kept_at != nullptr ? *e.kept_at : e.capacity;
     if (e.dense == 0 && e.kept > e.numel) e.status = static_cast<std::uint64_t>(errc::kept_exceeds_numel);
     else if (e.kept > e.capacity) e.status = static_cast<std::uint64_t>(errc::size_mismatch);
@@ -112,7 +128,9 @@ struct size_sections {
     const bool varint = e.index_coding == static_cast<std::uint32_t>(index_coding::delta_varint);
     // A varint section's index bytes are known once its lengths are summed (lay_out).
     e.index_bytes = e.dense != 0 || varint ? 0 : bitmap ? (std::uint64_t(e.numel) + 7) / 8 : 4 * e.kept;
-    const std::uint64_t value_bytes = e.sign != 0 ? 4 + (e.kept + 7) / 8 : value_width * e.kept;
+    const std::uint64_t value_bytes = e.packed == scaled_sign_code ? 4 + (e.kept + 7) / 8
+                                      : e.packed == ternary_code   ? 4 + (e.kept + 3) / 4
+                                                                   : value_width * e.kept;
     e.bytes = section_header_bytes + e.index_bytes + value_bytes;
   }
 };
@@ -166,9 +184,36 @@ GRADCOMP_HD bool sign_bit(T v) noexcept {
   }
 }
 
+// Per entry of a ternary section: its magnitude into the section's largest (finite values only).
+template <class T>
+struct ternary_tops {
+  section_entry<T>* s;
+  std::size_t sections;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    section_entry<T>& e = s[section_of(s, sections, x, first_entry_of{})];
+    const std::uint64_t j = x - e.first_entry;
+    if (e.packed != ternary_code || j >= e.kept) return;
+    const T v = e.values[j];
+    if (!(v - v == T(0))) return;
+    const double m = static_cast<double>(magnitude(v));
+    std::uint64_t bits = 0;
+    memcpy(&bits, &m, 8);
+    atomic_max_u64(&e.top, bits);
+  }
+};
+
+GRADCOMP_HD inline double double_of_bits(std::uint64_t bits) noexcept {
+  double d = 0.0;
+  memcpy(&d, &bits, 8);
+  return d;
+}
+
 // Per entry: the index and the value checked as the host encoder checks them; the first bad one
 // of each kind per section kept (the smallest position). A scaled_sign section's values must all
-// have the magnitude of the first, which binary32 must hold exactly.
+// have the magnitude of the first, which binary32 must hold exactly. A ternary section's must be
+// 0 or of the largest magnitude, which binary32 must hold exactly; as the host encoder checks
+// every value's finiteness first, then the scale, then each value, a ternary section's errors are
+// ordered by position j (not finite), kept (the scale), kept + 1 + j (a value).
 template <class T>
 struct check_entries {
   section_entry<T>* s;
@@ -188,11 +233,19 @@ struct check_entries {
     const T v = e.values[j];
     if (!(v - v == T(0))) {
       atomic_min_u64(&e.value_error, (j << 16) | static_cast<std::uint64_t>(errc::non_finite_input));
-    } else if (e.sign != 0) {
+    } else if (e.packed == scaled_sign_code) {
       const float scale = static_cast<float>(magnitude(e.values[0]));
       if (!(scale - scale == 0.0f) || static_cast<T>(scale) != magnitude(e.values[0]) ||
           magnitude(v) != static_cast<T>(scale))
         atomic_min_u64(&e.value_error, (j << 16) | static_cast<std::uint64_t>(errc::value_out_of_range));
+    } else if (e.packed == ternary_code) {
+      const T top = static_cast<T>(double_of_bits(e.top));
+      const float scale = static_cast<float>(top);
+      constexpr auto out_of_range = static_cast<std::uint64_t>(errc::value_out_of_range);
+      if (!(scale - scale == 0.0f) || static_cast<T>(scale) != top)
+        atomic_min_u64(&e.value_error, (e.kept << 16) | out_of_range);
+      else if (v != T(0) && magnitude(v) != top)
+        atomic_min_u64(&e.value_error, ((e.kept + 1 + j) << 16) | out_of_range);
     } else if (to_fp32) {
       const float f = static_cast<float>(v);
       if (!(f - f == 0.0f))
@@ -260,7 +313,7 @@ struct lay_out {
   }
 };
 
-// Per section: its header, and a scaled_sign section's scale.
+// Per section: its header, and a packed section's scale.
 template <class T>
 struct write_headers {
   const section_entry<T>* s;
@@ -269,7 +322,6 @@ struct write_headers {
   std::uint32_t value_coding_code;
   std::uint32_t dense_coding_code;
   GRADCOMP_HD void operator()(std::size_t i) const {
-    constexpr auto sign_code = static_cast<std::uint32_t>(value_coding::scaled_sign);
     if (outcome[1] != 0) return;
     const section_entry<T>& e = s[i];
     std::byte* p = out + e.at;
@@ -278,12 +330,14 @@ struct write_headers {
     store_byte_le(p + 12, e.numel, 4);
     store_byte_le(p + 16, e.kept, 4);
     p[20] = static_cast<std::byte>(e.dense != 0 ? static_cast<std::uint32_t>(index_coding::dense) : e.index_coding);
-    p[21] = static_cast<std::byte>(e.sign != 0 ? sign_code : e.dense != 0 ? dense_coding_code : value_coding_code);
+    p[21] = static_cast<std::byte>(e.packed != 0 ? e.packed : e.dense != 0 ? dense_coding_code : value_coding_code);
     p[22] = std::byte{0};
     p[23] = static_cast<std::byte>(section_role::gradient);
     store_byte_le(p + 24, e.index_bytes, 8);
-    if (e.sign != 0) {  // a scaled_sign section's scale: the first value's magnitude (0 when none)
-      const float scale = e.kept == 0 ? 0.0f : static_cast<float>(magnitude(e.values[0]));
+    if (e.packed != 0) {  // scaled_sign: the first value's magnitude (0 when none); ternary: the largest
+      const float scale = e.packed == ternary_code ? static_cast<float>(double_of_bits(e.top))
+                          : e.kept == 0           ? 0.0f
+                                                  : static_cast<float>(magnitude(e.values[0]));
       std::uint32_t bits = 0;
       memcpy(&bits, &scale, 4);
       store_byte_le(p + section_header_bytes + e.index_bytes, bits, 4);
@@ -316,11 +370,19 @@ struct write_entries {
       *p = static_cast<std::byte>(d);
     }
     std::byte* values = payload + e.index_bytes;
-    if (e.sign != 0) {  // each byte of signs with its first value (write_headers writes the scale)
+    if (e.packed == scaled_sign_code) {  // each byte of signs with its first value (write_headers writes the scale)
       if (j % 8 != 0) return;
       unsigned byte = 0;
       for (std::uint64_t b = 0; b < 8 && j + b < e.kept; ++b) byte |= static_cast<unsigned>(sign_bit(e.values[j + b])) << b;
       values[4 + j / 8] = static_cast<std::byte>(byte);
+    } else if (e.packed == ternary_code) {  // each byte of four codes with its first value
+      if (j % 4 != 0) return;
+      unsigned byte = 0;
+      for (std::uint64_t b = 0; b < 4 && j + b < e.kept; ++b) {
+        const T v = e.values[j + b];
+        byte |= (v == T(0) ? 0u : v < T(0) ? 3u : 1u) << (2 * b);
+      }
+      values[4 + j / 4] = static_cast<std::byte>(byte);
     } else if (to_fp32) {
       const float f = static_cast<float>(e.values[j]);
       std::uint32_t bits = 0;
@@ -459,9 +521,11 @@ class device_encoder<T, thrust_backend<System>> {
       const std::uint64_t capacity = s.values.size();
       if (s.dense ? capacity != s.numel || !s.indices.empty() : s.indices.size() != capacity)
         throw error(errc::invalid_argument, "device_encoder: index and value views of different lengths");
-      if (s.coding != value_coding::unspecified && s.coding != value_coding::scaled_sign)
-        throw error(errc::invalid_argument, "device_encoder: a section's own coding is scaled_sign or none");
-      const bool sign = s.coding == value_coding::scaled_sign;
+      if (s.coding != value_coding::unspecified && s.coding != value_coding::scaled_sign &&
+          s.coding != value_coding::ternary)
+        throw error(errc::invalid_argument, "device_encoder: a section's own coding is scaled_sign, ternary or none");
+      const bool sign = s.coding == value_coding::scaled_sign, ternary = s.coding == value_coding::ternary;
+      if (ternary) ternary_ = true;
       section_entry<T>& e = table[i];
       e = section_entry<T>{};
       e.indices = s.indices.data();
@@ -474,13 +538,14 @@ class device_encoder<T, thrust_backend<System>> {
       e.numel = s.numel;
       e.dense = s.dense ? 1 : 0;
       e.index_coding = static_cast<std::uint32_t>(opt.indices);
-      e.sign = sign ? 1 : 0;
+      e.packed = sign || ternary ? static_cast<std::uint32_t>(s.coding) : 0;
       entries += capacity;
       const bool bitmap = !s.dense && opt.indices == index_coding::bitmap;
       const std::uint64_t per_entry = opt.indices == index_coding::delta_varint ? 5 : 4;  // at most
       const std::uint64_t index_bytes = s.dense ? 0 : bitmap ? (std::uint64_t(s.numel) + 7) / 8 : per_entry * capacity;
       if (bitmap) bitmap_bytes += index_bytes;
-      most += section_header_bytes + index_bytes + (sign ? 4 + (capacity + 7) / 8 : width() * capacity);
+      most += section_header_bytes + index_bytes +
+              (sign ? 4 + (capacity + 7) / 8 : ternary ? 4 + (capacity + 3) / 4 : width() * capacity);
     }
     entries_ = entries;
     bitmap_bytes_ = bitmap_bytes;
@@ -530,6 +595,7 @@ class device_encoder<T, thrust_backend<System>> {
     const auto code = static_cast<std::uint32_t>(opt_.values);
     std::uint64_t* sums = varint_sums_.empty() ? nullptr : varint_sums_.view().data();
     if (sections_ != 0) thrust::for_each_n(policy, first, sections_, size_sections<T>{table, width()});
+    if (ternary_) thrust::for_each_n(policy, first, entries_, ternary_tops<T>{table, sections_});
     if (entries_ != 0) thrust::for_each_n(policy, first, entries_, check_entries<T>{table, sections_, to_fp32});
     if (sums != nullptr) {
       thrust::for_each_n(policy, first, entries_, varint_lengths<T>{table, sections_, sums});
@@ -559,6 +625,7 @@ class device_encoder<T, thrust_backend<System>> {
 
   encode_options opt_;
   const std::int32_t* verdict_ = nullptr;
+  bool ternary_ = false;  // a section in the ternary coding: its largest magnitude is found first
   std::size_t sections_ = 0;
   std::uint64_t entries_ = 0;
   std::uint64_t bitmap_bytes_ = 0;

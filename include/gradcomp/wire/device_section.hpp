@@ -23,7 +23,8 @@ struct device_section {
   /// Sparse: where the count kept is (one value in `Space`); null: every entry of `indices`.
   const std::uint64_t* kept = nullptr;
   /// The section's own value coding: `unspecified` takes the encoder's options; `scaled_sign`
-  /// sends values that all have one magnitude as that magnitude and a sign bit each.
+  /// sends values that all have one magnitude as that magnitude and a sign bit each; `ternary`
+  /// sends values that are 0 or of one magnitude as that magnitude and a two-bit code each.
   value_coding coding = value_coding::unspecified;
 };
 
