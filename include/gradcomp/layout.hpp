@@ -37,6 +37,12 @@ struct compression_policy {
   /// Optional: returns true to compress the tensor of this name and shape.
   std::function<bool(const std::string& name, const std::vector<std::size_t>& shape)> predicate;
 
+  /// The policy that compresses every tensor, vectors (biases) included: the quantisers' default.
+  static compression_policy every_tensor() {
+    compression_policy p;
+    p.compress_vectors = true;
+    return p;
+  }
   /// Applies the policy to one tensor.
   bool compresses(const std::string& name, const std::vector<std::size_t>& shape) const {
     if (predicate) return predicate(name, shape);

@@ -295,7 +295,7 @@ void decode_seeds() {
   }
   {
     auto bad = words;
-    bad[wire::state_word::selection] = 3.0;  // no such method
+    bad[wire::state_word::selection] = 4.0;  // no such method
     write("decode", "semantic-state-method-range.bin", forge(message_kind::snapshot, {state_section(bad), res(0)}));
   }
   write("decode", "semantic-receiver-momentum-order.bin",

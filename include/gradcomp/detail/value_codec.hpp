@@ -296,45 +296,60 @@ struct fp64_codec {
   }
 };
 
-// One scale for the section and one sign bit per value: value j is -scale when bit j is set, else
-// +scale. Parameter block: the scale as binary32 (finite, sign bit clear). Then ceil(kept / 8)
-// bytes, bit j in byte j / 8 at bit j % 8 (least significant first); the padding bits are 0.
-// Encoding takes values that all have one magnitude, exactly representable in binary32 (what
-// a scaled-sign compressor sends); zeros keep their sign bit.
-struct scaled_sign_codec {
-  static constexpr wire::value_coding code = wire::value_coding::scaled_sign;
-  static constexpr const char* name = "scaled_sign";
+// What the packed codings with one scale per section share: the parameter block, the scale as
+// binary32 (finite, sign bit clear), then ceil(kept / PerByte) bytes of codes, value j's in byte
+// j / PerByte at bits (8 / PerByte) (j % PerByte) onwards (least significant first), the padding
+// bits 0.
+template <std::size_t PerByte>
+struct one_scale_codec {
   static constexpr std::size_t fixed_bytes = 0;
   static constexpr std::size_t parameter_bytes = 4;
-  static constexpr std::size_t values_per_byte = 8;  // after the parameter block
+  static constexpr std::size_t values_per_byte = PerByte;  // after the parameter block
+  static constexpr unsigned code_bits = 8 / PerByte;
   GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
-    return parameter_bytes + (kept + 7) / 8;
+    return parameter_bytes + (kept + PerByte - 1) / PerByte;
   }
-
   GRADCOMP_HD static float scale(const std::byte* p) noexcept { return bits_float(load_le<std::uint32_t>(p)); }
-  GRADCOMP_HD static bool negative(const std::byte* p, std::size_t j) noexcept {
-    return ((static_cast<unsigned>(p[parameter_bytes + j / 8]) >> (j % 8)) & 1u) != 0;
-  }
-  template <class T>
-  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
-    const T s = static_cast<T>(scale(p));
-    return negative(p, j) ? -s : s;
-  }
-  template <class T, class IndexAt>
-  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
-    const T s = static_cast<T>(scale(p));
-    for (std::size_t j = 0; j < count; ++j) acc[at(j)] += negative(p, first + j) ? -s : s;
+  GRADCOMP_HD static unsigned code_of(const std::byte* p, std::size_t j) noexcept {
+    return (static_cast<unsigned>(p[parameter_bytes + j / PerByte]) >> (code_bits * (j % PerByte))) &
+           ((1u << code_bits) - 1u);
   }
   // The scale (finite, sign bit clear), then the padding bits.
   GRADCOMP_HD static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
     const std::uint32_t bits = load_le<std::uint32_t>(p);
     if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
     if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
-    if (kept % 8 != 0) {
-      const auto last = static_cast<unsigned>(p[parameter_bytes + kept / 8]);
-      if ((last >> (kept % 8)) != 0) return errc::malformed_payload;
+    if (kept % PerByte != 0) {
+      const auto last = static_cast<unsigned>(p[parameter_bytes + kept / PerByte]);
+      if ((last >> (code_bits * (kept % PerByte))) != 0) return errc::malformed_payload;
     }
     return errc::ok;
+  }
+  // The code bytes of `count` codes, zeroed.
+  static void clear_codes(std::byte* codes, std::size_t count) noexcept {
+    for (std::size_t b = 0; b < (count + PerByte - 1) / PerByte; ++b) codes[b] = std::byte{0};
+  }
+  static void set_code(std::byte* codes, std::size_t j, unsigned code) noexcept {
+    codes[j / PerByte] |= static_cast<std::byte>(code << (code_bits * (j % PerByte)));
+  }
+};
+
+// One scale for the section and one sign bit per value: value j is -scale when bit j is set, else
+// +scale (one_scale_codec<8>). Encoding takes values that all have one magnitude, exactly
+// representable in binary32 (what a scaled-sign compressor sends); zeros keep their sign bit.
+struct scaled_sign_codec : one_scale_codec<8> {
+  static constexpr wire::value_coding code = wire::value_coding::scaled_sign;
+  static constexpr const char* name = "scaled_sign";
+
+  template <class T>
+  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
+    const T s = static_cast<T>(scale(p));
+    return code_of(p, j) != 0 ? -s : s;
+  }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const T s = static_cast<T>(scale(p));
+    for (std::size_t j = 0; j < count; ++j) acc[at(j)] += code_of(p, first + j) != 0 ? -s : s;
   }
   template <class T>
   GRADCOMP_HD static errc check_one(const std::byte*, std::size_t) noexcept { return errc::ok; }
@@ -354,37 +369,25 @@ struct scaled_sign_codec {
       if (!std::isfinite(s) || static_cast<T>(s) != std::fabs(v[0])) return errc::value_out_of_range;
     }
     store_le<std::uint32_t>(dst, float_bits(s));
-    std::byte* bits = dst + parameter_bytes;
-    for (std::size_t b = 0; b < (v.size() + 7) / 8; ++b) bits[b] = std::byte{0};
+    std::byte* codes = dst + parameter_bytes;
+    clear_codes(codes, v.size());
     for (std::size_t j = 0; j < v.size(); ++j) {
       if (!std::isfinite(v[j])) return errc::non_finite_input;
       if (static_cast<T>(std::fabs(v[j])) != static_cast<T>(s)) return errc::value_out_of_range;
-      if (std::signbit(v[j])) bits[j / 8] |= static_cast<std::byte>(1u << (j % 8));
+      if (std::signbit(v[j])) set_code(codes, j, 1u);
     }
     return errc::ok;
   }
 };
 
-// One scale for the section and a two-bit code per value: 0 is 0, 1 is +scale, 3 is -scale, 2 is
-// reserved. Parameter block: the scale as binary32 (finite, sign bit clear). Then ceil(kept / 4)
-// bytes, the code of value j in byte j / 4 at bits 2 (j % 4) and 2 (j % 4) + 1 (least significant
-// first); the padding bits are 0, and a zero scale has only zero codes. Encoding takes values that
+// One scale for the section and a two-bit code per value (one_scale_codec<4>): 0 is 0, 1 is
+// +scale, 3 is -scale, 2 is reserved; a zero scale has only zero codes. Encoding takes values that
 // are all 0 or +-s for one s that binary32 holds exactly (what a ternary compressor such as
 // TernGrad sends); s is the largest magnitude, and a zero of either sign is written as 0.
-struct ternary_codec {
+struct ternary_codec : one_scale_codec<4> {
   static constexpr wire::value_coding code = wire::value_coding::ternary;
   static constexpr const char* name = "ternary";
-  static constexpr std::size_t fixed_bytes = 0;
-  static constexpr std::size_t parameter_bytes = 4;
-  static constexpr std::size_t values_per_byte = 4;  // after the parameter block
-  GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
-    return parameter_bytes + (kept + 3) / 4;
-  }
 
-  GRADCOMP_HD static float scale(const std::byte* p) noexcept { return bits_float(load_le<std::uint32_t>(p)); }
-  GRADCOMP_HD static unsigned code_of(const std::byte* p, std::size_t j) noexcept {
-    return (static_cast<unsigned>(p[parameter_bytes + j / 4]) >> (2 * (j % 4))) & 3u;
-  }
   template <class T>
   GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
     const unsigned c = code_of(p, j);
@@ -398,17 +401,6 @@ struct ternary_codec {
       const unsigned c = code_of(p, first + j);
       acc[at(j)] += c == 0 ? T(0) : (c == 3 ? -s : s);
     }
-  }
-  // The scale (finite, sign bit clear), then the padding bits.
-  GRADCOMP_HD static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
-    const std::uint32_t bits = load_le<std::uint32_t>(p);
-    if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
-    if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
-    if (kept % 4 != 0) {
-      const auto last = static_cast<unsigned>(p[parameter_bytes + kept / 4]);
-      if ((last >> (2 * (kept % 4))) != 0) return errc::malformed_payload;
-    }
-    return errc::ok;
   }
   // The reserved code, and a non-zero code under a zero scale.
   template <class T>
@@ -440,11 +432,11 @@ struct ternary_codec {
     if (!std::isfinite(fs) || static_cast<T>(fs) != s) return errc::value_out_of_range;
     store_le<std::uint32_t>(dst, float_bits(fs));
     std::byte* codes = dst + parameter_bytes;
-    for (std::size_t b = 0; b < (v.size() + 3) / 4; ++b) codes[b] = std::byte{0};
+    clear_codes(codes, v.size());
     for (std::size_t j = 0; j < v.size(); ++j) {
       if (v[j] == T(0)) continue;
       if (std::fabs(v[j]) != s) return errc::value_out_of_range;
-      codes[j / 4] |= static_cast<std::byte>((v[j] < T(0) ? 3u : 1u) << (2 * (j % 4)));
+      set_code(codes, j, v[j] < T(0) ? 3u : 1u);
     }
     return errc::ok;
   }

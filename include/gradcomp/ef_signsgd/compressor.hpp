@@ -44,11 +44,7 @@ struct ef_signsgd_config {
   /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
   std::size_t threads = 1;
   /// Which tensors are sent as signs; by default every tensor (biases included: one scale each).
-  compression_policy policy = [] {
-    compression_policy p;
-    p.compress_vectors = true;
-    return p;
-  }();
+  compression_policy policy = compression_policy::every_tensor();
 };
 
 /**

@@ -52,11 +52,7 @@ struct terngrad_config {
   std::size_t threads = 1;
   /// Which tensors are sent as ternary values; by default every tensor. Send a layer whole (the
   /// logits layer, say) with `tensor_mode::dense` at registration.
-  compression_policy policy = [] {
-    compression_policy p;
-    p.compress_vectors = true;
-    return p;
-  }();
+  compression_policy policy = compression_policy::every_tensor();
 };
 
 /**
