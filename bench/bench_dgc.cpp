@@ -19,6 +19,11 @@
 //   BM_ef_signsgd_step  ef_signsgd_compressor::compress on one tensor (signs drawn anew before
 //                     each step, untimed): the L1 pass over p = e + lr*g, then the signs, the
 //                     scale and e = p - sent
+//   BM_stream_ternary a read of g (the scale must be known first), then v = g + g
+//                                                    reads g twice; writes v: 12 bytes/element
+//   BM_terngrad_step  terngrad_compressor::compress on one tensor, clipping on (signs drawn anew
+//                     before each step, untimed): the sums and largest |g|, then a Philox draw and
+//                     a ternary value per element
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
 //                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
 //                     compared with BM_stream_dgc over as many elements; on 1 and 2 threads
@@ -45,6 +50,7 @@
 #include <gradcomp/cpu/fused_kernels.hpp>
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/ef_signsgd/compressor.hpp>
+#include <gradcomp/terngrad/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
 #include "model_list.hpp"
@@ -137,6 +143,20 @@ struct stream_sign {
     benchmark::ClobberMemory();
   }
   std::vector<float> g, e, v;
+};
+
+// The bytes of a TernGrad step: a read of g (its scale must be known before the first value),
+// then a pass that reads g again and writes the message (12 bytes per element).
+struct stream_ternary {
+  explicit stream_ternary(std::size_t n, bool = false) : g(gradient(n, 1)), v(n, 0.0f) {}
+  void operator()() {
+    if (!finite_read(g)) return;
+    float* vp = v.data();
+    const float* gp = g.data();
+    for (std::size_t i = 0, n = g.size(); i < n; ++i) vp[i] = gp[i] + gp[i];
+    benchmark::ClobberMemory();
+  }
+  std::vector<float> g, v;
 };
 
 // A reference loop and the counter that reports the ratio to it.
@@ -273,6 +293,28 @@ void bm_ef_signsgd_step(benchmark::State& state, std::size_t n) {
   if (!ok) state.SkipWithError("compress failed");
 }
 
+void bm_stream_ternary(benchmark::State& state, std::size_t n) {
+  stream_ternary s(n);
+  timed(state, n, 12, s);
+}
+
+void bm_terngrad_step(benchmark::State& state, std::size_t n) {
+  gradcomp::terngrad_compressor<float> c(gradcomp::terngrad_config{});
+  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+  noisy_gradient g(n);
+  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
+  bool ok = true;
+  auto body = [&] {
+    const auto issued = c.compress(grads);
+    ok &= issued && c.stats();
+  };
+  timed_against_streams<stream_ternary>(state, n, 12, false, body, [&] { g.new_signs(); });
+  if (!ok) state.SkipWithError("compress failed");
+  // Bits on the wire per element of this tensor: its section (header, scale, two bits each).
+  state.counters["wire_bits_per_element"] =
+      8.0 * static_cast<double>(c.max_message_bytes() - gradcomp::wire::message_header_bytes) / static_cast<double>(n);
+}
+
 // One tensor's fused pass (cpu::accumulate_and_select as compress runs it: vanilla momentum
 // correction, masking, the sampled threshold, a guide carried from step to step) with a given
 // policy for moving the candidates out of the accumulator.
@@ -405,6 +447,10 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("BM_stream_sign/float/reference/" + size).c_str(), bm_stream_sign, n)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_ef_signsgd_step/float/cpu/" + size).c_str(), bm_ef_signsgd_step, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_stream_ternary/float/reference/" + size).c_str(), bm_stream_ternary, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_terngrad_step/float/cpu/" + size).c_str(), bm_terngrad_step, n)
         ->Unit(benchmark::kMillisecond);
   }
   try {

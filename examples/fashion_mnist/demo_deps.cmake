@@ -24,7 +24,10 @@ if(TARGET Eigen3::Eigen AND TARGET ZLIB::ZLIB AND TARGET Threads::Threads)
   find_package(OpenMP QUIET COMPONENTS CXX)
   if(GRADCOMP_DEMO_THRUST_INCLUDE_DIR AND OpenMP_CXX_FOUND AND NOT GRADCOMP_SANITIZE)
     target_include_directories(gradcomp_fashion_mnist SYSTEM INTERFACE "${GRADCOMP_DEMO_THRUST_INCLUDE_DIR}")
-    target_compile_definitions(gradcomp_fashion_mnist INTERFACE FMNIST_WITH_THRUST
+    # EIGEN_DONT_PARALLELIZE: OpenMP is here for the Thrust backend; the demo already trains its
+    # modes in parallel (--jobs), and Eigen's own OpenMP threads on top of them oversubscribe the
+    # cores (the model's products ran several times slower).
+    target_compile_definitions(gradcomp_fashion_mnist INTERFACE FMNIST_WITH_THRUST EIGEN_DONT_PARALLELIZE
                                                                 THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP)
     target_link_libraries(gradcomp_fashion_mnist INTERFACE OpenMP::OpenMP_CXX)
     set(GRADCOMP_DEMO_WITH_THRUST ON CACHE INTERNAL "the demo offers --backend thrust")
