@@ -156,9 +156,9 @@ void decode_seeds() {
       negative[v0 + 3] |= std::byte{0x80};
       put_le(infinite, v0, 0x7f800000u, 4);
       padding[v0 + 4 + sparse_idx.size() / per_byte] |= std::byte{0x80};
-      write("decode", "damaged-" + name + "-negative-scale.bin", negative);
-      write("decode", "damaged-" + name + "-infinite-scale.bin", infinite);
-      write("decode", "damaged-" + name + "-padding.bin", padding);
+      write("decode", std::string("damaged-") + name + "-negative-scale.bin", negative);
+      write("decode", std::string("damaged-") + name + "-infinite-scale.bin", infinite);
+      write("decode", std::string("damaged-") + name + "-padding.bin", padding);
       if (!ternary) continue;
       bytes reserved = b, zero_scale = b;
       reserved[v0 + 4] = (reserved[v0 + 4] & std::byte{0xfc}) | std::byte{0x02};  // value 0: code 2

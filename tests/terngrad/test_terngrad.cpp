@@ -48,11 +48,18 @@ std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
   return v;
 }
 
+// "t0", "t1", ... (appended, not prepended: GCC 12 warns falsely on a literal + std::string in C++20).
+std::string tensor_name(std::size_t t) {
+  std::string name = "t";
+  name += std::to_string(t);
+  return name;
+}
+
 template <class T>
 terngrad_compressor<T> make(terngrad_config cfg, std::size_t dense = SIZE_MAX) {
   terngrad_compressor<T> c(cfg);
   for (std::size_t t = 0; t < kShapes.size(); ++t)
-    c.add_tensor("t" + std::to_string(t), kShapes[t], t == dense ? tensor_mode::dense : tensor_mode::automatic);
+    c.add_tensor(tensor_name(t), kShapes[t], t == dense ? tensor_mode::dense : tensor_mode::automatic);
   return c;
 }
 
@@ -353,7 +360,7 @@ TEST_CASE("TernGrad: a snapshot holds the step counter and seed; restored, the r
     CHECK(same_bits(b.message(t).values, std::vector<float>(a.message(t).values.begin(), a.message(t).values.end())));
   // Another method's snapshot is refused and changes nothing, in both directions.
   ef_signsgd_compressor<float> ef{ef_signsgd_config{}};
-  for (std::size_t t = 0; t < kShapes.size(); ++t) ef.add_tensor("t" + std::to_string(t), kShapes[t]);
+  for (std::size_t t = 0; t < kShapes.size(); ++t) ef.add_tensor(tensor_name(t), kShapes[t]);
   const auto ef_snap = save_snapshot(ef);
   CHECK(!restore_snapshot(b, span<const std::byte>(ef_snap.data(), ef_snap.size())));
   CHECK(b.step() == 4);
