@@ -100,7 +100,10 @@ void print_section(std::uint32_t i, const wire::section_header& s) {
     std::printf("    indices %s, %" PRIu64 " bytes", wire::to_string(s.indices), s.index_bytes);
   if (s.kept > 0) std::printf(", %.3f bits per kept element", per_kept_bits(s.index_bytes, s.kept));
   std::printf("\n");
-  std::printf("    values %s, %" PRIu64 " bytes\n", wire::to_string(s.values), s.value_bytes);
+  std::printf("    values %s, %" PRIu64 " bytes", wire::to_string(s.values), s.value_bytes);
+  if (s.values == wire::value_coding::one_bit)
+    std::printf(", %" PRIu32 " column%s", s.parameters.columns, s.parameters.columns == 1 ? "" : "s");
+  std::printf("\n");
   if (s.kept > 0)
     std::printf("    section %.3f bits per kept element\n", per_kept_bits(s.bytes, s.kept));
 }

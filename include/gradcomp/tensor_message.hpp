@@ -26,6 +26,9 @@ struct tensor_message {
   /// The value coding this tensor must be sent in, when its producer fixes one (a scaled-sign
   /// compressor's `scaled_sign`); `unspecified` leaves it to the encoder's options.
   wire::value_coding coding = wire::value_coding::unspecified;
+  /// The layout a coding with per-column (or per-bucket) parameters needs (`one_bit`'s column
+  /// count); codings without such parameters ignore it.
+  wire::coding_parameters parameters{};
 };
 
 }  // namespace gradcomp

@@ -189,6 +189,13 @@ double reference_value(const std::byte* p, value_coding c, std::uint64_t j) {
       const unsigned code = (static_cast<unsigned>(p[4 + j / 4]) >> (2 * (j % 4))) & 3u;
       return code == 0 ? 0.0 : (code == 3 ? -scale : scale);
     }
+    case value_coding::one_bit: {
+      // Column j mod C; its pair (value of a set bit, value of a clear bit) after the count C.
+      const std::uint64_t cols = le(p, 4);
+      const std::uint64_t pair = 4 + 8 * (j % cols);
+      const bool set = ((static_cast<unsigned>(p[4 + 8 * cols + j / 8]) >> (j % 8)) & 1u) != 0;
+      return static_cast<double>(float_from_bits(static_cast<std::uint32_t>(le(p + pair + (set ? 0 : 4), 4))));
+    }
     case value_coding::unspecified: break;  // never accepted: falls to the check below
   }
   FUZZ_CHECK_MSG(false, "section header with an unknown value coding was accepted");
@@ -221,6 +228,20 @@ reference_section reference_decode(span<const std::byte> msg, const section_head
       const unsigned code = (static_cast<unsigned>(val[4 + j / 4]) >> (2 * (j % 4))) & 3u;
       if (code == 2 || (code != 0 && bits == 0)) r.parameters = errc::malformed_payload;
     }
+  }
+  if (s.values == value_coding::one_bit) {
+    // Each column's pair in order, every member checked whether a value uses it or not: finite,
+    // then the sign bit (set for the first, clear for the second); then the padding bits.
+    const std::uint64_t cols = le(val, 4);
+    for (std::uint64_t c = 0; c < cols && r.parameters == errc::ok; ++c) {
+      for (int member = 0; member < 2 && r.parameters == errc::ok; ++member) {
+        const auto bits = static_cast<std::uint32_t>(le(val + 4 + 8 * c + 4 * member, 4));
+        if (!std::isfinite(float_from_bits(bits))) r.parameters = errc::non_finite_input;
+        else if ((bits >> 31) != (member == 0 ? 1u : 0u)) r.parameters = errc::malformed_payload;
+      }
+    }
+    const unsigned last = s.kept % 8 == 0 ? 0u : static_cast<unsigned>(val[4 + 8 * cols + s.kept / 8]) >> (s.kept % 8);
+    if (r.parameters == errc::ok && last != 0) r.parameters = errc::malformed_payload;
   }
   return r;
 }
@@ -360,12 +381,22 @@ bool same_header(const message_header& a, const message_header& b) {
 
 void check_section_header(const section_header& s) {
   const std::uint64_t vsize = wire::value_bytes_per_element(s.values);
-  FUZZ_CHECK(vsize != 0 || s.values == value_coding::scaled_sign || s.values == value_coding::ternary);
+  FUZZ_CHECK(vsize != 0 || s.values == value_coding::scaled_sign || s.values == value_coding::ternary ||
+             s.values == value_coding::one_bit);
   FUZZ_CHECK(std::strcmp(wire::to_string(s.role), "unknown") != 0);
   FUZZ_CHECK(s.kept <= s.numel);
   FUZZ_CHECK(s.bytes == wire::section_header_bytes + s.index_bytes + s.value_bytes);
-  const std::uint64_t per_byte = s.values == value_coding::scaled_sign ? 8 : 4;  // of the packed codings
-  FUZZ_CHECK(s.value_bytes == (vsize == 0 ? 4 + (std::uint64_t(s.kept) + per_byte - 1) / per_byte : vsize * s.kept));
+  if (s.values == value_coding::one_bit) {
+    // The column count the block states: at least 1, dividing kept, and fixing the length.
+    const std::uint64_t cols = s.parameters.columns;
+    FUZZ_CHECK(cols != 0 && s.kept % cols == 0);
+    FUZZ_CHECK(s.value_bytes == 4 + 8 * cols + (std::uint64_t(s.kept) + 7) / 8);
+  } else {
+    FUZZ_CHECK(s.parameters.columns == 1);
+    const std::uint64_t per_byte = s.values == value_coding::scaled_sign ? 8 : 4;  // of the packed codings
+    FUZZ_CHECK(s.value_bytes ==
+               (vsize == 0 ? 4 + (std::uint64_t(s.kept) + per_byte - 1) / per_byte : vsize * s.kept));
+  }
   const std::uint64_t k = s.kept, n = s.numel;
   switch (s.indices) {
     case index_coding::dense: FUZZ_CHECK(k == n && s.index_bytes == 0); break;
@@ -642,6 +673,7 @@ void check_reencode(span<const std::byte> msg, const section_header& s,
   tm.dense = s.indices == index_coding::dense;
   if (!tm.dense) tm.indices = span<const std::uint32_t>(d.indices.data(), d.indices.size());
   tm.values = span<const double>(d.values.data(), d.values.size());
+  tm.parameters = s.parameters;
   wire::encode_options opt;
   opt.indices = tm.dense ? index_coding::automatic : s.indices;
   opt.values = s.values;
@@ -676,6 +708,16 @@ void check_reencode(span<const std::byte> msg, const section_header& s,
   if (must_match && unused_scale && out.size() == wire::message_header_bytes + s.bytes) {
     const std::size_t scale_at = wire::message_header_bytes + wire::section_header_bytes + s.index_bytes;
     std::memcpy(out.data() + scale_at, orig + wire::section_header_bytes + s.index_bytes, 4);
+  }
+  // Likewise a one_bit pair member that no value of its column uses (the encoder writes -0 or +0).
+  if (must_match && s.values == value_coding::one_bit && out.size() == wire::message_header_bytes + s.bytes) {
+    const std::uint64_t cols = s.parameters.columns;
+    std::vector<bool> used(2 * cols, false);
+    for (std::size_t j = 0; j < d.values.size(); ++j) used[2 * (j % cols) + (std::signbit(d.values[j]) ? 0 : 1)] = true;
+    const std::size_t pairs = wire::section_header_bytes + s.index_bytes + 4;
+    for (std::uint64_t slot = 0; slot < 2 * cols; ++slot)
+      if (!used[slot])
+        std::memcpy(out.data() + wire::message_header_bytes + pairs + 4 * slot, orig + pairs + 4 * slot, 4);
   }
   if (must_match) {
     FUZZ_CHECK(out.size() == wire::message_header_bytes + s.bytes);

@@ -87,6 +87,7 @@ struct section_data {
   bool dense = false;
   std::vector<std::uint32_t> indices;
   std::vector<T> values;
+  std::uint32_t columns = 1;  // one_bit's layout (tensor_message::parameters)
 };
 
 template <class T>
@@ -101,11 +102,12 @@ value_coding pick_value_coding(unsigned sel) {
     case 0: case 4: case 8: return value_coding::fp32;
     case 1: case 5: case 9: return value_coding::fp64;
     case 2: case 6: case 10: return value_coding::fp16;
-    case 3: case 7: case 11: return value_coding::bf16;
+    case 3: case 7: return value_coding::bf16;
+    case 11: return static_cast<value_coding>(0);  // not a coding
     case 12: return value_coding::scaled_sign;
     case 13: return value_coding::ternary;
-    case 14: return static_cast<value_coding>(0);  // not a coding
-    default: return static_cast<value_coding>(18);  // reserved range
+    case 14: return value_coding::one_bit;
+    default: return static_cast<value_coding>(19);  // reserved range
   }
 }
 
@@ -312,6 +314,27 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
       const T magnitude = std::fabs(sec.values[rng.below(sec.values.size())]);
       for (auto& v : sec.values) v = rng.next() % 3 == 0 ? T(0) : (std::signbit(v) ? -magnitude : magnitude);
     }
+    // one_bit: mostly a column count that divides the values (else any, up to one past them), and
+    // mostly two values per column, one of each sign (the signs stay drawn).
+    if (coding == value_coding::one_bit) {
+      const std::size_t kept = sec.values.size();
+      std::uint32_t cols = 1;
+      if (rng.next() % 8 == 0) {
+        cols = static_cast<std::uint32_t>(rng.below(kept + 2));
+      } else if (kept != 0) {
+        for (int tries = 0; tries < 4; ++tries) {
+          const auto c = static_cast<std::uint32_t>(1 + rng.below(std::min<std::size_t>(kept, 64)));
+          if (kept % c == 0) cols = c;
+        }
+      }
+      sec.columns = cols;
+      if (cols != 0 && kept % cols == 0 && rng.next() % 4 != 0) {
+        for (std::size_t c = 0; c < cols && c < kept; ++c) {
+          const T neg = -std::fabs(sec.values[rng.below(kept)]), pos = std::fabs(sec.values[rng.below(kept)]);
+          for (std::size_t j = c; j < kept; j += cols) sec.values[j] = std::signbit(sec.values[j]) ? neg : pos;
+        }
+      }
+    }
     st.sections.push_back(std::move(sec));
   }
 
@@ -361,6 +384,7 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
     m.dense = sec.dense;
     m.indices = span<const std::uint32_t>(sec.indices.data(), sec.indices.size());
     m.values = span<const T>(sec.values.data(), sec.values.size());
+    m.parameters.columns = sec.columns;
     st.messages.push_back(m);
   }
   return st;
@@ -372,11 +396,12 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
 
 bool known_value_coding(value_coding c) {
   return c == value_coding::fp32 || c == value_coding::fp64 || c == value_coding::fp16 ||
-         c == value_coding::bf16 || c == value_coding::scaled_sign || c == value_coding::ternary;
+         c == value_coding::bf16 || c == value_coding::scaled_sign || c == value_coding::ternary ||
+         c == value_coding::one_bit;
 }
 
-// Length of a value payload of `kept` values.
-std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept) {
+// Length of a value payload of `kept` values (`columns`: one_bit's).
+std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept, std::uint64_t columns) {
   switch (c) {
     case value_coding::fp32: return 4 * kept;
     case value_coding::fp64: return 8 * kept;
@@ -384,9 +409,18 @@ std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept) {
     case value_coding::bf16: return 2 * kept;
     case value_coding::scaled_sign: return 4 + (kept + 7) / 8;
     case value_coding::ternary: return 4 + (kept + 3) / 4;
+    case value_coding::one_bit: return 4 + 8 * columns + (kept + 7) / 8;
     case value_coding::unspecified: break;  // never on the wire
   }
   return 0;
+}
+
+// one_bit's column count: at least 1, dividing the number of values.
+template <class T>
+errc model_layout_error(const tensor_message<T>& m, value_coding c) {
+  const std::uint64_t cols = m.parameters.columns;
+  if (c == value_coding::one_bit && (cols == 0 || m.values.size() % cols != 0)) return errc::invalid_argument;
+  return errc::ok;
 }
 
 // Structural checks of one section (encoded_bytes and encode), in the documented order.
@@ -396,7 +430,7 @@ errc model_plan_error(const tensor_message<T>& m, const wire::encode_options& op
   if (m.dense) {
     if (m.values.size() != m.numel || !m.indices.empty()) return errc::size_mismatch;
     if (!known_value_coding(opt.dense_values)) return errc::unknown_coding;
-    return errc::ok;
+    return model_layout_error(m, opt.dense_values);
   }
   if (m.values.size() != m.indices.size()) return errc::size_mismatch;
   if (m.indices.size() > m.numel) return errc::kept_exceeds_numel;
@@ -410,7 +444,7 @@ errc model_plan_error(const tensor_message<T>& m, const wire::encode_options& op
     case index_coding::raw_u32:
     case index_coding::delta_varint:
     case index_coding::rice:
-    case index_coding::bitmap: return errc::ok;
+    case index_coding::bitmap: return model_layout_error(m, opt.values);
     default: return errc::invalid_argument;
   }
 }
@@ -428,6 +462,7 @@ bool model_value(T x, value_coding c, double* out) {
     case value_coding::bf16: return std::isfinite(src) && reference_bf16(src, out);
     case value_coding::scaled_sign: *out = xd; return true;  // once model_value_error accepted the section
     case value_coding::ternary: *out = xd == 0.0 ? 0.0 : xd; return true;  // likewise; a zero comes back +0
+    case value_coding::one_bit: *out = xd; return true;  // likewise
     case value_coding::unspecified: break;  // never on the wire
   }
   return false;
@@ -436,6 +471,24 @@ bool model_value(T x, value_coding c, double* out) {
 template <class T>
 errc model_value_error(const tensor_message<T>& m, const wire::encode_options& opt) {
   const value_coding c = m.dense ? opt.dense_values : opt.values;
+  if (c == value_coding::one_bit) {
+    // Value by value: finite, held exactly by binary32, and the first value of its sign in its
+    // column or equal to it (bitwise).
+    const std::size_t cols = m.parameters.columns;
+    std::vector<std::uint64_t> first(2 * cols, ~std::uint64_t(0));
+    for (std::size_t j = 0; j < m.values.size(); ++j) {
+      const T x = m.values[j];
+      if (!std::isfinite(x)) return errc::non_finite_input;
+      const float f = static_cast<float>(x);
+      if (!std::isfinite(f) || static_cast<T>(f) != x) return errc::value_out_of_range;
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      auto& slot = first[2 * (j % cols) + (bits >> 31)];
+      if (slot == ~std::uint64_t(0)) slot = bits;
+      else if (slot != bits) return errc::value_out_of_range;
+    }
+    return errc::ok;
+  }
   if (c == value_coding::ternary) {
     // Every value finite first; then the largest magnitude, which binary32 must hold exactly, and
     // every other value 0 or of that magnitude.
@@ -516,6 +569,7 @@ void check_values(const tensor_message<T>& m, value_coding c, const std::vector<
         break;
       }
       case value_coding::fp64:
+      case value_coding::one_bit:
       case value_coding::scaled_sign:  // the input's exact value, sign of zero included
         FUZZ_CHECK(same_bits(got[j], static_cast<U>(x)));
         break;
@@ -604,7 +658,8 @@ void check_encoded(const step<T>& st, const std::vector<std::byte>& out) {
         FUZZ_CHECK(s.index_bytes <= ex.bitmap);
       }
     }
-    FUZZ_CHECK(s.value_bytes == model_value_bytes(s.values, m.values.size()));
+    FUZZ_CHECK(s.value_bytes == model_value_bytes(s.values, m.values.size(), m.parameters.columns));
+    if (s.values == value_coding::one_bit) FUZZ_CHECK(s.parameters.columns == m.parameters.columns);
 
     // Exact indices and values, in the element type of the step.
     std::vector<std::uint32_t> got_idx(m.dense ? 0 : s.kept);

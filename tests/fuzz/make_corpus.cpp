@@ -168,6 +168,46 @@ void decode_seeds() {
     }
   }
 
+  // one_bit with every index coding: each column holds one negative and one non-negative value
+  // (12 dense values as 3 columns, 10 sparse ones as 2); then a column count of 0, one that does
+  // not divide the values, a first member without its sign bit, an infinite member, and a
+  // padding bit set.
+  {
+    std::vector<float> sparse_bits(sparse_val.size()), dense_bits(dense_val.size());
+    for (std::size_t j = 0; j < sparse_bits.size(); ++j)
+      sparse_bits[j] = std::signbit(sparse_val[j]) ? -1.5f - static_cast<float>(j % 2) : 0.25f * static_cast<float>(j % 2);
+    for (std::size_t j = 0; j < dense_bits.size(); ++j)
+      dense_bits[j] = std::signbit(dense_val[j]) ? -0.5f * static_cast<float>(1 + j % 3) : 4.0f + static_cast<float>(j % 3);
+    for (int i = 0; i < 5; ++i) {
+      wire::encode_options opt;
+      const bool dense = codings[i] == index_coding::dense;
+      opt.indices = dense ? index_coding::automatic : codings[i];
+      opt.values = opt.dense_values = value_coding::one_bit;
+      opt.checksum = (i & 1) != 0;
+      tensor_message<float> m = dense ? dense_msg() : sparse_msg();
+      m.values = dense ? span<const float>(dense_bits.data(), dense_bits.size())
+                       : span<const float>(sparse_bits.data(), sparse_bits.size());
+      m.parameters.columns = dense ? 3 : 2;
+      const bytes b = encode({m}, opt);
+      write("decode", std::string("valid-") + wire::to_string(codings[i]) + "-one_bit" + (opt.checksum ? "-crc" : "") +
+                          ".bin",
+            b);
+      if (i != 0) continue;
+      const std::size_t v0 = wire::message_header_bytes + wire::section_header_bytes + 4 * sparse_idx.size();
+      bytes no_columns = b, three = b, unsigned_first = b, infinite = b, padding = b;
+      put_le(no_columns, v0, 0u, 4);
+      put_le(three, v0, 3u, 4);
+      unsigned_first[v0 + 4 + 3] &= std::byte{0x7f};
+      put_le(infinite, v0 + 8, 0x7f800000u, 4);
+      padding[v0 + 4 + 16 + sparse_idx.size() / 8] |= std::byte{0x80};
+      write("decode", "damaged-one_bit-no-columns.bin", no_columns);
+      write("decode", "damaged-one_bit-columns-not-dividing.bin", three);
+      write("decode", "damaged-one_bit-unsigned-negative.bin", unsigned_first);
+      write("decode", "damaged-one_bit-infinite-value.bin", infinite);
+      write("decode", "damaged-one_bit-padding.bin", padding);
+    }
+  }
+
   // Several sections: automatic codings, a dense one, two tensors sharing nothing.
   std::vector<std::uint32_t> many(40);
   std::vector<float> many_val(40);
@@ -489,8 +529,9 @@ struct rt {
 constexpr std::uint8_t t_double = 1, crc = 2;
 constexpr std::uint8_t automatic = 0 << 2, raw = 2 << 2, varint = 3 << 2, rice = 4 << 2,
                        bitmap = 5 << 2, bad_index = 7 << 2;
-// byte 1: value coding | dense value coding << 4
-constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3, scaled_sign = 12, ternary = 13;
+// byte 1: value coding | dense value coding << 4 (pick_value_coding)
+constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3, not_a_coding = 11, scaled_sign = 12, ternary = 13,
+                       one_bit = 14, reserved_coding = 15;
 // byte 2: section count | defect << 3 (defect 8 and above: none)
 constexpr std::uint8_t sections(int count, int defect = 8) {
   return static_cast<std::uint8_t>(count | (defect << 3));
@@ -533,6 +574,13 @@ void roundtrip_seeds() {
     r.u8(numel_u16 | idx_density | val_smooth).u8(0).u16(2000).u8(60).u64(91 + k);
     r.u8(dense | numel_u16 | val_ints).u8(1).u16(300).u8(0).u64(15 + k);
     write("roundtrip", std::string("ternary-") + (k ? "double" : "float") + ".bin", r.get());
+  }
+  // one_bit likewise (the column counts come from the sections' draws).
+  for (int k = 0; k < 2; ++k) {
+    rt r(static_cast<std::uint8_t>(automatic | (k ? t_double | crc : 0)), one_bit | (one_bit << 4), sections(2));
+    r.u8(numel_u16 | idx_density | val_smooth).u8(0).u16(2000).u8(60).u64(101 + k);
+    r.u8(dense | numel_u16 | val_ints).u8(1).u16(300).u8(0).u64(25 + k);
+    write("roundtrip", std::string("one_bit-") + (k ? "double" : "float") + ".bin", r.get());
   }
   // Automatic coding, four sections: sparse, dense, very sparse, last few elements.
   {
@@ -635,9 +683,12 @@ void roundtrip_seeds() {
     rt r(bad_index | 0x20, fp32, sections(1));
     r.u8(numel_u8 | idx_density).u8(0).u8(100).u8(60).u64(30);
     write("roundtrip", "invalid-index-coding-dense.bin", r.get());
-    rt v(automatic, 14, sections(1));
+    rt v(automatic, not_a_coding, sections(1));
     v.u8(numel_u8 | idx_density).u8(0).u8(100).u8(60).u64(31);
     write("roundtrip", "invalid-value-coding.bin", v.get());
+    rt w(automatic, reserved_coding, sections(1));
+    w.u8(numel_u8 | idx_density).u8(0).u8(100).u8(60).u64(32);
+    write("roundtrip", "reserved-value-coding.bin", w.get());
   }
 }
 

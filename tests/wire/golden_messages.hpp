@@ -18,6 +18,7 @@ struct golden_section {
   bool dense;
   std::vector<std::uint32_t> indices;
   std::vector<float> values;
+  std::uint32_t columns = 1;  // one_bit's layout
 };
 
 struct golden_message {
@@ -62,6 +63,9 @@ inline std::vector<golden_message> golden_messages() {
       {"ternary_crc.gcwf", golden_options(index_coding::delta_varint, value_coding::ternary, true),
        {{0, 7, true, {}, {0.5f, 0.0f, -0.5f, 0.0f, -0.0f, 0.5f, -0.5f}},
         {2, 50, false, {4, 9, 30, 49}, {-2.0f, 2.0f, 2.0f, -2.0f}}}},
+      {"one_bit_crc.gcwf", golden_options(index_coding::raw_u32, value_coding::one_bit, true),
+       {{0, 6, true, {}, {-1.0f, 2.0f, 0.5f, 2.0f, -1.0f, -0.75f}, 2},
+        {1, 30, false, {2, 11, 12, 29}, {0.25f, -3.0f, 0.25f, -3.0f}, 1}}},
   };
 }
 
@@ -75,6 +79,7 @@ inline std::vector<gradcomp::tensor_message<float>> as_messages(const golden_mes
     m.dense = s.dense;
     m.indices = gradcomp::span<const std::uint32_t>(s.indices.data(), s.indices.size());
     m.values = gradcomp::span<const float>(s.values.data(), s.values.size());
+    m.parameters.columns = s.columns;
     out.push_back(m);
   }
   return out;

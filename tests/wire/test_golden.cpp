@@ -88,6 +88,7 @@ TEST_CASE("golden messages decode to their recorded content and re-encode byte f
       const auto& want = g.sections[s];
       CHECK(decoded[s].header.tensor == want.tensor);
       CHECK(decoded[s].header.numel == want.numel);
+      CHECK(decoded[s].header.parameters.columns == want.columns);
       CHECK(decoded[s].indices == want.indices);
       // The recorded values are exactly representable in the golden's value coding, except the
       // fp64 golden, whose values are floats widened exactly.

@@ -7,8 +7,8 @@
 // values. Its members:
 //   code, name                        the wire code and the spec's name
 //   fixed_bytes                       bytes per value, or 0 when values are packed below a byte
-//   parameter_bytes, values_per_byte  a packed coding's parameter block length and the values
-//                                     each later byte holds
+//   parameter_bytes_at(p),            a packed coding's parameter block length (of the payload at
+//   values_per_byte                   p) and the values each later byte holds
 //   payload_bytes(kept)               the payload length of `kept` values with the parameters the
 //                                     encoder writes (for the float codings and scaled_sign: from
 //                                     the header alone)
@@ -30,6 +30,10 @@
 //                                     order, largest aside)
 //   encode<T>(v, dst)                 writes payload_bytes(v.size()) bytes; errc::non_finite_input,
 //                                     value_out_of_range (a value the coding cannot hold)
+// A coding whose layout the producer chooses (one_bit's column count: wire::coding_parameters)
+// also has payload_bytes(kept, params), layout_fits(kept, params), encode<T>(v, params, dst) and
+// parameters(p) (the layout its parameter block states); codec_payload_bytes, codec_encode and
+// the others below call them where they exist and the plain members elsewhere.
 // payload_bytes, payload_fits, value, check_parameters and check_one also compile for devices
 // (GRADCOMP_HD): the Thrust backend's decoder reads payloads through them.
 // Encoding refuses NaN, infinities and values that do not fit; decoding refuses non-finite values
@@ -306,6 +310,7 @@ struct one_scale_codec {
   static constexpr std::size_t parameter_bytes = 4;
   static constexpr std::size_t values_per_byte = PerByte;  // after the parameter block
   static constexpr unsigned code_bits = 8 / PerByte;
+  GRADCOMP_HD static constexpr std::uint64_t parameter_bytes_at(const std::byte*) noexcept { return parameter_bytes; }
   GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
     return parameter_bytes + (kept + PerByte - 1) / PerByte;
   }
@@ -442,11 +447,139 @@ struct ternary_codec : one_scale_codec<4> {
   }
 };
 
+// Two binary32 values per column and one bit per value (1-bit SGD's payload). The parameter
+// block is the column count C (u32: at least 1, dividing kept), then each column's pair
+// (neg_c, pos_c): both finite, neg_c with the sign bit set, pos_c with it clear; then
+// ceil(kept / 8) bytes of bits, bit j at bit j % 8 of byte j / 8, the padding bits 0. Value j lies
+// in column j % C and is neg_c when bit j is set, pos_c otherwise. Encoding takes values whose
+// columns each hold at most one value with the sign bit set and one with it clear, which binary32
+// holds exactly; a column without one of them gets -0 or +0 in its place.
+struct one_bit_codec {
+  static constexpr wire::value_coding code = wire::value_coding::one_bit;
+  static constexpr const char* name = "one_bit";
+  static constexpr std::size_t fixed_bytes = 0;
+  static constexpr std::size_t values_per_byte = 8;  // after the parameter block
+  GRADCOMP_HD static constexpr std::uint64_t parameter_bytes(std::uint64_t columns) noexcept { return 4 + 8 * columns; }
+  GRADCOMP_HD static std::uint64_t parameter_bytes_at(const std::byte* p) noexcept { return parameter_bytes(columns(p)); }
+  GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept,
+                                                           const wire::coding_parameters& c = {}) noexcept {
+    return parameter_bytes(c.columns) + (kept + 7) / 8;
+  }
+  GRADCOMP_HD static bool layout_fits(std::uint64_t kept, const wire::coding_parameters& c) noexcept {
+    return c.columns != 0 && kept % c.columns == 0;
+  }
+  GRADCOMP_HD static std::uint32_t columns(const std::byte* p) noexcept { return load_le<std::uint32_t>(p); }
+  GRADCOMP_HD static bool payload_fits(const std::byte* p, std::uint64_t bytes, std::uint64_t kept) noexcept {
+    if (bytes < 4) return false;
+    const std::uint32_t c = columns(p);
+    return c != 0 && kept % c == 0 && bytes == parameter_bytes(c) + (kept + 7) / 8;
+  }
+  GRADCOMP_HD static wire::coding_parameters parameters(const std::byte* p) noexcept {
+    wire::coding_parameters c;
+    c.columns = columns(p);
+    return c;
+  }
+  GRADCOMP_HD static unsigned bit_of(const std::byte* p, std::uint32_t cols, std::size_t j) noexcept {
+    return (static_cast<unsigned>(p[parameter_bytes(cols) + j / 8]) >> (j % 8)) & 1u;
+  }
+  // The bits of the value a set (1) or clear (0) bit gives in column c.
+  GRADCOMP_HD static std::uint32_t value_bits(const std::byte* p, std::uint32_t c, unsigned bit) noexcept {
+    return load_le<std::uint32_t>(p + 4 + 8 * static_cast<std::uint64_t>(c) + (bit != 0 ? 0 : 4));
+  }
+  template <class T>
+  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
+    const std::uint32_t cols = columns(p);
+    return static_cast<T>(bits_float(value_bits(p, static_cast<std::uint32_t>(j % cols), bit_of(p, cols, j))));
+  }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const std::uint32_t cols = columns(p);
+    auto c = static_cast<std::uint32_t>(first % cols);
+    for (std::size_t j = 0; j < count; ++j) {
+      acc[at(j)] += static_cast<T>(bits_float(value_bits(p, c, bit_of(p, cols, first + j))));
+      c = c + 1 == cols ? 0 : c + 1;
+    }
+  }
+  // Each column's pair in order (finiteness, then the sign bit), then the padding bits.
+  GRADCOMP_HD static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
+    const std::uint32_t cols = columns(p);
+    for (std::uint32_t c = 0; c < cols; ++c) {
+      for (unsigned k = 0; k < 2; ++k) {
+        const unsigned bit = 1u - k;  // neg_c, then pos_c
+        const std::uint32_t v = value_bits(p, c, bit);
+        if ((v & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
+        if (((v >> 31) != 0) != (bit != 0)) return errc::malformed_payload;
+      }
+    }
+    if (kept % 8 != 0) {
+      const auto last = static_cast<unsigned>(p[parameter_bytes(cols) + kept / 8]);
+      if ((last >> (kept % 8)) != 0) return errc::malformed_payload;
+    }
+    return errc::ok;
+  }
+  template <class T>
+  GRADCOMP_HD static errc check_one(const std::byte*, std::size_t) noexcept { return errc::ok; }
+  // The largest magnitude among the values the bits choose (not the pairs' unused members).
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    if (const errc e = check_parameters(p, kept); e != errc::ok) return e;
+    const std::uint32_t cols = columns(p);
+    std::uint32_t top = 0;
+    std::uint32_t c = 0;
+    for (std::size_t j = 0; j < kept; ++j) {
+      const std::uint32_t m = value_bits(p, c, bit_of(p, cols, j)) & 0x7fffffffu;
+      top = m > top ? m : top;
+      c = c + 1 == cols ? 0 : c + 1;
+    }
+    largest = static_cast<double>(bits_float(top));
+    return errc::ok;
+  }
+  // The column count from `c`, which must fit v (layout_fits): errc::invalid_argument otherwise.
+  template <class T>
+  static errc encode(span<const T> v, const wire::coding_parameters& c, std::byte* dst) noexcept {
+    if (!layout_fits(v.size(), c)) return errc::invalid_argument;
+    const std::uint32_t cols = c.columns;
+    constexpr std::uint32_t unset = 0x7fc00000u;  // a NaN: no value is one
+    store_le<std::uint32_t>(dst, cols);
+    for (std::uint64_t b = 4; b < parameter_bytes(cols); b += 4) store_le<std::uint32_t>(dst + b, unset);
+    std::byte* bits = dst + parameter_bytes(cols);
+    for (std::size_t b = 0; b < (v.size() + 7) / 8; ++b) bits[b] = std::byte{0};
+    std::uint32_t col = 0;
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      if (!std::isfinite(v[j])) return errc::non_finite_input;
+      const float f = static_cast<float>(v[j]);
+      if (!std::isfinite(f) || static_cast<T>(f) != v[j]) return errc::value_out_of_range;
+      const unsigned bit = std::signbit(f) ? 1u : 0u;
+      std::byte* slot = dst + 4 + 8 * static_cast<std::uint64_t>(col) + (bit != 0 ? 0 : 4);
+      const std::uint32_t held = load_le<std::uint32_t>(slot), now = float_bits(f);
+      if (held == unset)
+        store_le<std::uint32_t>(slot, now);
+      else if (held != now)
+        return errc::value_out_of_range;  // a second value of one sign in the column
+      if (bit != 0) bits[j / 8] |= static_cast<std::byte>(1u << (j % 8));
+      col = col + 1 == cols ? 0 : col + 1;
+    }
+    for (std::uint32_t k = 0; k < cols; ++k)
+      for (unsigned bit = 0; bit < 2; ++bit) {
+        std::byte* slot = dst + 4 + 8 * static_cast<std::uint64_t>(k) + (bit != 0 ? 0 : 4);
+        if (load_le<std::uint32_t>(slot) == unset) store_le<std::uint32_t>(slot, bit != 0 ? 0x80000000u : 0u);
+      }
+    return errc::ok;
+  }
+  // One column.
+  template <class T>
+  static errc encode(span<const T> v, std::byte* dst) noexcept {
+    return encode(v, wire::coding_parameters{}, dst);
+  }
+};
+
 template <class... Codecs>
 struct codec_list {};
 
 // Every value coding this version reads and writes.
-using value_codecs = codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec, ternary_codec>;
+using value_codecs =
+    codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec, ternary_codec, one_bit_codec>;
 
 // Calls f(Codec{}) for the codec of `c`; false when `c` is not a known coding.
 template <class F, class... Codecs>
@@ -489,11 +622,74 @@ GRADCOMP_HD constexpr bool is_known_coding(codec_list<Codecs...>, wire::value_co
   return ((c == Codecs::code) || ...);
 }
 
-// The payload length of `kept` values, or 0 with `known` false for an unknown coding.
-inline std::uint64_t value_payload_bytes(wire::value_coding c, std::uint64_t kept, bool& known) noexcept {
+// A codec's members that take the producer's coding_parameters, for the codings with a layout of
+// their own (payload_bytes(kept, params), layout_fits(kept, params), encode(v, params, dst),
+// parameters(p)); the other codings ignore the parameters.
+template <class Codec>
+GRADCOMP_HD auto codec_payload_bytes(Codec, std::uint64_t kept, const wire::coding_parameters& c, int) noexcept
+    -> decltype(Codec::payload_bytes(kept, c)) {
+  return Codec::payload_bytes(kept, c);
+}
+template <class Codec>
+GRADCOMP_HD std::uint64_t codec_payload_bytes(Codec, std::uint64_t kept, const wire::coding_parameters&,
+                                              long) noexcept {
+  return Codec::payload_bytes(kept);
+}
+template <class Codec>
+auto codec_layout_fits(Codec, std::uint64_t kept, const wire::coding_parameters& c, int) noexcept
+    -> decltype(Codec::layout_fits(kept, c)) {
+  return Codec::layout_fits(kept, c);
+}
+template <class Codec>
+bool codec_layout_fits(Codec, std::uint64_t, const wire::coding_parameters&, long) noexcept {
+  return true;
+}
+template <class Codec, class T>
+auto codec_encode(Codec, span<const T> v, const wire::coding_parameters& c, std::byte* dst, int) noexcept
+    -> decltype(Codec::template encode<T>(v, c, dst)) {
+  return Codec::template encode<T>(v, c, dst);
+}
+template <class Codec, class T>
+errc codec_encode(Codec, span<const T> v, const wire::coding_parameters&, std::byte* dst, long) noexcept {
+  return Codec::template encode<T>(v, dst);
+}
+template <class Codec>
+GRADCOMP_HD auto codec_parameters(Codec, const std::byte* p, int) noexcept -> decltype(Codec::parameters(p)) {
+  return Codec::parameters(p);
+}
+template <class Codec>
+GRADCOMP_HD wire::coding_parameters codec_parameters(Codec, const std::byte*, long) noexcept {
+  return {};
+}
+
+// The payload length of `kept` values laid out as `params` says, or 0 with `known` false for an
+// unknown coding.
+inline std::uint64_t value_payload_bytes(wire::value_coding c, std::uint64_t kept, bool& known,
+                                         const wire::coding_parameters& params = {}) noexcept {
   std::uint64_t bytes = 0;
-  known = visit_value_codec(c, [&](auto codec) { bytes = decltype(codec)::payload_bytes(kept); });
+  known = visit_value_codec(c, [&](auto codec) { bytes = codec_payload_bytes(codec, kept, params, 0); });
   return bytes;
+}
+
+// Whether `kept` values can be laid out as `params` says in coding c (true for the codings without
+// a layout of their own, and for unknown ones, which are refused elsewhere).
+inline bool value_layout_fits(wire::value_coding c, std::uint64_t kept, const wire::coding_parameters& params) noexcept {
+  bool fits = true;
+  visit_value_codec(c, [&](auto codec) { fits = codec_layout_fits(codec, kept, params, 0); });
+  return fits;
+}
+
+// The layout the parameter block of a payload in coding c states (a fitting payload); also
+// compiles for devices.
+template <class... Codecs>
+GRADCOMP_HD wire::coding_parameters value_parameters(codec_list<Codecs...>, wire::value_coding c,
+                                                     const std::byte* p) noexcept {
+  wire::coding_parameters params;
+  (void)((c == Codecs::code ? (params = codec_parameters(Codecs{}, p, 0), true) : false) || ...);
+  return params;
+}
+GRADCOMP_HD inline wire::coding_parameters value_parameters(wire::value_coding c, const std::byte* p) noexcept {
+  return value_parameters(value_codecs{}, c, p);
 }
 
 // Codings whose payload can be streamed past the caches with its checksum (Codec::floats_to_streaming).
@@ -519,9 +715,10 @@ bool encode_values_streaming(span<const T> v, wire::value_coding c, std::byte* d
 }
 
 template <class T>
-errc encode_values(span<const T> v, wire::value_coding c, std::byte* dst) noexcept {
+errc encode_values(span<const T> v, wire::value_coding c, std::byte* dst,
+                   const wire::coding_parameters& params = {}) noexcept {
   errc e = errc::unknown_coding;
-  visit_value_codec(c, [&](auto codec) { e = decltype(codec)::template encode<T>(v, dst); });
+  visit_value_codec(c, [&](auto codec) { e = codec_encode(codec, v, params, dst, 0); });
   return e;
 }
 

@@ -209,8 +209,10 @@ GRADCOMP_HD inline unsigned popcount8(unsigned b) noexcept {
   return (b + (b >> 4)) & 0x0fu;
 }
 
-// The values whose bits start in byte `rel` of a value payload: [first, first + count).
+// The values whose bits start in byte `rel` of the value payload at `payload` (whose parameter
+// block states its own length where the coding has a layout of its own): [first, first + count).
 struct values_of_byte {
+  const std::byte* payload;
   std::uint64_t rel;
   std::uint64_t kept;
   std::uint64_t first = 0;
@@ -222,8 +224,9 @@ struct values_of_byte {
       first = rel / Codec::fixed_bytes;
       count = 1;
     } else {
-      if (rel < Codec::parameter_bytes) return;
-      first = (rel - Codec::parameter_bytes) * Codec::values_per_byte;
+      const std::uint64_t block = Codec::parameter_bytes_at(payload);
+      if (rel < block) return;
+      first = (rel - block) * Codec::values_per_byte;
       count = first >= kept ? 0 : kept - first < Codec::values_per_byte ? kept - first : Codec::values_per_byte;
     }
   }
@@ -243,7 +246,7 @@ struct check_value_byte {
   GRADCOMP_HD void operator()(Codec) {
     if (rel == 0) e = Codec::check_parameters(payload, kept);
     if (e != errc::ok) return;
-    values_of_byte of{rel, kept};
+    values_of_byte of{payload, rel, kept};
     of(Codec{});
     for (std::uint64_t j = of.first; j < of.first + of.count; ++j) {
       e = Codec::template check_one<T>(payload, static_cast<std::size_t>(j));
@@ -399,7 +402,7 @@ struct take_entries {
     const auto coding = static_cast<index_coding>(e.indices);
     if (x >= e.value_at) {
       if (coding != index_coding::dense || !sums_wanted) return;
-      values_of_byte f{x - e.value_at, e.kept};
+      values_of_byte f{msg + e.value_at, x - e.value_at, e.kept};
       (void)visit_codec(gradcomp::detail::value_codecs{}, static_cast<value_coding>(e.values), f);
       for (std::uint64_t j = f.first; j < f.first + f.count; ++j) take<T, Apply>(msg, e, j, j);
       return;

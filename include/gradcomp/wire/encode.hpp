@@ -90,7 +90,8 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
         return fail(errc::invalid_argument);  // `dense` is not a coding for sparse sections
     }
   }
-  p.value_bytes = *value_payload_bytes(p.values, m.values.size());  // a known coding
+  if (!gradcomp::detail::value_layout_fits(p.values, m.values.size(), m.parameters)) return fail(errc::invalid_argument);
+  p.value_bytes = *value_payload_bytes(p.values, m.values.size(), m.parameters);  // a known coding
   p.bytes = section_header_bytes + p.index_bytes + p.value_bytes;
   return p;
 }
@@ -155,17 +156,18 @@ inline void write_checksum(std::byte* base, std::size_t body) noexcept {
 // this core finds the message in cache.
 inline constexpr std::size_t streaming_payload_bytes = std::size_t(8) << 20;
 
-// Encodes values in the coding of `pl` at dst; with `crc`, continues *crc over the bytes written,
-// block by block where the coding has a fixed size per value.
+// Encodes values in `coding`, laid out as `params` says, at dst; with `crc`, continues *crc over
+// the bytes written, block by block where the coding has a fixed size per value.
 template <class T>
-errc write_values(span<const T> v, value_coding coding, std::byte* dst, std::uint32_t* crc) noexcept {
-  if (crc == nullptr) return gradcomp::detail::encode_values(v, coding, dst);
+errc write_values(span<const T> v, value_coding coding, const coding_parameters& params, std::byte* dst,
+                  std::uint32_t* crc) noexcept {
+  if (crc == nullptr) return gradcomp::detail::encode_values(v, coding, dst, params);
   const std::size_t width = value_bytes_per_element(coding);
   if (width * v.size() >= streaming_payload_bytes && gradcomp::detail::encode_values_streaming(v, coding, dst, crc))
     return errc::ok;
   if (width == 0) {
-    const errc e = gradcomp::detail::encode_values(v, coding, dst);
-    if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, *value_payload_bytes(coding, v.size())), *crc);
+    const errc e = gradcomp::detail::encode_values(v, coding, dst, params);
+    if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, *value_payload_bytes(coding, v.size(), params)), *crc);
     return e;
   }
   const std::size_t per_block = gradcomp::detail::crc32c_follow_block / width;
@@ -205,7 +207,7 @@ errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan&
     default: break;
   }
   if (crc != nullptr) *crc = crc32c(span<const std::byte>(p, section_header_bytes + pl.index_bytes), *crc);
-  return write_values(m.values, pl.values, idx + pl.index_bytes, crc);
+  return write_values(m.values, pl.values, m.parameters, idx + pl.index_bytes, crc);
 }
 
 // One pass: each section is planned (validated, codings chosen), checked against the space left
@@ -247,16 +249,18 @@ result<std::size_t> encode_message(span<const tensor_message<T>> sections,
 /**
  * @brief An upper bound of the encoded size of a section of `numel` elements keeping `kept`, known
  * before the indices are: encoding into a buffer of the sum over sections plus
- * `message_overhead_bytes(opt)` always succeeds (barring invalid input).
+ * `message_overhead_bytes(opt)` always succeeds (barring invalid input). `params` is the layout
+ * of a coding that has one (`one_bit`'s column count), as in `tensor_message::parameters`.
  * @return the bound, or `errc::size_overflow` (`numel` above 2^32 - 1, which no section holds),
  *         `errc::kept_exceeds_numel`.
  */
 inline result<std::uint64_t> max_section_bytes(std::uint64_t numel, std::uint64_t kept, bool dense,
-                                               const encode_options& opt) noexcept {
+                                               const encode_options& opt,
+                                               const coding_parameters& params = {}) noexcept {
   if (numel > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   if (kept > numel) return fail(errc::kept_exceeds_numel);
   // Below 2^32 elements of at most 8 bytes with at most 5 index bytes each: no product overflows.
-  const auto values = value_payload_bytes(dense ? opt.dense_values : opt.values, dense ? numel : kept);
+  const auto values = value_payload_bytes(dense ? opt.dense_values : opt.values, dense ? numel : kept, params);
   if (!values) return fail(values.error());
   if (dense) return section_header_bytes + *values;
   std::uint64_t index = 0;
@@ -293,7 +297,7 @@ template <class T>
   for (const auto& m : sections) {
     encode_options o = opt;  // a section's own coding replaces the options'
     if (m.coding != value_coding::unspecified) o.values = o.dense_values = m.coding;
-    const auto b = max_section_bytes(m.numel, m.values.size(), m.dense, o);
+    const auto b = max_section_bytes(m.numel, m.values.size(), m.dense, o, m.parameters);
     if (!b) return fail(b.error());
     if (detail::add_overflows(total, *b)) return fail(errc::size_overflow);
   }

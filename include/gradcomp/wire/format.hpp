@@ -52,6 +52,16 @@ enum class value_coding : std::uint8_t {
   bf16 = 4,  ///< bfloat16 (high half of binary32), 2 bytes per value, round to nearest even.
   scaled_sign = 16,  ///< One binary32 scale per section, then one sign bit per value: +-scale.
   ternary = 17,      ///< One binary32 scale per section, then a 2-bit code per value: 0, +scale, -scale.
+  one_bit = 18,      ///< Two binary32 values per column, then one bit per value choosing its column's one.
+};
+
+/// What a value coding with a layout of its own needs besides the values: the producer states it
+/// in `tensor_message::parameters`, the decoder reads it back from the parameter block into
+/// `section_header::parameters`. The float codings, `scaled_sign` and `ternary` ignore it.
+struct coding_parameters {
+  /// `one_bit`: the values form a row-major matrix of this many columns (value j is in column
+  /// j mod columns), each with its own two values. At least 1, and it divides the value count.
+  std::uint32_t columns = 1;
 };
 
 /// What a section's values mean (section header, offset 23).
@@ -159,6 +169,7 @@ struct section_header {
   section_role role = section_role::gradient;  ///< Meaning of the values.
   std::uint64_t index_bytes = 0;   ///< Length of the index payload.
   std::uint64_t value_bytes = 0;   ///< Length of the value payload.
+  coding_parameters parameters{};  ///< The layout a value coding states in its parameter block.
 };
 
 }  // namespace wire
