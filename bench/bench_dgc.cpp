@@ -24,6 +24,9 @@
 //   BM_terngrad_step  terngrad_compressor::compress on one tensor, clipping on (signs drawn anew
 //                     before each step, untimed): the sums and largest |g|, then a Philox draw and
 //                     a ternary value per element
+//   BM_onebit_step    onebit_sgd_compressor::compress on one tensor of 256 columns (signs drawn
+//                     anew before each step, untimed): the column sums over v = g + r, then the
+//                     column values and r = v - sent; against BM_stream_sign (the same 24 bytes)
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
 //                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
 //                     compared with BM_stream_dgc over as many elements; on 1 and 2 threads
@@ -50,6 +53,7 @@
 #include <gradcomp/cpu/fused_kernels.hpp>
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/ef_signsgd/compressor.hpp>
+#include <gradcomp/onebit/compressor.hpp>
 #include <gradcomp/terngrad/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
@@ -315,6 +319,23 @@ void bm_terngrad_step(benchmark::State& state, std::size_t n) {
       8.0 * static_cast<double>(c.max_message_bytes() - gradcomp::wire::message_header_bytes) / static_cast<double>(n);
 }
 
+void bm_onebit_step(benchmark::State& state, std::size_t n) {
+  gradcomp::onebit_sgd_compressor<float> c(gradcomp::onebit_sgd_config{});
+  c.add_tensor("w", {n / 256, 256}, gradcomp::tensor_mode::compressed);
+  noisy_gradient g(n);
+  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
+  bool ok = true;
+  auto body = [&] {
+    const auto issued = c.compress(grads);
+    ok &= issued && c.stats();
+  };
+  timed_against_streams<stream_sign>(state, n, 24, false, body, [&] { g.new_signs(); });
+  if (!ok) state.SkipWithError("compress failed");
+  // Bits on the wire per element of this tensor: its section (header, column values, a bit each).
+  state.counters["wire_bits_per_element"] =
+      8.0 * static_cast<double>(c.max_message_bytes() - gradcomp::wire::message_header_bytes) / static_cast<double>(n);
+}
+
 // One tensor's fused pass (cpu::accumulate_and_select as compress runs it: vanilla momentum
 // correction, masking, the sampled threshold, a guide carried from step to step) with a given
 // policy for moving the candidates out of the accumulator.
@@ -451,6 +472,8 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("BM_stream_ternary/float/reference/" + size).c_str(), bm_stream_ternary, n)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_terngrad_step/float/cpu/" + size).c_str(), bm_terngrad_step, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_onebit_step/float/cpu/" + size).c_str(), bm_onebit_step, n)
         ->Unit(benchmark::kMillisecond);
   }
   try {

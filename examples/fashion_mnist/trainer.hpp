@@ -149,7 +149,8 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     double loss_sum = 0.0, bytes_epoch = 0.0, sent_elements = 0.0;
     for (std::size_t s = 0; s < steps_per_epoch && step < total_steps; ++s, ++step) {
       const auto step_start = clock::now();
-      const double lr = 0.5 * o.lr * (1.0 + std::cos(3.14159265358979323846 * double(step) / double(total_steps)));
+      const double lr =
+          0.5 * o.lr * spec.lr_scale * (1.0 + std::cos(3.14159265358979323846 * double(step) / double(total_steps)));
       for (auto& w : workers) w->begin_step(epoch, lr);
       rec.density = workers[0]->density();
       double compress_time = 0.0, step_bytes = 0.0;

@@ -18,6 +18,8 @@
 #include "ef_signsgd/snapshot.hpp"
 #include "error.hpp"
 #include "layout.hpp"
+#include "onebit/compressor.hpp"
+#include "onebit/snapshot.hpp"
 #include "select/exact_topk.hpp"
 #include "select/sampled_threshold.hpp"
 #include "select/selection_types.hpp"

@@ -289,6 +289,13 @@ void check_terngrad_against_cpu(const Backend& backend, const std::size_t* synch
   }
 }
 
+// check_quantiser_against_cpu for 1-bit SGD.
+template <class Backend>
+void check_onebit_against_cpu(const Backend& backend, const std::size_t* synchronizations) {
+  auto make = [](auto b) { return gradcomp::onebit_sgd_compressor<float, decltype(b)>(gradcomp::onebit_sgd_config{}, b); };
+  check_quantiser_against_cpu(backend, make, synchronizations);
+}
+
 // Saves `c` into a new vector through the snapshot functions of its compressor.
 template <class C>
 std::vector<std::byte> snapshot_of(const C& c) {

@@ -28,6 +28,7 @@
 
 #include <gradcomp/backend.hpp>
 #include <gradcomp/cpu/ef_sign_ops.hpp>
+#include <gradcomp/cpu/onebit_ops.hpp>
 #include <gradcomp/cpu/terngrad_ops.hpp>
 #include <gradcomp/cpu/ops.hpp>
 
@@ -423,6 +424,36 @@ struct gradcomp::detail::terngrad_ops<gradcomp_test::strict_backend> {
     gradcomp_test::strict_run(b, [&] {
       cpu::apply(cpu_backend{}, p, gradcomp_test::unwrap(g), gradcomp_test::unwrap(values),
                  gradcomp_test::unwrap(records), t, gradcomp_test::unwrap(step));
+    });
+  }
+};
+
+// 1-bit SGD's kernels on strict memory: the CPU's.
+template <>
+struct gradcomp::detail::onebit_ops<gradcomp_test::strict_backend> {
+  using backend = gradcomp_test::strict_backend;
+  using cpu = onebit_ops<cpu_backend>;
+  template <class T>
+  using sspan = span<T, gradcomp_test::strict_space>;
+
+  template <class T>
+  static void measure(const backend& b, sspan<const T> g, sspan<const T> r, sspan<onebit_partial<T>> partials,
+                      sspan<onebit_column> cols, sspan<onebit_record> records, std::size_t t) {
+    gradcomp_test::strict_run(b, [&] {
+      cpu::measure(cpu_backend{}, gradcomp_test::unwrap(g), gradcomp_test::unwrap(r), gradcomp_test::unwrap(partials),
+                   gradcomp_test::unwrap(cols), gradcomp_test::unwrap(records), t);
+    });
+  }
+  static void plan(const backend& b, sspan<const onebit_record> records, sspan<onebit_step_record> step) {
+    gradcomp_test::strict_run(
+        b, [&] { cpu::plan(cpu_backend{}, gradcomp_test::unwrap(records), gradcomp_test::unwrap(step)); });
+  }
+  template <class T>
+  static void apply(const backend& b, sspan<const T> g, sspan<T> r, sspan<T> values, sspan<const onebit_column> cols,
+                    sspan<const onebit_record> records, std::size_t t, sspan<const onebit_step_record> step) {
+    gradcomp_test::strict_run(b, [&] {
+      cpu::apply(cpu_backend{}, gradcomp_test::unwrap(g), gradcomp_test::unwrap(r), gradcomp_test::unwrap(values),
+                 gradcomp_test::unwrap(cols), gradcomp_test::unwrap(records), t, gradcomp_test::unwrap(step));
     });
   }
 };

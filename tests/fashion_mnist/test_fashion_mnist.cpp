@@ -383,6 +383,14 @@ TEST_CASE("every mode of the registry trains: the loss falls and the messages ha
                                                   (32 + 3) / 4 + (320 + 3) / 4 + (10 + 3) / 4);
       CHECK(r.bytes_per_step_run == expected);
     }
+    if (mode == "onebit_sgd") {
+      // One bit per element, a column count and a header per tensor, two values per column (40
+      // and 32 for the weights, one for each bias), a header and a checksum.
+      const double expected = static_cast<double>(gradcomp::wire::message_header_bytes + gradcomp::wire::checksum_bytes +
+                                                  4 * (gradcomp::wire::section_header_bytes + 4) + 8 * (40 + 1 + 32 + 1) +
+                                                  (1280 + 7) / 8 + (32 + 7) / 8 + (320 + 7) / 8 + (10 + 7) / 8);
+      CHECK(r.bytes_per_step_run == expected);
+    }
   }
 }
 

@@ -175,9 +175,11 @@ void decode_seeds() {
   {
     std::vector<float> sparse_bits(sparse_val.size()), dense_bits(dense_val.size());
     for (std::size_t j = 0; j < sparse_bits.size(); ++j)
-      sparse_bits[j] = std::signbit(sparse_val[j]) ? -1.5f - static_cast<float>(j % 2) : 0.25f * static_cast<float>(j % 2);
+      sparse_bits[j] =
+          std::signbit(sparse_val[j]) ? -1.5f - static_cast<float>(j % 2) : 0.25f * static_cast<float>(j % 2);
     for (std::size_t j = 0; j < dense_bits.size(); ++j)
-      dense_bits[j] = std::signbit(dense_val[j]) ? -0.5f * static_cast<float>(1 + j % 3) : 4.0f + static_cast<float>(j % 3);
+      dense_bits[j] =
+          std::signbit(dense_val[j]) ? -0.5f * static_cast<float>(1 + j % 3) : 4.0f + static_cast<float>(j % 3);
     for (int i = 0; i < 5; ++i) {
       wire::encode_options opt;
       const bool dense = codings[i] == index_coding::dense;
@@ -335,7 +337,7 @@ void decode_seeds() {
   }
   {
     auto bad = words;
-    bad[wire::state_word::selection] = 4.0;  // no such method
+    bad[wire::state_word::selection] = 5.0;  // no such method
     write("decode", "semantic-state-method-range.bin", forge(message_kind::snapshot, {state_section(bad), res(0)}));
   }
   write("decode", "semantic-receiver-momentum-order.bin",

@@ -410,6 +410,11 @@ TEST_CASE_TEMPLATE("conformance (thrust): TernGrad steps are bitwise the CPU bac
   gradcomp_test::check_terngrad_against_cpu(Backend{}, nullptr);
 }
 
+TEST_CASE_TEMPLATE("conformance (thrust): 1-bit SGD steps are bitwise the CPU backend's", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  gradcomp_test::check_onebit_against_cpu(Backend{}, nullptr);
+}
+
 TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and restore across backends", Backend,
                    GRADCOMP_THRUST_TEST_BACKENDS) {
   auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };

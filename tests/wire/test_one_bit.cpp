@@ -127,7 +127,8 @@ TEST_CASE("one_bit: payload length, name, literal bytes") {
                                          0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x00, 0x40,  // -0, 2
                                          0x11};
   REQUIRE(msg->size() == dense_payload + payload.size());
-  for (std::size_t i = 0; i < payload.size(); ++i) CHECK(static_cast<unsigned>((*msg)[dense_payload + i]) == payload[i]);
+  for (std::size_t i = 0; i < payload.size(); ++i)
+    CHECK(static_cast<unsigned>((*msg)[dense_payload + i]) == payload[i]);
 }
 
 TEST_CASE_TEMPLATE("one_bit: the encoder refuses layouts and values it cannot hold", T, float, double) {
@@ -162,7 +163,9 @@ TEST_CASE("one_bit: the decoder refuses a column count, pairs or padding the rul
     const auto good = encode_one(with_columns(dense(v), 2), one_bit_options());
     REQUIRE(good);
     REQUIRE(check(*good));
-    auto with = [&](std::size_t at, std::uint32_t bits) { return gradcomp_test::with_word(*good, dense_payload + at, bits); };
+    auto with = [&](std::size_t at, std::uint32_t bits) {
+      return gradcomp_test::with_word(*good, dense_payload + at, bits);
+    };
     // Column counts: 0, one that does not divide the count, one that changes the length.
     CHECK(check(with(0, 0)).error() == errc::malformed_payload);
     if (rows != 0) CHECK(check(with(0, 4)).error() == errc::malformed_payload);
@@ -192,6 +195,7 @@ TEST_CASE("one_bit: decode_accumulate adds each column's value at every position
   REQUIRE(msg);
   std::vector<float> acc = {1, 1, 1, 1, 1, 1};
   const span<float> dest(acc.data(), acc.size());
-  REQUIRE(wire::decode_accumulate<float>(span<const std::byte>(msg->data(), msg->size()), span<const span<float>>(&dest, 1)));
+  REQUIRE(wire::decode_accumulate<float>(span<const std::byte>(msg->data(), msg->size()),
+                                         span<const span<float>>(&dest, 1)));
   CHECK(acc == std::vector<float>{0, 3, 1.5f, 3, 0, -2});
 }

@@ -41,6 +41,7 @@ class dense_quantiser {
     tensor_info info;
     buffer<T> e;       // error feedback (compressed tensors of a method that keeps one)
     buffer<T> values;  // last step's message values
+    wire::coding_parameters parameters{};  // the layout of a compressed tensor's coding
     std::size_t staged_offset = 0;
   };
 
@@ -87,7 +88,8 @@ class dense_quantiser {
     wire::encode_options packed = opt;
     packed.dense_values = coding_;
     for (const auto& st : tensors_)
-      total += *wire::max_section_bytes(st.info.numel, st.info.numel, true, st.info.compressed ? packed : opt);
+      total += *wire::max_section_bytes(st.info.numel, st.info.numel, true, st.info.compressed ? packed : opt,
+                                        st.parameters);
     return static_cast<std::size_t>(total);
   }
 
@@ -109,6 +111,7 @@ class dense_quantiser {
       else
         m.values = span<const T>(staged_values_.data() + tensors_[t].staged_offset, m.numel);
       m.coding = coding_of(t);
+      m.parameters = tensors_[t].parameters;
       messages_[t] = m;
     }
     return wire::encode(span<const tensor_message<T>>(messages_.data(), messages_.size()), opt, out);
@@ -123,6 +126,7 @@ class dense_quantiser {
     m.dense = true;
     m.values = readonly(tensors_[id].values.view());
     m.coding = coding_of(id);
+    m.parameters = tensors_[id].parameters;
     return m;
   }
 
@@ -150,11 +154,14 @@ class dense_quantiser {
 
  protected:
   // Registers a tensor: its record (numel, compressed) in backend memory, its buffers, the order
-  // of the tensors by size. Strong guarantee.
-  std::size_t add(std::string name, std::vector<std::size_t> shape, tensor_mode mode,
-                  const compression_policy& policy) {
+  // of the tensors by size; `fill(record, info)` sets the method's own registration fields of the
+  // record, and `parameters(info)` gives a compressed tensor's coding layout. Strong guarantee.
+  template <class Fill, class Parameters>
+  std::size_t add(std::string name, std::vector<std::size_t> shape, tensor_mode mode, const compression_policy& policy,
+                  Fill&& fill, Parameters&& parameters) {
     tensor_state st;
     st.info = new_tensor_info(tensors_, std::move(name), std::move(shape), mode, policy);
+    if (st.info.compressed) st.parameters = parameters(st.info);
     const std::size_t n = st.info.numel;
     wait();
     if (st.info.compressed && error_feedback_) st.e = ops::template allocate<T>(backend_, n);
@@ -165,6 +172,7 @@ class dense_quantiser {
     ops::synchronize(backend_);
     host.back().numel = n;
     host.back().compressed = st.info.compressed ? 1 : 0;
+    fill(host.back(), st.info);
     auto records = ops::template allocate<Record>(backend_, host.size());
     ops::copy_to_backend(backend_, span<const Record>(host.data(), host.size()), records.view());
     std::vector<Record> staged(host.size());
@@ -185,6 +193,13 @@ class dense_quantiser {
     tensors_.push_back(std::move(st));
     messages_.emplace_back();
     return tensors_.size() - 1;
+  }
+
+  std::size_t add(std::string name, std::vector<std::size_t> shape, tensor_mode mode,
+                  const compression_policy& policy) {
+    return add(
+        std::move(name), std::move(shape), mode, policy, [](Record&, const tensor_info&) {},
+        [](const tensor_info&) { return wire::coding_parameters{}; });
   }
 
   // After issuing a step on `on`.

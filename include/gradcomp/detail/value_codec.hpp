@@ -460,7 +460,9 @@ struct one_bit_codec {
   static constexpr std::size_t fixed_bytes = 0;
   static constexpr std::size_t values_per_byte = 8;  // after the parameter block
   GRADCOMP_HD static constexpr std::uint64_t parameter_bytes(std::uint64_t columns) noexcept { return 4 + 8 * columns; }
-  GRADCOMP_HD static std::uint64_t parameter_bytes_at(const std::byte* p) noexcept { return parameter_bytes(columns(p)); }
+  GRADCOMP_HD static std::uint64_t parameter_bytes_at(const std::byte* p) noexcept {
+    return parameter_bytes(columns(p));
+  }
   GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept,
                                                            const wire::coding_parameters& c = {}) noexcept {
     return parameter_bytes(c.columns) + (kept + 7) / 8;
@@ -673,7 +675,8 @@ inline std::uint64_t value_payload_bytes(wire::value_coding c, std::uint64_t kep
 
 // Whether `kept` values can be laid out as `params` says in coding c (true for the codings without
 // a layout of their own, and for unknown ones, which are refused elsewhere).
-inline bool value_layout_fits(wire::value_coding c, std::uint64_t kept, const wire::coding_parameters& params) noexcept {
+inline bool value_layout_fits(wire::value_coding c, std::uint64_t kept,
+                              const wire::coding_parameters& params) noexcept {
   bool fits = true;
   visit_value_codec(c, [&](auto codec) { fits = codec_layout_fits(codec, kept, params, 0); });
   return fits;

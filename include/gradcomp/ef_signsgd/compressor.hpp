@@ -32,7 +32,8 @@
 namespace gradcomp {
 
 namespace detail {
-struct ef_signsgd_snapshot_access;
+template <wire::snapshot_selection Method>
+struct residual_snapshot_access;
 }  // namespace detail
 
 /// Everything that parameterises EF-SignSGD. Gradients are always checked for NaN and infinity:
@@ -139,7 +140,8 @@ class ef_signsgd_compressor
   receiver_layout receiver() const { return this->layout(0.0, momentum_kind::vanilla); }
 
  private:
-  friend struct detail::ef_signsgd_snapshot_access;
+  template <wire::snapshot_selection Method>
+  friend struct detail::residual_snapshot_access;
 
   ef_signsgd_config cfg_;
 };

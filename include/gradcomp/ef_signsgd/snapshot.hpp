@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../backend.hpp"
+#include "../detail/residual_snapshot.hpp"
 #include "../error.hpp"
 #include "../snapshot.hpp"
 #include "../span.hpp"
@@ -21,49 +22,7 @@
 namespace gradcomp {
 namespace detail {
 
-struct ef_signsgd_snapshot_access {
-  template <class T, class B>
-  static void wait(ef_signsgd_compressor<T, B>& c) {
-    c.wait();
-  }
-  template <class T, class B>
-  static const B& backend(const ef_signsgd_compressor<T, B>& c) noexcept {
-    return c.backend_;
-  }
-  // The error e of every compressed tensor.
-  template <class T, class B>
-  static std::vector<snapshot_item<T, memory_space_t<B>>> items(ef_signsgd_compressor<T, B>& c) {
-    std::vector<snapshot_item<T, memory_space_t<B>>> out;
-    for (std::size_t t = 0; t < c.tensors_.size(); ++t)
-      if (c.tensors_[t].info.compressed) out.push_back(make_snapshot_item(wire::section_role::residual, t, c.tensors_[t].e.view()));
-    return out;
-  }
-  // The step counter and the method; the other words are 0.
-  template <class T, class B>
-  static void counters(const ef_signsgd_compressor<T, B>& c, double* words) {
-    for (std::size_t i = 0; i < snapshot_state_words; ++i) words[i] = 0.0;
-    const auto step = static_cast<std::uint64_t>(c.step_);
-    words[word::step_low] = static_cast<double>(step & 0xffffffffu);
-    words[word::step_high] = static_cast<double>(step >> 32);
-    words[word::selection] = static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::scaled_sign));
-  }
-  // A snapshot of another method (DGC's, or of the first release, which records none) is refused.
-  template <class C>
-  static const char* config_difference(const C&, const double* words) {
-    if (words[word::selection] != static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::scaled_sign)))
-      return "selection";
-    if (words[word::momentum_correction] != 0.0) return "momentum_correction";
-    return nullptr;
-  }
-  template <class T, class B>
-  static void set_counters(ef_signsgd_compressor<T, B>& c, const double* words) {
-    c.step_ = static_cast<std::size_t>(static_cast<std::uint64_t>(words[word::step_low]) |
-                                       (static_cast<std::uint64_t>(words[word::step_high]) << 32));
-  }
-  // EF-SignSGD keeps no bounds between steps: its overflow check reads e in every step.
-  template <class C>
-  static void set_bounds(C&, const std::vector<double>&) noexcept {}
-};
+using ef_signsgd_snapshot_access = residual_snapshot_access<wire::snapshot_selection::scaled_sign>;
 
 }  // namespace detail
 

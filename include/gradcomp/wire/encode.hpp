@@ -90,7 +90,8 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
         return fail(errc::invalid_argument);  // `dense` is not a coding for sparse sections
     }
   }
-  if (!gradcomp::detail::value_layout_fits(p.values, m.values.size(), m.parameters)) return fail(errc::invalid_argument);
+  if (!gradcomp::detail::value_layout_fits(p.values, m.values.size(), m.parameters))
+    return fail(errc::invalid_argument);
   p.value_bytes = *value_payload_bytes(p.values, m.values.size(), m.parameters);  // a known coding
   p.bytes = section_header_bytes + p.index_bytes + p.value_bytes;
   return p;

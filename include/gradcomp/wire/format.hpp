@@ -116,9 +116,10 @@ enum class snapshot_selection : std::uint32_t {
   exact_topk = 1,         ///< DGC, exact top-k.
   scaled_sign = 2,        ///< EF-SignSGD: every element as a scaled sign.
   ternary = 3,            ///< TernGrad: every element as a stochastic ternary value.
+  one_bit = 4,            ///< 1-bit SGD: every element as one bit, two values per column.
 };
 /// Number of `snapshot_selection` values: word `state_word::selection` is below it.
-inline constexpr std::uint32_t snapshot_selection_count = 4;
+inline constexpr std::uint32_t snapshot_selection_count = 5;
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
 constexpr const char* to_string(index_coding c) noexcept {

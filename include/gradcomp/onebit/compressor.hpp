@@ -1,0 +1,187 @@
+/// @file compressor.hpp
+/// @brief 1-bit SGD with error feedback (docs/algorithms.md, "1-bit SGD"),
+/// `onebit_sgd_compressor`, on the common compressor interface.
+///
+/// Per tensor and step, with `g` the gradient and `r` the residual kept from the last step:
+/// `v = g + r`; the tensor is a row-major matrix (its first dimension the rows, the product of the
+/// others the columns; a vector is one column), and each column sends one bit per element (v < 0
+/// or not) and two values, the means of its negative and of its non-negative elements rounded to
+/// binary32 (value coding `one_bit`); `r = v - sent`. The two means keep each column's sum of v.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../backend.hpp"
+#include "../cpu/onebit_ops.hpp"
+#include "../detail/dense_quantiser.hpp"
+#include "../error.hpp"
+#include "../layout.hpp"
+#include "../span.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+
+namespace detail {
+template <wire::snapshot_selection Method>
+struct residual_snapshot_access;
+}  // namespace detail
+
+/// Everything that parameterises 1-bit SGD. Gradients are always checked for NaN and infinity.
+struct onebit_sgd_config {
+  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
+  double momentum = 0.9;
+  /// The receiver's momentum form.
+  momentum_kind momentum_form = momentum_kind::vanilla;
+  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
+  std::size_t threads = 1;
+  /// Which tensors are quantised; by default every tensor (a bias is one column). Send a layer
+  /// whole with `tensor_mode::dense` at registration.
+  compression_policy policy = compression_policy::every_tensor();
+};
+
+/**
+ * @brief The sending side of 1-bit SGD with error feedback (Seide et al., "1-Bit Stochastic
+ * Gradient Descent and its Application to Data-Parallel Distributed Training of Speech DNNs",
+ * Interspeech 2014) for a whole model, on one worker.
+ *
+ * The same interface as `ef_signsgd_compressor`: `add_tensor`, `compress` (issues the step on the
+ * backend), `stats()`, `max_message_bytes`, `encode_message`, `message`, `receiver()`. A
+ * quantised tensor of `rows x columns` elements is sent as `one_bit` values: one bit per element
+ * plus 8 bytes per column and 4 bytes, about 32x smaller than fp32 when the columns hold many
+ * rows. The shape given to `add_tensor` decides the columns: `{rows, columns}`, or for more
+ * dimensions `{d0, d1, ...}` with `d1 * d2 * ...` columns of `d0` elements (a convolution
+ * kernel `{out, in, kh, kw}` has a column per input position); register another shape of the
+ * same element count to quantise otherwise (`{numel}`: one column for the whole tensor). Tensors
+ * the policy leaves out are sent whole. Messages carry the gradient (not scaled by a learning
+ * rate): the receiver averages them, applies its momentum and its learning rate.
+ *
+ * What stays behind, `r = v - sent`, goes into the next step: nothing is lost, only delayed
+ * (the residual is `error_feedback(t)`). The column sums are in double in a fixed order, so a
+ * step gives bitwise the same message on every run, for any thread count and on every conforming
+ * backend.
+ *
+ * A step reads every gradient and residual once before writing anything: a NaN or an infinity in
+ * a gradient refuses it with `errc::non_finite_input`, a `v` or a column value beyond the range
+ * of `T` or binary32 with `errc::state_overflow`; either way nothing is modified and the step
+ * counter does not advance. Not thread-safe; one per worker.
+ *
+ * @tparam T       float or double.
+ * @tparam Backend where state lives and work runs (docs/backends.md).
+ */
+template <class T, class Backend = cpu_backend>
+class onebit_sgd_compressor
+    : public detail::dense_quantiser<T, Backend, detail::onebit_record, detail::onebit_step_record> {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "onebit_sgd_compressor supports float and double");
+  using base = detail::dense_quantiser<T, Backend, detail::onebit_record, detail::onebit_step_record>;
+  using kernels = detail::onebit_ops<Backend>;
+  template <class U>
+  using buffer = typename base::template buffer<U>;
+
+ public:
+  /// A gradient in the backend's memory.
+  using tensor_view = typename base::tensor_view;
+
+  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
+  explicit onebit_sgd_compressor(onebit_sgd_config cfg, Backend backend = Backend{})
+      : base(backend, cfg.threads, wire::value_coding::one_bit, true), cfg_(std::move(cfg)) {
+    if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0))
+      throw error(errc::invalid_argument, "momentum must be in [0, 1)");
+    if (cfg_.momentum_form != momentum_kind::vanilla && cfg_.momentum_form != momentum_kind::nesterov)
+      throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
+  }
+
+  /**
+   * @brief Registers a tensor of shape `shape` (which decides its columns, see the class) and
+   * allocates its residual and column buffers; returns its id. Throws `gradcomp::error`:
+   * `errc::duplicate_tensor`, `errc::size_overflow`, `errc::invalid_argument`.
+   */
+  std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
+                         tensor_mode mode = tensor_mode::automatic) {
+    std::size_t columns = 1;
+    for (std::size_t d = 1; d < shape.size(); ++d) columns = shape[d] == 0 ? 0 : columns * shape[d];
+    if (columns == 0 || columns > std::numeric_limits<std::uint32_t>::max()) columns = 1;  // no elements
+    columns_state st;
+    columns_.reserve(columns_.size() + 1);
+    // The column buffers are allocated once the registration is known to be valid, before it
+    // takes effect (strong guarantee).
+    const std::size_t id = this->add(
+        std::move(name), std::move(shape), mode, cfg_.policy,
+        [&](detail::onebit_record& r, const tensor_info& info) {
+          const std::size_t kept = info.compressed ? columns : 1;
+          r.columns = kept;
+          st.cols = base::ops::template allocate<detail::onebit_column>(this->backend_, kept);
+          st.partials = base::ops::template allocate<detail::onebit_partial<T>>(
+              this->backend_, detail::onebit_blocks(info.numel, kept) * kept);
+        },
+        [&](const tensor_info&) {
+          wire::coding_parameters p;
+          p.columns = static_cast<std::uint32_t>(columns);
+          return p;
+        });
+    columns_.push_back(std::move(st));
+    return id;
+  }
+
+  /// The configuration.
+  const onebit_sgd_config& config() const noexcept { return cfg_; }
+
+  /// The columns tensor `id` is quantised in (1 for a tensor sent whole).
+  std::size_t columns(std::size_t id) const noexcept { return columns_[id].cols.view().size(); }
+
+  /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
+  /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
+  /// `errc::size_mismatch` (nothing issued).
+  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
+  /// `compress` taking a vector of gradient views.
+  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
+    return compress(this->backend_, span<const tensor_view>(grads.data(), grads.size()));
+  }
+  /// `compress` on the execution context `on`.
+  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
+    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
+    this->wait();
+    const auto records = this->records_.view();
+    const auto step = this->step_record_.view();
+    auto& tensors = this->tensors_;
+    auto measure = [&](std::size_t t, std::size_t) {
+      kernels::measure(on, grads[t], readonly(tensors[t].e.view()), columns_[t].partials.view(),
+                       columns_[t].cols.view(), records, t);
+    };
+    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+    kernels::plan(on, readonly(records), step);
+    auto apply = [&](std::size_t t, std::size_t) {
+      kernels::apply(on, grads[t], tensors[t].e.view(), tensors[t].values.view(), readonly(columns_[t].cols.view()),
+                     readonly(records), t, readonly(step));
+    };
+    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    this->issued(on);
+    return {};
+  }
+
+  /// The residual r of tensor `id`, in the backend's memory (empty for tensors sent whole).
+  backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return this->tensors_[id].e.view(); }
+
+  /// What the receiving side needs: every tensor as a dense section, the configured momentum.
+  receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
+
+ private:
+  template <wire::snapshot_selection Method>
+  friend struct detail::residual_snapshot_access;
+
+  struct columns_state {
+    buffer<detail::onebit_column> cols;             // each column's two values
+    buffer<detail::onebit_partial<T>> partials;     // the column sums of each block of rows
+  };
+
+  onebit_sgd_config cfg_;
+  std::vector<columns_state> columns_;
+};
+
+}  // namespace gradcomp
