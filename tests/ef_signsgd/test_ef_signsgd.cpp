@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/quantiser_helpers.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +17,8 @@
 #include "support/step.hpp"
 
 using namespace gradcomp;
+using gradcomp_test::bytes;
+using gradcomp_test::views;
 
 static_assert(is_compressor_v<ef_signsgd_compressor<float>>, "EF-SignSGD has the common interface");
 static_assert(is_compressor_v<dgc_compressor<double>>, "DGC has the common interface");
@@ -38,13 +42,6 @@ std::vector<std::vector<T>> gradients(std::size_t step) {
     g.push_back(std::move(v));
   }
   return g;
-}
-
-template <class T>
-std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
-  std::vector<span<const T>> v;
-  for (const auto& x : g) v.emplace_back(x.data(), x.size());
-  return v;
 }
 
 // The model of kShapes (its first `tensors`), tensor `dense` sent whole.
@@ -275,8 +272,6 @@ std::vector<std::byte> step(ef_signsgd_compressor<T>& c, std::size_t s) {
   out.resize(c.encode_message({}, span<std::byte>(out.data(), out.size())).value());
   return out;
 }
-
-span<const std::byte> bytes(const std::vector<std::byte>& v) { return span<const std::byte>(v.data(), v.size()); }
 
 }  // namespace
 

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/quantiser_helpers.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +17,10 @@
 #include <vector>
 
 using namespace gradcomp;
+using gradcomp_test::bytes;
+using gradcomp_test::same_bits;
+using gradcomp_test::tensor_name;
+using gradcomp_test::views;
 
 static_assert(is_compressor_v<onebit_sgd_compressor<float>>, "1-bit SGD has the common interface");
 static_assert(is_compressor_v<onebit_sgd_compressor<double>>, "1-bit SGD has the common interface");
@@ -51,20 +57,6 @@ std::vector<std::vector<T>> gradients(std::size_t step, std::uint64_t worker = 0
     g.push_back(std::move(v));
   }
   return g;
-}
-
-template <class T>
-std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
-  std::vector<span<const T>> v;
-  for (const auto& x : g) v.emplace_back(x.data(), x.size());
-  return v;
-}
-
-// "t0", "t1", ... (appended, not prepended: GCC 12 warns falsely on a literal + std::string in C++20).
-std::string tensor_name(std::size_t t) {
-  std::string name = "t";
-  name += std::to_string(t);
-  return name;
 }
 
 template <class T>
@@ -109,11 +101,6 @@ std::vector<T> reference_step(const std::vector<T>& g, std::vector<T>& r, std::s
     }
   }
   return sent;
-}
-
-template <class T>
-bool same_bits(const span<const T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 }  // namespace
@@ -396,8 +383,6 @@ std::vector<std::byte> step(onebit_sgd_compressor<T>& c, std::size_t s) {
   out.resize(c.encode_message({}, span<std::byte>(out.data(), out.size())).value());
   return out;
 }
-
-span<const std::byte> bytes(const std::vector<std::byte>& v) { return span<const std::byte>(v.data(), v.size()); }
 
 }  // namespace
 

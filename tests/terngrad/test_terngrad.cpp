@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/quantiser_helpers.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +17,9 @@
 #include <vector>
 
 using namespace gradcomp;
+using gradcomp_test::same_bits;
+using gradcomp_test::tensor_name;
+using gradcomp_test::views;
 
 static_assert(is_compressor_v<terngrad_compressor<float>>, "TernGrad has the common interface");
 static_assert(is_compressor_v<terngrad_compressor<double>>, "TernGrad has the common interface");
@@ -39,20 +44,6 @@ std::vector<std::vector<T>> gradients(std::size_t step) {
     g.push_back(std::move(v));
   }
   return g;
-}
-
-template <class T>
-std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
-  std::vector<span<const T>> v;
-  for (const auto& x : g) v.emplace_back(x.data(), x.size());
-  return v;
-}
-
-// "t0", "t1", ... (appended, not prepended: GCC 12 warns falsely on a literal + std::string in C++20).
-std::string tensor_name(std::size_t t) {
-  std::string name = "t";
-  name += std::to_string(t);
-  return name;
 }
 
 template <class T>
@@ -106,11 +97,6 @@ std::vector<T> reference_message(const terngrad_config& cfg, std::size_t step, s
     out[i] = send ? (g[i] < T(0) ? -s : s) : T(0);
   }
   return out;
-}
-
-template <class T>
-bool same_bits(const span<const T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 }  // namespace

@@ -28,6 +28,14 @@
 namespace gradcomp {
 namespace detail {
 
+// The receiver's momentum of a quantiser's configuration: in [0, 1), vanilla or Nesterov; throws
+// errc::invalid_argument otherwise.
+inline void check_receiver_momentum(double momentum, momentum_kind form) {
+  if (!(momentum >= 0.0 && momentum < 1.0)) throw error(errc::invalid_argument, "momentum must be in [0, 1)");
+  if (form != momentum_kind::vanilla && form != momentum_kind::nesterov)
+    throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
+}
+
 template <class T, class Backend, class Record, class StepRecord>
 class dense_quantiser {
  protected:

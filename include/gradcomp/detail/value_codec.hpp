@@ -300,6 +300,14 @@ struct fp64_codec {
   }
 };
 
+// Whether the padding bits after `kept` codes of `code_bits` bits each, packed from `codes` on (the
+// first code at the least significant bits), are all 0.
+GRADCOMP_HD inline bool padding_clear(const std::byte* codes, std::uint64_t kept, unsigned code_bits) noexcept {
+  const std::uint64_t per_byte = 8 / code_bits;
+  if (kept % per_byte == 0) return true;
+  return (static_cast<unsigned>(codes[kept / per_byte]) >> (code_bits * (kept % per_byte))) == 0;
+}
+
 // What the packed codings with one scale per section share: the parameter block, the scale as
 // binary32 (finite, sign bit clear), then ceil(kept / PerByte) bytes of codes, value j's in byte
 // j / PerByte at bits (8 / PerByte) (j % PerByte) onwards (least significant first), the padding
@@ -324,11 +332,7 @@ struct one_scale_codec {
     const std::uint32_t bits = load_le<std::uint32_t>(p);
     if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
     if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
-    if (kept % PerByte != 0) {
-      const auto last = static_cast<unsigned>(p[parameter_bytes + kept / PerByte]);
-      if ((last >> (code_bits * (kept % PerByte))) != 0) return errc::malformed_payload;
-    }
-    return errc::ok;
+    return padding_clear(p + parameter_bytes, kept, code_bits) ? errc::ok : errc::malformed_payload;
   }
   // The code bytes of `count` codes, zeroed.
   static void clear_codes(std::byte* codes, std::size_t count) noexcept {
@@ -513,11 +517,7 @@ struct one_bit_codec {
         if (((v >> 31) != 0) != (bit != 0)) return errc::malformed_payload;
       }
     }
-    if (kept % 8 != 0) {
-      const auto last = static_cast<unsigned>(p[parameter_bytes(cols) + kept / 8]);
-      if ((last >> (kept % 8)) != 0) return errc::malformed_payload;
-    }
-    return errc::ok;
+    return padding_clear(p + parameter_bytes(cols), kept, 1) ? errc::ok : errc::malformed_payload;
   }
   template <class T>
   GRADCOMP_HD static errc check_one(const std::byte*, std::size_t) noexcept { return errc::ok; }

@@ -91,10 +91,7 @@ class onebit_sgd_compressor
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit onebit_sgd_compressor(onebit_sgd_config cfg, Backend backend = Backend{})
       : base(backend, cfg.threads, wire::value_coding::one_bit, true), cfg_(std::move(cfg)) {
-    if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0))
-      throw error(errc::invalid_argument, "momentum must be in [0, 1)");
-    if (cfg_.momentum_form != momentum_kind::vanilla && cfg_.momentum_form != momentum_kind::nesterov)
-      throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
+    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
   }
 
   /**

@@ -99,10 +99,7 @@ class terngrad_compressor
       : base(backend, cfg.threads, wire::value_coding::ternary, false), cfg_(std::move(cfg)) {
     if (!(cfg_.clip_sigmas >= 0.0 && std::isfinite(cfg_.clip_sigmas)))
       throw error(errc::invalid_argument, "clip_sigmas must be finite and >= 0");
-    if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0))
-      throw error(errc::invalid_argument, "momentum must be in [0, 1)");
-    if (cfg_.momentum_form != momentum_kind::vanilla && cfg_.momentum_form != momentum_kind::nesterov)
-      throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
+    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
   }
 
   /**
