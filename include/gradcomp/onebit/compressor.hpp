@@ -103,7 +103,9 @@ class onebit_sgd_compressor
                          tensor_mode mode = tensor_mode::automatic) {
     std::size_t columns = 1;
     for (std::size_t d = 1; d < shape.size(); ++d) columns = shape[d] == 0 ? 0 : columns * shape[d];
-    if (columns == 0 || columns > std::numeric_limits<std::uint32_t>::max()) columns = 1;  // no elements
+    // A tensor without elements has one column; beyond 2^32 - 1 columns registration refuses the
+    // tensor anyway (size_overflow), unless its first dimension is 0.
+    if (columns == 0 || columns > std::numeric_limits<std::uint32_t>::max()) columns = 1;
     columns_state st;
     columns_.reserve(columns_.size() + 1);
     // The column buffers are allocated once the registration is known to be valid, before it

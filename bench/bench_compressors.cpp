@@ -1,0 +1,190 @@
+// Every compressor of the library on one model, the Fashion-MNIST demo's MLP (784-512-256-10:
+// six tensors, 535,818 parameters), through the common compressor interface on the CPU backend,
+// one thread: the three costs a worker and a receiver pay per step.
+//   BM_compressor_step/<mode>    compress() and stats(): the step on fresh gradients (eight
+//                                gradient sets drawn once, taken in turn)
+//   BM_compressor_encode/<mode>  encode_message() of the last step, with a CRC-32C
+//   BM_compressor_decode/<mode>  aggregator::add() of that message: checked, decoded and added
+//                                into the receiver's sums
+// <mode> names the demo's modes: dense (every tensor fp32, dgc_compressor with dense tensors),
+// dgc (density 0.001 from the first step, the demo's settings: momentum correction, masking,
+// clipping), ef_signsgd, terngrad, onebit_sgd. Counters:
+//   items_per_second     model parameters per second
+//   message_bytes        the step's message, headers and checksum included
+//   bits_per_element     8 * message_bytes / parameters
+// scripts/compare_compressors.sh turns these into the speed columns of docs/compressors.md.
+#include <benchmark/benchmark.h>
+
+#include <gradcomp/gradcomp.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+const std::vector<std::vector<std::size_t>> kModel = {{512, 784}, {512}, {256, 512}, {256}, {10, 256}, {10}};
+
+std::size_t parameters() {
+  std::size_t n = 0;
+  for (const auto& s : kModel) {
+    std::size_t k = 1;
+    for (std::size_t d : s) k *= d;
+    n += k;
+  }
+  return n;
+}
+
+// Eight gradient sets of the model: Student-t values (heavy tails, like real gradients), per
+// tensor a scale of its own.
+struct gradient_sets {
+  gradient_sets() {
+    std::mt19937_64 rng(11);
+    std::student_t_distribution<float> dist(3.0f);
+    for (std::size_t s = 0; s < 8; ++s) {
+      std::vector<std::vector<float>> set;
+      for (std::size_t t = 0; t < kModel.size(); ++t) {
+        std::size_t n = 1;
+        for (std::size_t d : kModel[t]) n *= d;
+        std::vector<float> g(n);
+        for (auto& x : g) x = 1e-3f * static_cast<float>(t + 1) * dist(rng);
+        set.push_back(std::move(g));
+      }
+      sets.push_back(std::move(set));
+    }
+    for (const auto& set : sets) {
+      std::vector<gradcomp::span<const float>> v;
+      for (const auto& g : set) v.emplace_back(g.data(), g.size());
+      views.push_back(std::move(v));
+    }
+  }
+  std::vector<std::vector<std::vector<float>>> sets;
+  std::vector<std::vector<gradcomp::span<const float>>> views;
+};
+
+const gradient_sets& gradients() {
+  static const gradient_sets g;
+  return g;
+}
+
+gradcomp::wire::encode_options checksummed() {
+  gradcomp::wire::encode_options o;
+  o.checksum = true;
+  return o;
+}
+
+template <class C>
+void add_model(C& c, gradcomp::tensor_mode mode) {
+  for (std::size_t t = 0; t < kModel.size(); ++t) {
+    std::string name = "t";
+    name += std::to_string(t);
+    c.add_tensor(name, kModel[t], mode);
+  }
+}
+
+// A compressor from `make()` after eight steps, its last one ready to encode.
+template <class Make>
+auto stepped(const Make& make) {
+  auto c = make();
+  for (std::size_t s = 0; s < 8; ++s) (void)c.compress(gradients().views[s]);
+  return c;
+}
+
+// What to compare: `make()` builds a compressor with the model registered.
+template <class Make>
+void register_mode(const std::string& mode, Make make) {
+  const auto n = static_cast<std::int64_t>(parameters());
+  benchmark::RegisterBenchmark(("BM_compressor_step/" + mode).c_str(), [make, n](benchmark::State& state) {
+    auto c = make();
+    std::size_t s = 0;
+    bool ok = true;
+    for (auto _ : state) {
+      ok &= static_cast<bool>(c.compress(gradients().views[s++ % 8]));
+      ok &= static_cast<bool>(c.stats());
+    }
+    if (!ok) state.SkipWithError("compress failed");
+    state.SetItemsProcessed(state.iterations() * n);
+  })->Unit(benchmark::kMicrosecond);
+
+  benchmark::RegisterBenchmark(("BM_compressor_encode/" + mode).c_str(), [make, n](benchmark::State& state) {
+    auto c = stepped(make);
+    std::vector<std::byte> out(c.max_message_bytes(checksummed()));
+    std::size_t bytes = 0;
+    bool ok = true;
+    for (auto _ : state) {
+      const auto r = c.encode_message(checksummed(), gradcomp::span<std::byte>(out.data(), out.size()));
+      ok &= static_cast<bool>(r);
+      bytes = r ? *r : 0;
+      benchmark::DoNotOptimize(out.data());
+    }
+    if (!ok) state.SkipWithError("encode_message failed");
+    state.SetItemsProcessed(state.iterations() * n);
+    state.counters["message_bytes"] = static_cast<double>(bytes);
+    state.counters["bits_per_element"] = 8.0 * static_cast<double>(bytes) / static_cast<double>(n);
+  })->Unit(benchmark::kMicrosecond);
+
+  benchmark::RegisterBenchmark(("BM_compressor_decode/" + mode).c_str(), [make, n](benchmark::State& state) {
+    auto c = stepped(make);
+    std::vector<std::byte> out(c.max_message_bytes(checksummed()));
+    const auto size = c.encode_message(checksummed(), gradcomp::span<std::byte>(out.data(), out.size()));
+    if (!size) {
+      state.SkipWithError("encode_message failed");
+      return;
+    }
+    gradcomp::aggregator<float> agg(c.receiver());
+    const gradcomp::span<const std::byte> msg(out.data(), *size);
+    bool ok = true;
+    for (auto _ : state) {
+      // The sums start from zero every step, as a receiver's do; only the add is timed.
+      agg.begin();
+      const auto t0 = std::chrono::steady_clock::now();
+      ok &= static_cast<bool>(agg.add(msg));
+      const auto t1 = std::chrono::steady_clock::now();
+      state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    }
+    if (!ok) state.SkipWithError("aggregator::add failed");
+    state.SetItemsProcessed(state.iterations() * n);
+  })->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+const bool registered = [] {
+  register_mode("dense", [] {
+    gradcomp::dgc_config cfg;
+    cfg.num_workers = 4;
+    gradcomp::dgc_compressor<float> c(cfg);
+    add_model(c, gradcomp::tensor_mode::dense);
+    return c;
+  });
+  register_mode("dgc", [] {
+    gradcomp::dgc_config cfg;
+    cfg.num_workers = 4;
+    cfg.clip_norm = 5.0;
+    cfg.policy.compress_vectors = true;
+    cfg.schedule = gradcomp::warmup_schedule::constant(0.001);
+    gradcomp::dgc_compressor<float> c(cfg);
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return c;
+  });
+  register_mode("ef_signsgd", [] {
+    gradcomp::ef_signsgd_config cfg;
+    cfg.learning_rate = 0.1;
+    gradcomp::ef_signsgd_compressor<float> c(cfg);
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return c;
+  });
+  register_mode("terngrad", [] {
+    gradcomp::terngrad_compressor<float> c(gradcomp::terngrad_config{});
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return c;
+  });
+  register_mode("onebit_sgd", [] {
+    gradcomp::onebit_sgd_compressor<float> c(gradcomp::onebit_sgd_config{});
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return c;
+  });
+  return true;
+}();
+
+}  // namespace
