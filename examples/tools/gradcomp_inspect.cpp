@@ -103,6 +103,9 @@ void print_section(std::uint32_t i, const wire::section_header& s) {
   std::printf("    values %s, %" PRIu64 " bytes", wire::to_string(s.values), s.value_bytes);
   if (s.values == wire::value_coding::one_bit)
     std::printf(", %" PRIu32 " column%s", s.parameters.columns, s.parameters.columns == 1 ? "" : "s");
+  if (s.values == wire::value_coding::qsgd || s.values == wire::value_coding::qsgd_gamma)
+    std::printf(", buckets of %" PRIu32 ", %" PRIu32 " level%s", s.parameters.bucket, s.parameters.levels,
+                s.parameters.levels == 1 ? "" : "s");
   std::printf("\n");
   if (s.kept > 0)
     std::printf("    section %.3f bits per kept element\n", per_kept_bits(s.bytes, s.kept));

@@ -196,10 +196,82 @@ double reference_value(const std::byte* p, value_coding c, std::uint64_t j) {
       const bool set = ((static_cast<unsigned>(p[4 + 8 * cols + j / 8]) >> (j % 8)) & 1u) != 0;
       return static_cast<double>(float_from_bits(static_cast<std::uint32_t>(le(p + pair + (set ? 0 : 4), 4))));
     }
+    case value_coding::qsgd:
+    case value_coding::qsgd_gamma: return 0.0;  // reference_qsgd reads the whole payload
     case value_coding::unspecified: break;  // never accepted: falls to the check below
   }
   FUZZ_CHECK_MSG(false, "section header with an unknown value coding was accepted");
   return 0;
+}
+
+// QSGD's payloads (both forms) bit by bit: every value, and the first fault in the order the
+// format lists the checks: the norms (finite, then the sign bit), then for the fixed form the
+// padding and each code in order (a level above s, a sign on level 0, a level under a zero norm),
+// for the Elias-gamma form each entry of the stream in order, then its end and padding.
+void reference_qsgd(const std::byte* p, const section_header& s, reference_section& r) {
+  const bool gamma = s.values == value_coding::qsgd_gamma;
+  const std::uint64_t bucket = le(p, 4), levels = le(p + 4, 4), buckets = le(p + 8, 4);
+  const std::uint64_t head = gamma ? 20 : 12;
+  auto norm = [&](std::uint64_t b) { return float_from_bits(static_cast<std::uint32_t>(le(p + head + 4 * b, 4))); };
+  for (std::uint64_t b = 0; b < buckets; ++b) {
+    const auto bits = static_cast<std::uint32_t>(le(p + head + 4 * b, 4));
+    if (!std::isfinite(float_from_bits(bits))) return void(r.parameters = errc::non_finite_input);
+    if ((bits >> 31) != 0) return void(r.parameters = errc::malformed_payload);
+  }
+  auto value = [&](std::uint64_t j, std::uint64_t level, bool negative) {
+    const float fraction = static_cast<float>(level) / static_cast<float>(levels);
+    const float magnitude = norm(j / bucket) * fraction;
+    r.values[j] = level == 0 ? 0.0 : static_cast<double>(negative ? -magnitude : magnitude);
+  };
+  const std::byte* body = p + head + 4 * buckets;
+  auto bit = [&](std::uint64_t k) { return (static_cast<unsigned>(body[k / 8]) >> (k % 8)) & 1u; };
+  std::fill(r.values.begin(), r.values.end(), 0.0);
+  if (!gamma) {
+    unsigned width = 1;
+    for (std::uint64_t x = levels; x != 0; x >>= 1) ++width;
+    const std::uint64_t total = s.kept * width;
+    for (std::uint64_t k = total; k < (total + 7) / 8 * 8; ++k)
+      if (bit(k) != 0) return void(r.parameters = errc::malformed_payload);
+    for (std::uint64_t j = 0; j < s.kept; ++j) {
+      std::uint64_t level = 0;
+      for (unsigned t = 0; t + 1 < width; ++t) level |= static_cast<std::uint64_t>(bit(width * j + t)) << t;
+      const bool negative = bit(width * j + width - 1) != 0;
+      if (level > levels || (level == 0 && negative) || (level != 0 && norm(j / bucket) == 0.0f))
+        return void(r.parameters = errc::malformed_payload);
+      value(j, level, negative);
+    }
+    return;
+  }
+  const std::uint64_t entries = le(p + 12, 4), length = le(p + 16, 4);
+  std::uint64_t at = 0, next = 0;
+  auto read_gamma = [&](std::uint64_t& x) {
+    unsigned zeros = 0;
+    for (;;) {
+      if (at >= 8 * length || zeros > 32) return false;
+      if (bit(at++) != 0) break;
+      ++zeros;
+    }
+    if (zeros > 32) return false;
+    x = 1;
+    for (unsigned t = 0; t < zeros; ++t) {
+      if (at >= 8 * length) return false;
+      x = 2 * x + bit(at++);
+    }
+    return true;
+  };
+  for (std::uint64_t e = 0; e < entries; ++e) {
+    std::uint64_t gap = 0, level = 0;
+    if (!read_gamma(gap) || at >= 8 * length) return void(r.parameters = errc::malformed_payload);
+    const bool negative = bit(at++) != 0;
+    if (!read_gamma(level)) return void(r.parameters = errc::malformed_payload);
+    const std::uint64_t j = next + gap - 1;
+    if (j >= s.kept || level > levels || norm(j / bucket) == 0.0f) return void(r.parameters = errc::malformed_payload);
+    value(j, level, negative);
+    next = j + 1;
+  }
+  if ((at + 7) / 8 != length) return void(r.parameters = errc::malformed_payload);
+  for (; at < 8 * length; ++at)
+    if (bit(at) != 0) return void(r.parameters = errc::malformed_payload);
 }
 
 reference_section reference_decode(span<const std::byte> msg, const section_header& s) {
@@ -243,6 +315,7 @@ reference_section reference_decode(span<const std::byte> msg, const section_head
     const unsigned last = s.kept % 8 == 0 ? 0u : static_cast<unsigned>(val[4 + 8 * cols + s.kept / 8]) >> (s.kept % 8);
     if (r.parameters == errc::ok && last != 0) r.parameters = errc::malformed_payload;
   }
+  if (s.values == value_coding::qsgd || s.values == value_coding::qsgd_gamma) reference_qsgd(val, s, r);
   return r;
 }
 
@@ -341,8 +414,9 @@ errc reference_state_words_error(const reference_section& r) {
     ok = true;
     for (int j = 0; j < 6; ++j) ok = ok && count(w[j], two32);
     for (int j = 6; j < 8; ++j) ok = ok && (w[j] == 0.0 || w[j] == 1.0) && !std::signbit(w[j]);
-    // The method: 0 and 1 (DGC), 2 (EF-SignSGD), 3 (TernGrad), 4 (1-bit SGD).
-    ok = ok && (w[8] == 0.0 || w[8] == 1.0 || w[8] == 2.0 || w[8] == 3.0 || w[8] == 4.0) && !std::signbit(w[8]);
+    // The method: 0 and 1 (DGC), 2 (EF-SignSGD), 3 (TernGrad), 4 (1-bit SGD), 5 (QSGD).
+    ok = ok && (w[8] == 0.0 || w[8] == 1.0 || w[8] == 2.0 || w[8] == 3.0 || w[8] == 4.0 || w[8] == 5.0) &&
+         !std::signbit(w[8]);
   } else if (w.size() == 4) {
     ok = count(w[0], two53) && count(w[1], two53) && count(w[2], two32) && count(w[3], two32);
   }
@@ -381,8 +455,9 @@ bool same_header(const message_header& a, const message_header& b) {
 
 void check_section_header(const section_header& s) {
   const std::uint64_t vsize = wire::value_bytes_per_element(s.values);
+  const bool qsgd = s.values == value_coding::qsgd || s.values == value_coding::qsgd_gamma;
   FUZZ_CHECK(vsize != 0 || s.values == value_coding::scaled_sign || s.values == value_coding::ternary ||
-             s.values == value_coding::one_bit);
+             s.values == value_coding::one_bit || qsgd);
   FUZZ_CHECK(std::strcmp(wire::to_string(s.role), "unknown") != 0);
   FUZZ_CHECK(s.kept <= s.numel);
   FUZZ_CHECK(s.bytes == wire::section_header_bytes + s.index_bytes + s.value_bytes);
@@ -391,8 +466,19 @@ void check_section_header(const section_header& s) {
     const std::uint64_t cols = s.parameters.columns;
     FUZZ_CHECK(cols != 0 && s.kept % cols == 0);
     FUZZ_CHECK(s.value_bytes == 4 + 8 * cols + (std::uint64_t(s.kept) + 7) / 8);
+  } else if (qsgd) {
+    // Bucket and levels in their bounds, a norm per bucket, the length the block states.
+    const std::uint64_t b = s.parameters.bucket, levels = s.parameters.levels;
+    FUZZ_CHECK(b != 0 && levels != 0 && levels <= 65535 && s.parameters.columns == 1);
+    const std::uint64_t norms = 4 * ((std::uint64_t(s.kept) + b - 1) / b);
+    unsigned width = 1;
+    for (std::uint64_t x = levels; x != 0; x >>= 1) ++width;
+    if (s.values == value_coding::qsgd)
+      FUZZ_CHECK(s.value_bytes == 12 + norms + (std::uint64_t(s.kept) * width + 7) / 8);
+    else
+      FUZZ_CHECK(s.value_bytes >= 20 + norms);
   } else {
-    FUZZ_CHECK(s.parameters.columns == 1);
+    FUZZ_CHECK(s.parameters.columns == 1 && s.parameters.bucket == 0 && s.parameters.levels == 0);
     const std::uint64_t per_byte = s.values == value_coding::scaled_sign ? 8 : 4;  // of the packed codings
     FUZZ_CHECK(s.value_bytes ==
                (vsize == 0 ? 4 + (std::uint64_t(s.kept) + per_byte - 1) / per_byte : vsize * s.kept));
@@ -674,6 +760,16 @@ void check_reencode(span<const std::byte> msg, const section_header& s,
   if (!tm.dense) tm.indices = span<const std::uint32_t>(d.indices.data(), d.indices.size());
   tm.values = span<const double>(d.values.data(), d.values.size());
   tm.parameters = s.parameters;
+  // QSGD's norms, which the values alone do not state, as the producer gives them.
+  const bool qsgd = s.values == value_coding::qsgd || s.values == value_coding::qsgd_gamma;
+  std::vector<float> norms;
+  if (qsgd) {
+    const std::byte* block = msg.data() + s.offset + wire::section_header_bytes + s.index_bytes;
+    const std::uint64_t head = s.values == value_coding::qsgd ? 12 : 20;
+    for (std::uint64_t b = 0; b < le(block + 8, 4); ++b)
+      norms.push_back(float_from_bits(static_cast<std::uint32_t>(le(block + head + 4 * b, 4))));
+    tm.parameters.scales = norms.data();
+  }
   wire::encode_options opt;
   opt.indices = tm.dense ? index_coding::automatic : s.indices;
   opt.values = s.values;
@@ -700,6 +796,13 @@ void check_reencode(span<const std::byte> msg, const section_header& s,
     // The encoder chooses r itself; with the same r the bits are determined.
     case index_coding::rice: must_match = static_cast<std::uint8_t>(again[22]) == s.index_parameter; break;
     default: break;
+  }
+  // QSGD's encoder writes the shorter form (the fixed one on a tie): each form's bits are
+  // determined, the choice is the encoder's.
+  if (qsgd) {
+    const auto written = static_cast<value_coding>(again[21]);
+    FUZZ_CHECK(written == value_coding::qsgd || written == value_coding::qsgd_gamma);
+    must_match = must_match && written == s.values;
   }
   // A scale that no value uses (no value kept, or every ternary code 0) may hold any allowed
   // value; the encoder writes 0. It is the one field that need not match.

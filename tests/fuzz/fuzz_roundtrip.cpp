@@ -88,6 +88,10 @@ struct section_data {
   std::vector<std::uint32_t> indices;
   std::vector<T> values;
   std::uint32_t columns = 1;  // one_bit's layout (tensor_message::parameters)
+  std::uint32_t bucket = 0;   // qsgd's layout
+  std::uint32_t levels = 0;
+  std::vector<float> norms;   // qsgd's norms (tensor_message::parameters.scales)
+  bool with_norms = false;
 };
 
 template <class T>
@@ -100,14 +104,15 @@ struct step {
 value_coding pick_value_coding(unsigned sel) {
   switch (sel & 15u) {
     case 0: case 4: case 8: return value_coding::fp32;
-    case 1: case 5: case 9: return value_coding::fp64;
+    case 1: case 5: return value_coding::fp64;
+    case 9: return value_coding::qsgd;
     case 2: case 6: case 10: return value_coding::fp16;
     case 3: case 7: return value_coding::bf16;
     case 11: return static_cast<value_coding>(0);  // not a coding
     case 12: return value_coding::scaled_sign;
     case 13: return value_coding::ternary;
     case 14: return value_coding::one_bit;
-    default: return static_cast<value_coding>(19);  // reserved range
+    default: return static_cast<value_coding>(21);  // reserved range
   }
 }
 
@@ -181,6 +186,7 @@ T draw_value(unsigned mode, byte_reader& in, splitmix64& rng, unsigned scale) {
 //   byte 0: bit 0 element type (double), bit 1 checksum, bits 2-4 index coding, bit 5 which
 //           invalid index coding, bits 6-7 unused
 //   byte 1: value coding (low nibble) and dense value coding (high nibble): see pick_value_coding
+//           (qsgd sections draw their bucket, levels, norms and levels from the section's seed)
 //   byte 2: bits 0-2 number of sections (mod 5), bits 3-7 defect (0-7 as in `defect` after
 //           `none`, 8-31 none)
 //   per section:
@@ -335,6 +341,34 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
         }
       }
     }
+    // qsgd: mostly a bucket in [1, 64] and levels in [1, 300] (else 0, or levels beyond 65535),
+    // mostly norms given (else each bucket's largest magnitude), and mostly values on the levels
+    // (about half of them level 0; else the drawn values, rarely on a level).
+    if (coding == value_coding::qsgd) {
+      const std::size_t kept = sec.values.size();
+      sec.bucket = rng.next() % 16 == 0 ? 0u : static_cast<std::uint32_t>(1 + rng.below(64));
+      const auto l = rng.next() % 16;
+      sec.levels = l == 0 ? 0u : l == 1 ? 65536u : l == 2 ? 65535u : static_cast<std::uint32_t>(1 + rng.below(300));
+      sec.with_norms = rng.next() % 4 != 0;
+      if (sec.bucket != 0 && sec.levels != 0 && sec.levels <= 65535 && rng.next() % 4 != 0) {
+        const std::size_t buckets = (kept + sec.bucket - 1) / sec.bucket;
+        sec.norms.resize(buckets);
+        for (auto& x : sec.norms) x = static_cast<float>(rng.next() % 8 == 0 ? 0.0 : std::ldexp(1.0 + rng.below(1000), -5));
+        for (std::size_t j = 0; j < kept; ++j) {
+          const float norm = sec.norms[j / sec.bucket];
+          const auto level = rng.next() % 2 == 0 || norm == 0.0f ? 0u : static_cast<std::uint32_t>(1 + rng.below(sec.levels));
+          sec.values[j] = gdetail::qsgd_value<T>(norm, level, sec.levels, rng.next() % 2 != 0);
+        }
+        // Without norms the encoder takes each bucket's largest magnitude: put one at level s.
+        if (!sec.with_norms)
+          for (std::size_t b = 0; b < buckets; ++b)
+            if (rng.next() % 4 != 0) sec.values[b * sec.bucket] = static_cast<T>(sec.norms[b]);
+      } else {
+        sec.norms.assign(sec.bucket == 0 ? 0 : (kept + sec.bucket - 1) / sec.bucket, 1.0f);
+      }
+      if (sec.with_norms && !sec.norms.empty() && rng.next() % 16 == 0)
+        sec.norms[rng.below(sec.norms.size())] = rng.next() % 2 ? -1.0f : std::numeric_limits<float>::infinity();
+    }
     st.sections.push_back(std::move(sec));
   }
 
@@ -385,6 +419,11 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
     m.indices = span<const std::uint32_t>(sec.indices.data(), sec.indices.size());
     m.values = span<const T>(sec.values.data(), sec.values.size());
     m.parameters.columns = sec.columns;
+    m.parameters.bucket = sec.bucket;
+    m.parameters.levels = sec.levels;
+    // Norms for every bucket of the values the section ends with (a defect may change their count).
+    if (sec.with_norms && sec.bucket != 0 && sec.norms.size() * sec.bucket >= sec.values.size())
+      m.parameters.scales = sec.norms.data();
     st.messages.push_back(m);
   }
   return st;
@@ -397,12 +436,79 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
 bool known_value_coding(value_coding c) {
   return c == value_coding::fp32 || c == value_coding::fp64 || c == value_coding::fp16 ||
          c == value_coding::bf16 || c == value_coding::scaled_sign || c == value_coding::ternary ||
-         c == value_coding::one_bit;
+         c == value_coding::one_bit || c == value_coding::qsgd || c == value_coding::qsgd_gamma;
 }
 
-// Length of a value payload of `kept` values (`columns`: one_bit's).
+// QSGD's levels of the values of m as the format defines them: bucket by bucket, its norm (given,
+// or the bucket's largest magnitude), then each value's level and sign; the first error in that
+// order (non_finite_input, value_out_of_range), and the lengths of both forms.
+template <class T>
+struct qsgd_model {
+  errc error = errc::ok;
+  std::uint64_t fixed = 0, gamma = 0;
+};
+template <class T>
+qsgd_model<T> model_qsgd(const tensor_message<T>& m) {
+  qsgd_model<T> q;
+  const std::uint64_t n = m.values.size(), b = m.parameters.bucket, s = m.parameters.levels;
+  const std::uint64_t buckets = (n + b - 1) / b;
+  std::uint64_t bits = 0, previous = 0;
+  bool any = false;
+  auto gamma_bits = [](std::uint64_t x) {
+    unsigned width = 0;
+    for (; x != 0; x >>= 1) ++width;
+    return 2 * width - 1;
+  };
+  for (std::uint64_t k = 0; k < buckets; ++k) {
+    const std::uint64_t first = k * b, last = std::min(n, first + b);
+    float norm;
+    if (m.parameters.scales != nullptr) {
+      norm = m.parameters.scales[k];
+      if (!std::isfinite(norm)) return q.error = errc::non_finite_input, q;
+      if (std::signbit(norm)) return q.error = errc::value_out_of_range, q;
+    } else {
+      double top = 0.0;
+      for (std::uint64_t j = first; j < last; ++j) {
+        if (!std::isfinite(m.values[j])) return q.error = errc::non_finite_input, q;
+        top = std::max(top, std::fabs(static_cast<double>(m.values[j])));
+      }
+      norm = static_cast<float>(top);
+      if (!std::isfinite(norm) || static_cast<double>(norm) != top) return q.error = errc::value_out_of_range, q;
+    }
+    for (std::uint64_t j = first; j < last; ++j) {
+      const T x = m.values[j];
+      if (!std::isfinite(x)) return q.error = errc::non_finite_input, q;
+      if (x == T(0)) continue;
+      // The level whose value is |x|, if one is: |x| = norm * (l / s) in binary32, exactly. Levels
+      // 1/s apart give values at least 2^-16 apart relatively, so only the levels next to
+      // |x| / norm * s can.
+      bool found = false;
+      const double ratio = std::fabs(static_cast<double>(x)) / static_cast<double>(norm);
+      const double near = norm > 0.0f ? std::floor(ratio * static_cast<double>(s)) : 0.0;
+      const std::uint64_t lowest = near > 1.0 ? static_cast<std::uint64_t>(std::min(near, 65536.0)) - 1 : 1;
+      for (std::uint64_t l = lowest; l <= std::min<std::uint64_t>(s, lowest + 3) && !found && norm > 0.0f; ++l) {
+        const float magnitude = norm * (static_cast<float>(l) / static_cast<float>(s));
+        if (static_cast<T>(magnitude) != std::fabs(x)) continue;
+        found = true;
+        bits += gamma_bits(any ? j - previous : j + 1) + 1 + gamma_bits(l);
+        previous = j;
+        any = true;
+      }
+      if (!found) return q.error = errc::value_out_of_range, q;
+    }
+  }
+  unsigned width = 1;
+  for (std::uint64_t x = s; x != 0; x >>= 1) ++width;
+  q.fixed = 12 + 4 * buckets + (n * width + 7) / 8;
+  q.gamma = 20 + 4 * buckets + (bits + 7) / 8;
+  return q;
+}
+
+// Length of a value payload of `kept` values (`columns`: one_bit's; qsgd's from model_qsgd).
 std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept, std::uint64_t columns) {
   switch (c) {
+    case value_coding::qsgd:
+    case value_coding::qsgd_gamma: break;  // from model_qsgd
     case value_coding::fp32: return 4 * kept;
     case value_coding::fp64: return 8 * kept;
     case value_coding::fp16:
@@ -415,11 +521,18 @@ std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept, std::uint64_
   return 0;
 }
 
-// one_bit's column count: at least 1, dividing the number of values.
+// one_bit's column count: at least 1, dividing the number of values; qsgd's bucket (at least 1)
+// and levels (1 to 65535). Then qsgd's values, which the plan of a section reads to choose the
+// shorter form.
 template <class T>
 errc model_layout_error(const tensor_message<T>& m, value_coding c) {
   const std::uint64_t cols = m.parameters.columns;
   if (c == value_coding::one_bit && (cols == 0 || m.values.size() % cols != 0)) return errc::invalid_argument;
+  if (c == value_coding::qsgd || c == value_coding::qsgd_gamma) {
+    const std::uint64_t levels = m.parameters.levels;
+    if (m.parameters.bucket == 0 || levels == 0 || levels > 65535) return errc::invalid_argument;
+    return model_qsgd(m).error;
+  }
   return errc::ok;
 }
 
@@ -461,7 +574,9 @@ bool model_value(T x, value_coding c, double* out) {
     case value_coding::fp16: return std::isfinite(src) && reference_half(src, out);
     case value_coding::bf16: return std::isfinite(src) && reference_bf16(src, out);
     case value_coding::scaled_sign: *out = xd; return true;  // once model_value_error accepted the section
-    case value_coding::ternary: *out = xd == 0.0 ? 0.0 : xd; return true;  // likewise; a zero comes back +0
+    case value_coding::ternary:  // likewise; a zero comes back +0
+    case value_coding::qsgd:
+    case value_coding::qsgd_gamma: *out = xd == 0.0 ? 0.0 : xd; return true;
     case value_coding::one_bit: *out = xd; return true;  // likewise
     case value_coding::unspecified: break;  // never on the wire
   }
@@ -574,6 +689,8 @@ void check_values(const tensor_message<T>& m, value_coding c, const std::vector<
         FUZZ_CHECK(same_bits(got[j], static_cast<U>(x)));
         break;
       case value_coding::ternary:  // the input's exact value; a zero of either sign as +0
+      case value_coding::qsgd:
+      case value_coding::qsgd_gamma:
         FUZZ_CHECK(same_bits(got[j], x == T(0) ? U(0) : static_cast<U>(x)));
         break;
       case value_coding::fp16:
@@ -629,12 +746,16 @@ void check_encoded(const step<T>& st, const std::vector<std::byte>& out) {
     FUZZ_CHECK(s.numel == m.numel);
     FUZZ_CHECK(s.kept == m.values.size());
     FUZZ_CHECK(s.role == wire::section_role::gradient);
+    // qsgd is written in its shorter form, which may be qsgd_gamma.
+    auto written_as = [&](value_coding asked) {
+      return s.values == asked || (asked == value_coding::qsgd && s.values == value_coding::qsgd_gamma);
+    };
     if (m.dense) {
       FUZZ_CHECK(s.indices == index_coding::dense);
-      FUZZ_CHECK(s.values == st.opt.dense_values);
+      FUZZ_CHECK(written_as(st.opt.dense_values));
       FUZZ_CHECK(s.index_bytes == 0);
     } else {
-      FUZZ_CHECK(s.values == st.opt.values);
+      FUZZ_CHECK(written_as(st.opt.values));
       FUZZ_CHECK(s.indices != index_coding::dense);
       if (st.opt.indices != index_coding::automatic) FUZZ_CHECK(s.indices == st.opt.indices);
       const index_payload_sizes ex = exact_sizes(idx, m.numel);
@@ -658,7 +779,16 @@ void check_encoded(const step<T>& st, const std::vector<std::byte>& out) {
         FUZZ_CHECK(s.index_bytes <= ex.bitmap);
       }
     }
-    FUZZ_CHECK(s.value_bytes == model_value_bytes(s.values, m.values.size(), m.parameters.columns));
+    if (s.values == value_coding::qsgd || s.values == value_coding::qsgd_gamma) {
+      // The shorter form, the fixed one on a tie; bucket and levels read back.
+      const auto q = model_qsgd(m);
+      FUZZ_CHECK(q.error == errc::ok);
+      FUZZ_CHECK(s.values == (q.gamma < q.fixed ? value_coding::qsgd_gamma : value_coding::qsgd));
+      FUZZ_CHECK(s.value_bytes == std::min(q.fixed, q.gamma));
+      FUZZ_CHECK(s.parameters.bucket == m.parameters.bucket && s.parameters.levels == m.parameters.levels);
+    } else {
+      FUZZ_CHECK(s.value_bytes == model_value_bytes(s.values, m.values.size(), m.parameters.columns));
+    }
     if (s.values == value_coding::one_bit) FUZZ_CHECK(s.parameters.columns == m.parameters.columns);
 
     // Exact indices and values, in the element type of the step.

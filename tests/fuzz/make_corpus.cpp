@@ -26,9 +26,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <gradcomp/detail/qsgd_codec.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 
@@ -210,6 +212,77 @@ void decode_seeds() {
     }
   }
 
+  // qsgd with every index coding, in both forms: levels of 5 in buckets of 4 under the norms 2,
+  // 4, 6, ... (every value non-zero, 12 dense or 10 sparse of 100: the fixed form; one in eight of
+  // 200, dense or sparse of 400: the Elias-gamma form); then an infinite and a negative norm, the
+  // last bit set, for the fixed form a level above 5 and a sign on level 0, for the Elias-gamma
+  // form a count of entries beyond the stream, a stream length that is not the payload's and a
+  // first gap whose code runs on.
+  for (const bool gamma : {false, true}) {
+    const std::size_t n_dense = gamma ? 200 : dense_val.size(), n_sparse = gamma ? 200 : sparse_idx.size();
+    std::vector<std::uint32_t> idx(n_sparse);
+    for (std::size_t j = 0; j < n_sparse; ++j) idx[j] = gamma ? static_cast<std::uint32_t>(2 * j) : sparse_idx[j];
+    auto levels_of = [&](std::size_t n, std::vector<float>& norms) {
+      std::vector<float> v(n);
+      norms.resize((n + 3) / 4);
+      for (std::size_t b = 0; b < norms.size(); ++b) norms[b] = 2.0f * static_cast<float>(b + 1);
+      for (std::size_t j = 0; j < n; ++j) {
+        const auto level = gamma && j % 8 != 1 ? 0u : static_cast<std::uint32_t>(1 + j % 5);
+        v[j] = gradcomp::detail::qsgd_value<float>(norms[j / 4], level, 5, j % 3 == 0);
+      }
+      return v;
+    };
+    std::vector<float> dense_norms, sparse_norms;
+    const std::vector<float> dense_q = levels_of(n_dense, dense_norms), sparse_q = levels_of(n_sparse, sparse_norms);
+    const std::string form = gamma ? "-qsgd_gamma" : "-qsgd";
+    for (int i = 0; i < 5; ++i) {
+      wire::encode_options opt;
+      const bool dense = codings[i] == index_coding::dense;
+      opt.indices = dense ? index_coding::automatic : codings[i];
+      opt.values = opt.dense_values = value_coding::qsgd;
+      opt.checksum = (i & 1) != 0;
+      tensor_message<float> m;
+      m.dense = dense;
+      m.numel = dense ? n_dense : (gamma ? 400 : 100);
+      if (!dense) m.indices = span<const std::uint32_t>(idx.data(), idx.size());
+      m.values = dense ? span<const float>(dense_q.data(), dense_q.size()) : span<const float>(sparse_q.data(), n_sparse);
+      m.parameters.bucket = 4;
+      m.parameters.levels = 5;
+      m.parameters.scales = dense ? dense_norms.data() : sparse_norms.data();
+      const bytes b = encode({m}, opt);
+      const auto written = static_cast<value_coding>(b[wire::message_header_bytes + 21]);
+      if (written != (gamma ? value_coding::qsgd_gamma : value_coding::qsgd))
+        throw std::logic_error("a qsgd seed is not in the form it is meant to show");
+      write("decode", std::string("valid-") + wire::to_string(codings[i]) + form + (opt.checksum ? "-crc" : "") + ".bin",
+            b);
+      if (i != 0) continue;
+      const std::size_t v0 = wire::message_header_bytes + wire::section_header_bytes + 4 * n_sparse;
+      const std::size_t head = gamma ? 20 : 12, body = v0 + head + 4 * sparse_norms.size();
+      bytes infinite = b, negative = b, padding = b;
+      put_le(infinite, v0 + head, 0x7f800000u, 4);
+      put_le(negative, v0 + head + 4, 0xc0000000u, 4);
+      padding[b.size() - 1] |= std::byte{0x80};
+      write("decode", "damaged" + form + "-infinite-norm.bin", infinite);
+      write("decode", "damaged" + form + "-negative-norm.bin", negative);
+      write("decode", "damaged" + form + "-last-bit.bin", padding);
+      if (!gamma) {
+        bytes high = b, signed_zero = b;  // value 0's 4-bit code: level 6, then level 0 with the sign
+        high[body] = (high[body] & std::byte{0xf0}) | std::byte{0x06};
+        signed_zero[body] = (signed_zero[body] & std::byte{0xf0}) | std::byte{0x08};
+        write("decode", "damaged-qsgd-level-above.bin", high);
+        write("decode", "damaged-qsgd-signed-zero.bin", signed_zero);
+      } else {
+        bytes entries = b, length = b, gap = b;
+        put_le(entries, v0 + 12, 1000u, 4);
+        put_le(length, v0 + 16, 1u, 4);
+        gap[body] = std::byte{0x00};
+        write("decode", "damaged-qsgd_gamma-entries.bin", entries);
+        write("decode", "damaged-qsgd_gamma-stream-length.bin", length);
+        write("decode", "damaged-qsgd_gamma-gap.bin", gap);
+      }
+    }
+  }
+
   // Several sections: automatic codings, a dense one, two tensors sharing nothing.
   std::vector<std::uint32_t> many(40);
   std::vector<float> many_val(40);
@@ -337,7 +410,7 @@ void decode_seeds() {
   }
   {
     auto bad = words;
-    bad[wire::state_word::selection] = 5.0;  // no such method
+    bad[wire::state_word::selection] = 6.0;  // no such method
     write("decode", "semantic-state-method-range.bin", forge(message_kind::snapshot, {state_section(bad), res(0)}));
   }
   write("decode", "semantic-receiver-momentum-order.bin",
@@ -532,8 +605,8 @@ constexpr std::uint8_t t_double = 1, crc = 2;
 constexpr std::uint8_t automatic = 0 << 2, raw = 2 << 2, varint = 3 << 2, rice = 4 << 2,
                        bitmap = 5 << 2, bad_index = 7 << 2;
 // byte 1: value coding | dense value coding << 4 (pick_value_coding)
-constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3, not_a_coding = 11, scaled_sign = 12, ternary = 13,
-                       one_bit = 14, reserved_coding = 15;
+constexpr std::uint8_t fp32 = 0, fp64 = 1, fp16 = 2, bf16 = 3, qsgd = 9, not_a_coding = 11, scaled_sign = 12,
+                       ternary = 13, one_bit = 14, reserved_coding = 15;
 // byte 2: section count | defect << 3 (defect 8 and above: none)
 constexpr std::uint8_t sections(int count, int defect = 8) {
   return static_cast<std::uint8_t>(count | (defect << 3));
@@ -583,6 +656,20 @@ void roundtrip_seeds() {
     r.u8(numel_u16 | idx_density | val_smooth).u8(0).u16(2000).u8(60).u64(101 + k);
     r.u8(dense | numel_u16 | val_ints).u8(1).u16(300).u8(0).u64(25 + k);
     write("roundtrip", std::string("one_bit-") + (k ? "double" : "float") + ".bin", r.get());
+  }
+  // qsgd likewise (buckets, levels, norms and levels come from the sections' draws), and with
+  // four sections for more of the draws' cases.
+  for (int k = 0; k < 3; ++k) {
+    rt r(static_cast<std::uint8_t>(automatic | (k == 1 ? t_double | crc : 0)), qsgd | (qsgd << 4),
+         sections(k == 2 ? 4 : 2));
+    r.u8(numel_u16 | idx_density | val_smooth).u8(0).u16(2000).u8(60).u64(111 + k);
+    r.u8(dense | numel_u16 | val_ints).u8(1).u16(300).u8(0).u64(35 + k);
+    if (k == 2) {
+      r.u8(dense | numel_u8 | val_smooth).u8(2).u8(200).u8(0).u64(7);
+      r.u8(numel_u16 | idx_sparse | val_mixed).u8(3).u16(9000).u8(90).u64(8);
+    }
+    write("roundtrip", std::string("qsgd-") + (k == 1 ? "double" : "float") + (k == 2 ? "-four" : "") + ".bin",
+          r.get());
   }
   // Automatic coding, four sections: sparse, dense, very sparse, last few elements.
   {

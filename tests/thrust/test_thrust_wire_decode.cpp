@@ -2,6 +2,7 @@
 // host decoder's (wire::decode_accumulate) sums bitwise, and for any damage to the bytes the host
 // decoder's error with every accumulator left as it was; the work is issued without the host
 // waiting.
+#include <algorithm>
 #include <cstddef>
 #include <cmath>
 #include <cstdint>
@@ -41,7 +42,8 @@ constexpr std::uint32_t tensor_sizes[] = {37, 300, 1000, 8, 129};
 constexpr std::size_t tensor_count = 5;
 
 // How a message is written: the encoder's options, and a packed coding every section uses instead
-// (scaled signs, or ternary values: zero for about a third of them) or none.
+// (scaled signs, ternary values: zero for about a third of them, or QSGD levels 0 to 5 in buckets
+// of 16, 0 for about two thirds) or none.
 struct message_form {
   std::string name;
   wire::encode_options opt;
@@ -61,6 +63,9 @@ std::vector<message_form> forms() {
                value_coding::scaled_sign});
   f.push_back({"ternary, rice", {index_coding::rice, value_coding::fp32, value_coding::fp32, false},
                value_coding::ternary});
+  wire::encode_options device_readable{index_coding::bitmap, value_coding::fp32, value_coding::fp32, false};
+  device_readable.device_readable = true;
+  f.push_back({"qsgd, bitmap", device_readable, value_coding::qsgd});
   return f;
 }
 
@@ -72,6 +77,7 @@ std::vector<std::byte> make_message(std::uint64_t seed, const message_form& form
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<std::vector<std::uint32_t>> indices(tensor_count);
   std::vector<std::vector<T>> values(tensor_count);
+  std::vector<std::vector<float>> norms(tensor_count);
   std::vector<gradcomp::tensor_message<T>> msgs;
   const T scale = static_cast<T>(0.5 + static_cast<double>(seed % 7));
   for (std::uint32_t t = 0; t < tensor_count; ++t) {
@@ -90,12 +96,22 @@ std::vector<std::byte> make_message(std::uint64_t seed, const message_form& form
       switch (form.packed) {
         case wire::value_coding::scaled_sign: values[t].push_back(sign); break;
         case wire::value_coding::ternary: values[t].push_back(std::fabs(v) < 0.43 ? T(0) : sign); break;
+        case wire::value_coding::qsgd: {
+          const double level = std::fabs(v) < 1.0 ? 0.0 : std::min(5.0, 2.0 * std::fabs(v));
+          values[t].push_back(gradcomp::detail::qsgd_value<T>(static_cast<float>(scale),
+                                                              static_cast<std::uint32_t>(level), 5, v < 0));
+          break;
+        }
         default: values[t].push_back(static_cast<T>(v * 4.0));
       }
     }
     m.indices = gradcomp::span<const std::uint32_t>(indices[t].data(), indices[t].size());
     m.values = gradcomp::span<const T>(values[t].data(), values[t].size());
     m.coding = form.packed;
+    norms[t].assign((values[t].size() + 15) / 16, static_cast<float>(scale));
+    m.parameters.bucket = 16;
+    m.parameters.levels = 5;
+    m.parameters.scales = norms[t].data();
     msgs.push_back(m);
   }
   return wire::encode(gradcomp::span<const gradcomp::tensor_message<T>>(msgs.data(), msgs.size()), form.opt);
@@ -294,6 +310,28 @@ TEST_CASE_TEMPLATE("device_accumulator: damaged messages get the host decoder's 
     check_damage<float, Backend>(form, seed++);
   }
   check_damage<double, Backend>(forms()[2], seed++);
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: qsgd_gamma, which only the host decoder reads, is refused", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  // The same values in either form: the host decoder adds both alike; the device decoder adds the
+  // fixed-width form and refuses the Elias-gamma one as an unknown coding, changing nothing.
+  message_form form = forms().back();
+  REQUIRE(form.packed == wire::value_coding::qsgd);
+  form.opt.indices = wire::index_coding::raw_u32;
+  auto host = initial_accumulators<float>(5);
+  receiver<float, Backend> r(host, 1 << 14, {});
+  const auto fixed = make_message<float>(41, form);
+  form.opt.device_readable = false;
+  const auto gamma = make_message<float>(41, form);
+  REQUIRE(gamma.size() < fixed.size());
+  REQUIRE(host_accumulate<float>(fixed, fixed.size(), host, {}) == errc::ok);
+  CHECK(r.accumulate(fixed, fixed.size(), false)[0] == 0);
+  CHECK(same(r.read(), host));
+  auto twice = host;
+  REQUIRE(host_accumulate<float>(gamma, gamma.size(), twice, {}) == errc::ok);
+  CHECK(static_cast<errc>(r.accumulate(gamma, gamma.size(), true)[0]) == errc::unknown_coding);
+  CHECK(same(r.read(), host));
 }
 
 TEST_CASE_TEMPLATE("device_accumulator: hand-made varint payloads get the host decoder's verdict", Backend,

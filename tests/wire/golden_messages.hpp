@@ -19,6 +19,9 @@ struct golden_section {
   std::vector<std::uint32_t> indices;
   std::vector<float> values;
   std::uint32_t columns = 1;  // one_bit's layout
+  std::uint32_t bucket = 0;   // qsgd's layout
+  std::uint32_t levels = 0;
+  std::vector<float> scales{};  // qsgd's norms (empty: each bucket's largest magnitude)
 };
 
 struct golden_message {
@@ -36,6 +39,15 @@ inline gradcomp::wire::encode_options golden_options(gradcomp::wire::index_codin
   o.dense_values = vc;
   o.checksum = checksum;
   return o;
+}
+
+// 40 values, 0 but for 1 at 2, 3 at 9 and -3.5 at 29.
+inline std::vector<float> qsgd_gamma_values() {
+  std::vector<float> v(40, 0.0f);
+  v[2] = 1.0f;
+  v[9] = 3.0f;
+  v[29] = -3.5f;
+  return v;
 }
 
 inline std::vector<golden_message> golden_messages() {
@@ -66,6 +78,11 @@ inline std::vector<golden_message> golden_messages() {
       {"one_bit_crc.gcwf", golden_options(index_coding::raw_u32, value_coding::one_bit, true),
        {{0, 6, true, {}, {-1.0f, 2.0f, 0.5f, 2.0f, -1.0f, -0.75f}, 2},
         {1, 30, false, {2, 11, 12, 29}, {0.25f, -3.0f, 0.25f, -3.0f}, 1}}},
+      // Section 0 in the fixed-width form (every level non-zero), section 1 in the Elias-gamma
+      // form (3 non-zero levels of 40); buckets of 4 with 3 levels, and of 16 with 7.
+      {"qsgd_crc.gcwf", golden_options(index_coding::raw_u32, value_coding::qsgd, true),
+       {{0, 6, true, {}, {0.5f, -1.0f, 1.5f, -0.5f, 2.0f, -1.0f}, 1, 4, 3, {1.5f, 3.0f}},
+        {1, 40, true, {}, qsgd_gamma_values(), 1, 16, 7, {7.0f, 3.5f, 0.0f}}}},
   };
 }
 
@@ -80,6 +97,9 @@ inline std::vector<gradcomp::tensor_message<float>> as_messages(const golden_mes
     m.indices = gradcomp::span<const std::uint32_t>(s.indices.data(), s.indices.size());
     m.values = gradcomp::span<const float>(s.values.data(), s.values.size());
     m.parameters.columns = s.columns;
+    m.parameters.bucket = s.bucket;
+    m.parameters.levels = s.levels;
+    m.parameters.scales = s.scales.empty() ? nullptr : s.scales.data();
     out.push_back(m);
   }
   return out;

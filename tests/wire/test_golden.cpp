@@ -89,6 +89,8 @@ TEST_CASE("golden messages decode to their recorded content and re-encode byte f
       CHECK(decoded[s].header.tensor == want.tensor);
       CHECK(decoded[s].header.numel == want.numel);
       CHECK(decoded[s].header.parameters.columns == want.columns);
+      CHECK(decoded[s].header.parameters.bucket == want.bucket);
+      CHECK(decoded[s].header.parameters.levels == want.levels);
       CHECK(decoded[s].indices == want.indices);
       // The recorded values are exactly representable in the golden's value coding, except the
       // fp64 golden, whose values are floats widened exactly.

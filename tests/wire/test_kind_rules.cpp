@@ -312,7 +312,7 @@ TEST_CASE("state words of the current layout: integers in their ranges") {
     words[w] = 2.0;
     CHECK(check(snapshot, {state_section(words)}) == errc::malformed_payload);
   }
-  // The method: DGC's two selections, EF-SignSGD's scaled signs and TernGrad, nothing beyond.
+  // The method: DGC's two selections, EF-SignSGD, TernGrad, 1-bit SGD and QSGD, nothing beyond.
   for (std::uint32_t m = 0; m <= wire::snapshot_selection_count; ++m) {
     CAPTURE(m);
     auto words = state_words();
@@ -320,7 +320,7 @@ TEST_CASE("state words of the current layout: integers in their ranges") {
     CHECK(check(snapshot, {state_section(words)}) ==
           (m < wire::snapshot_selection_count ? errc::ok : errc::malformed_payload));
   }
-  CHECK(wire::snapshot_selection_count == 5);
+  CHECK(wire::snapshot_selection_count == 6);
 }
 
 TEST_CASE("state words of the legacy layout: step and epoch below 2^53, seed halves below 2^32") {

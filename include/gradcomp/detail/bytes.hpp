@@ -60,6 +60,13 @@ GRADCOMP_HD inline float bits_float(std::uint32_t u) noexcept { return bit_cast<
 GRADCOMP_HD inline std::uint64_t double_bits(double d) noexcept { return bit_cast<std::uint64_t>(d); }
 GRADCOMP_HD inline double bits_double(std::uint64_t u) noexcept { return bit_cast<double>(u); }
 
+// The smallest binary32 value >= x, for x >= 0 finite (infinity beyond binary32's range).
+GRADCOMP_HD inline float binary32_at_least(double x) noexcept {
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) < x) f = bits_float(float_bits(f) + 1u);
+  return f;
+}
+
 // Copies n bytes to dst with non-temporal stores where the CPU has them (SSE2, on every x86-64
 // CPU): the destination's cache lines are written without being read first and without
 // displacing cached data, which pays for a destination larger than the caches that nothing reads

@@ -8,7 +8,7 @@
 //   code, name                        the wire code and the spec's name
 //   fixed_bytes                       bytes per value, or 0 when values are packed below a byte
 //   parameter_bytes_at(p),            a packed coding's parameter block length (of the payload at
-//   values_per_byte                   p) and the values each later byte holds
+//   value_bits_at(p)                  p) and the bits of each value after it
 //   payload_bytes(kept)               the payload length of `kept` values with the parameters the
 //                                     encoder writes (for the float codings and scaled_sign: from
 //                                     the header alone)
@@ -33,7 +33,11 @@
 // A coding whose layout the producer chooses (one_bit's column count: wire::coding_parameters)
 // also has payload_bytes(kept, params), layout_fits(kept, params), encode<T>(v, params, dst) and
 // parameters(p) (the layout its parameter block states); codec_payload_bytes, codec_encode and
-// the others below call them where they exist and the plain members elsewhere.
+// the others below call them where they exist and the plain members elsewhere. A coding with two
+// forms of one content (qsgd, qsgd_gamma) has plan<T>(v, params, chosen, bytes): the form to write
+// and its length, the values checked; its payload_bytes(kept, params) is then the longest form
+// an encoder writes. A coding whose values can only be read in order has `parallel = false`: the
+// device decoders leave it out (parallel_value_codecs).
 // payload_bytes, payload_fits, value, check_parameters and check_one also compile for devices
 // (GRADCOMP_HD): the Thrust backend's decoder reads payloads through them.
 // Encoding refuses NaN, infinities and values that do not fit; decoding refuses non-finite values
@@ -55,6 +59,7 @@
 #include "bytes.hpp"
 #include "crc32c.hpp"
 #include "half.hpp"
+#include "qsgd_codec.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -316,9 +321,9 @@ template <std::size_t PerByte>
 struct one_scale_codec {
   static constexpr std::size_t fixed_bytes = 0;
   static constexpr std::size_t parameter_bytes = 4;
-  static constexpr std::size_t values_per_byte = PerByte;  // after the parameter block
   static constexpr unsigned code_bits = 8 / PerByte;
   GRADCOMP_HD static constexpr std::uint64_t parameter_bytes_at(const std::byte*) noexcept { return parameter_bytes; }
+  GRADCOMP_HD static constexpr unsigned value_bits_at(const std::byte*) noexcept { return code_bits; }
   GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept) noexcept {
     return parameter_bytes + (kept + PerByte - 1) / PerByte;
   }
@@ -462,11 +467,11 @@ struct one_bit_codec {
   static constexpr wire::value_coding code = wire::value_coding::one_bit;
   static constexpr const char* name = "one_bit";
   static constexpr std::size_t fixed_bytes = 0;
-  static constexpr std::size_t values_per_byte = 8;  // after the parameter block
   GRADCOMP_HD static constexpr std::uint64_t parameter_bytes(std::uint64_t columns) noexcept { return 4 + 8 * columns; }
   GRADCOMP_HD static std::uint64_t parameter_bytes_at(const std::byte* p) noexcept {
     return parameter_bytes(columns(p));
   }
+  GRADCOMP_HD static constexpr unsigned value_bits_at(const std::byte*) noexcept { return 1; }
   GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t kept,
                                                            const wire::coding_parameters& c = {}) noexcept {
     return parameter_bytes(c.columns) + (kept + 7) / 8;
@@ -580,8 +585,39 @@ template <class... Codecs>
 struct codec_list {};
 
 // Every value coding this version reads and writes.
-using value_codecs =
-    codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec, ternary_codec, one_bit_codec>;
+using value_codecs = codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec, ternary_codec,
+                                one_bit_codec, qsgd_codec, qsgd_gamma_codec>;
+
+// Whether a codec's values can be read one by one in any order (Codec::parallel, true unless the
+// codec says otherwise): what the device decoders need.
+template <class Codec>
+constexpr auto codec_parallel(int) -> decltype(static_cast<bool>(Codec::parallel)) {
+  return Codec::parallel;
+}
+template <class Codec>
+constexpr bool codec_parallel(long) {
+  return true;
+}
+
+// The codecs of a list whose values can be read in any order.
+template <class Done, class... Rest>
+struct parallel_filter {
+  using type = Done;
+};
+template <class... Done, class First, class... Rest>
+struct parallel_filter<codec_list<Done...>, First, Rest...> {
+  using type = typename parallel_filter<
+      std::conditional_t<codec_parallel<First>(0), codec_list<Done..., First>, codec_list<Done...>>, Rest...>::type;
+};
+template <class List>
+struct parallel_codecs_of;
+template <class... Codecs>
+struct parallel_codecs_of<codec_list<Codecs...>> {
+  using type = typename parallel_filter<codec_list<>, Codecs...>::type;
+};
+
+// The value codings a device decoder reads (every one but qsgd_gamma).
+using parallel_value_codecs = typename parallel_codecs_of<value_codecs>::type;
 
 // Calls f(Codec{}) for the codec of `c`; false when `c` is not a known coding.
 template <class F, class... Codecs>
@@ -664,6 +700,31 @@ GRADCOMP_HD wire::coding_parameters codec_parameters(Codec, const std::byte*, lo
   return {};
 }
 
+// The coding an encoder writes for v when asked for coding Codec, and its payload length: a codec
+// with forms of one content (qsgd) picks the shorter through Codec::plan, which also checks the
+// values; the others write themselves, whose length follows from the layout.
+// `in_order`: whether a form read in order only (qsgd_gamma) may be chosen.
+template <class Codec, class T>
+auto codec_plan(Codec, span<const T> v, const wire::coding_parameters& c, bool in_order, wire::value_coding& chosen,
+                std::uint64_t& bytes, int) noexcept
+    -> decltype(Codec::template plan<T>(v, c, in_order, chosen, bytes)) {
+  return Codec::template plan<T>(v, c, in_order, chosen, bytes);
+}
+template <class Codec, class T>
+errc codec_plan(Codec, span<const T> v, const wire::coding_parameters& c, bool, wire::value_coding& chosen,
+                std::uint64_t& bytes, long) noexcept {
+  chosen = Codec::code;
+  bytes = codec_payload_bytes(Codec{}, v.size(), c, 0);
+  return errc::ok;
+}
+template <class T>
+errc plan_values(span<const T> v, wire::value_coding c, const wire::coding_parameters& params, bool in_order,
+                 wire::value_coding& chosen, std::uint64_t& bytes) noexcept {
+  errc e = errc::unknown_coding;
+  visit_value_codec(c, [&](auto codec) { e = codec_plan(codec, v, params, in_order, chosen, bytes, 0); });
+  return e;
+}
+
 // The payload length of `kept` values laid out as `params` says, or 0 with `known` false for an
 // unknown coding.
 inline std::uint64_t value_payload_bytes(wire::value_coding c, std::uint64_t kept, bool& known,
@@ -725,12 +786,22 @@ errc encode_values(span<const T> v, wire::value_coding c, std::byte* dst,
   return e;
 }
 
+// out[j] = value j for j < count: through Codec::values where the codec has it (a coding read in
+// order only, whose value(p, j) reads the payload up to j), else value by value.
+template <class Codec, class T>
+auto codec_decode(Codec, const std::byte* p, std::size_t count, T* out, int) noexcept
+    -> decltype(Codec::template values<T>(p, count, out)) {
+  return Codec::template values<T>(p, count, out);
+}
+template <class Codec, class T>
+void codec_decode(Codec, const std::byte* p, std::size_t count, T* out, long) noexcept {
+  for (std::size_t j = 0; j < count; ++j) out[j] = Codec::template value<T>(p, j);
+}
+
 // out[j] = value j for j < count, for a payload checked by check_values.
 template <class T>
 void decode_values(const std::byte* p, wire::value_coding c, std::size_t count, T* out) noexcept {
-  visit_value_codec(c, [&](auto codec) {
-    for (std::size_t j = 0; j < count; ++j) out[j] = decltype(codec)::template value<T>(p, j);
-  });
+  visit_value_codec(c, [&](auto codec) { codec_decode(codec, p, count, out, 0); });
 }
 
 // Checks `count` values of a payload (see the codec members above).

@@ -51,13 +51,6 @@ struct terngrad_step_params {
 template <class Backend>
 struct terngrad_ops;
 
-// The smallest binary32 value >= x, for x >= 0 finite (infinity beyond binary32's range).
-GRADCOMP_HD inline float binary32_at_least(double x) noexcept {
-  float f = static_cast<float>(x);
-  if (static_cast<double>(f) < x) f = bits_float(float_bits(f) + 1u);
-  return f;
-}
-
 // The verdict, from the records the reads left, in tensor order: a NaN or an infinity in a
 // gradient refuses the step with errc::non_finite_input; a scale beyond binary32 with
 // errc::state_overflow; a shared scale below this worker's own (or not finite) with

@@ -144,6 +144,8 @@ struct walk_headers {
     for (std::uint32_t i = 0; i < h.section_count; ++i) {
       section_header s;
       if (const errc e = parse_section_header(msg, size, offset, end, s); e != errc::ok) return e;
+      if (!gradcomp::detail::is_known_coding(gradcomp::detail::parallel_value_codecs{}, s.values))
+        return errc::unknown_coding;  // qsgd_gamma: read in order only, by the host decoder
       if (s.role != section_role::gradient) return errc::section_not_allowed;
       if (s.tensor < count && seen[s.tensor] != 0) return errc::duplicate_tensor;
       if (s.tensor >= count) return errc::unknown_tensor;
@@ -226,8 +228,11 @@ struct values_of_byte {
     } else {
       const std::uint64_t block = Codec::parameter_bytes_at(payload);
       if (rel < block) return;
-      first = (rel - block) * Codec::values_per_byte;
-      count = first >= kept ? 0 : kept - first < Codec::values_per_byte ? kept - first : Codec::values_per_byte;
+      const std::uint64_t w = Codec::value_bits_at(payload), r = rel - block;
+      first = (8 * r + w - 1) / w;  // the first value whose first bit is at 8 r or later
+      std::uint64_t end = (8 * r + 8 + w - 1) / w;
+      end = end < kept ? end : kept;
+      count = first < end ? end - first : 0;
     }
   }
 };
@@ -273,7 +278,7 @@ struct value_of {
 template <class T, bool Apply>
 GRADCOMP_HD void take(const std::byte* msg, decode_entry<T>& e, std::uint64_t j, std::uint64_t i) {
   value_of<T> f{msg + e.value_at, j};
-  (void)visit_codec(gradcomp::detail::value_codecs{}, static_cast<value_coding>(e.values), f);
+  (void)visit_codec(gradcomp::detail::parallel_value_codecs{}, static_cast<value_coding>(e.values), f);
   if (Apply) {
     e.acc[i] += f.v;
   } else {
@@ -300,7 +305,7 @@ struct check_bytes {
     const auto b = static_cast<unsigned>(msg[x]);
     if (x >= e.value_at) {
       check_value_byte<T> f{msg + e.value_at, x - e.value_at, e.kept};
-      (void)visit_codec(gradcomp::detail::value_codecs{}, static_cast<value_coding>(e.values), f);
+      (void)visit_codec(gradcomp::detail::parallel_value_codecs{}, static_cast<value_coding>(e.values), f);
       if (f.e != errc::ok) atomic_min_u64(&e.value_error, error_key(f.key, f.e));
       return;
     }
@@ -403,7 +408,7 @@ struct take_entries {
     if (x >= e.value_at) {
       if (coding != index_coding::dense || !sums_wanted) return;
       values_of_byte f{msg + e.value_at, x - e.value_at, e.kept};
-      (void)visit_codec(gradcomp::detail::value_codecs{}, static_cast<value_coding>(e.values), f);
+      (void)visit_codec(gradcomp::detail::parallel_value_codecs{}, static_cast<value_coding>(e.values), f);
       for (std::uint64_t j = f.first; j < f.first + f.count; ++j) take<T, Apply>(msg, e, j, j);
       return;
     }

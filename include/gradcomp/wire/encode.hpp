@@ -28,6 +28,9 @@ struct encode_options {
   value_coding values = value_coding::fp32;        ///< Value coding of sparse sections.
   value_coding dense_values = value_coding::fp32;  ///< Value coding of dense sections.
   bool checksum = false;                           ///< Append a CRC-32C of the message.
+  /// Write only value codings that a device decoder reads (`wire::device_accumulator`): a
+  /// `qsgd` section stays in its fixed-width form even where `qsgd_gamma` would be shorter.
+  bool device_readable = false;
 };
 
 namespace detail {
@@ -92,7 +95,11 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
   }
   if (!gradcomp::detail::value_layout_fits(p.values, m.values.size(), m.parameters))
     return fail(errc::invalid_argument);
-  p.value_bytes = *value_payload_bytes(p.values, m.values.size(), m.parameters);  // a known coding
+  // A known coding; qsgd picks its shorter form here.
+  if (const errc e = gradcomp::detail::plan_values(m.values, p.values, m.parameters, !opt.device_readable, p.values,
+                                                   p.value_bytes);
+      e != errc::ok)
+    return fail(e);
   p.bytes = section_header_bytes + p.index_bytes + p.value_bytes;
   return p;
 }
@@ -157,18 +164,19 @@ inline void write_checksum(std::byte* base, std::size_t body) noexcept {
 // this core finds the message in cache.
 inline constexpr std::size_t streaming_payload_bytes = std::size_t(8) << 20;
 
-// Encodes values in `coding`, laid out as `params` says, at dst; with `crc`, continues *crc over
-// the bytes written, block by block where the coding has a fixed size per value.
+// Encodes values in `coding`, laid out as `params` says, at dst (`bytes` bytes, as planned); with
+// `crc`, continues *crc over the bytes written, block by block where the coding has a fixed size
+// per value.
 template <class T>
-errc write_values(span<const T> v, value_coding coding, const coding_parameters& params, std::byte* dst,
-                  std::uint32_t* crc) noexcept {
+errc write_values(span<const T> v, value_coding coding, const coding_parameters& params, std::uint64_t bytes,
+                  std::byte* dst, std::uint32_t* crc) noexcept {
   if (crc == nullptr) return gradcomp::detail::encode_values(v, coding, dst, params);
   const std::size_t width = value_bytes_per_element(coding);
   if (width * v.size() >= streaming_payload_bytes && gradcomp::detail::encode_values_streaming(v, coding, dst, crc))
     return errc::ok;
   if (width == 0) {
     const errc e = gradcomp::detail::encode_values(v, coding, dst, params);
-    if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, *value_payload_bytes(coding, v.size(), params)), *crc);
+    if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, static_cast<std::size_t>(bytes)), *crc);
     return e;
   }
   const std::size_t per_block = gradcomp::detail::crc32c_follow_block / width;
@@ -208,7 +216,7 @@ errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan&
     default: break;
   }
   if (crc != nullptr) *crc = crc32c(span<const std::byte>(p, section_header_bytes + pl.index_bytes), *crc);
-  return write_values(m.values, pl.values, m.parameters, idx + pl.index_bytes, crc);
+  return write_values(m.values, pl.values, m.parameters, pl.value_bytes, idx + pl.index_bytes, crc);
 }
 
 // One pass: each section is planned (validated, codings chosen), checked against the space left

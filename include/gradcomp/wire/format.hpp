@@ -53,6 +53,8 @@ enum class value_coding : std::uint8_t {
   scaled_sign = 16,  ///< One binary32 scale per section, then one sign bit per value: +-scale.
   ternary = 17,      ///< One binary32 scale per section, then a 2-bit code per value: 0, +scale, -scale.
   one_bit = 18,      ///< Two binary32 values per column, then one bit per value choosing its column's one.
+  qsgd = 19,         ///< A binary32 norm per bucket, then a sign and a level per value in fixed-width codes.
+  qsgd_gamma = 20,   ///< As `qsgd`, the non-zero levels and the gaps between them Elias-gamma coded.
 };
 
 /// What a value coding with a layout of its own needs besides the values: the producer states it
@@ -62,6 +64,15 @@ struct coding_parameters {
   /// `one_bit`: the values form a row-major matrix of this many columns (value j is in column
   /// j mod columns), each with its own two values. At least 1, and it divides the value count.
   std::uint32_t columns = 1;
+  /// `qsgd`, `qsgd_gamma`: values j with the same j / bucket share a norm. At least 1.
+  std::uint32_t bucket = 0;
+  /// `qsgd`, `qsgd_gamma`: the levels s; a value is +-norm * (l / s) for an integer l in [0, s].
+  /// In [1, 65535].
+  std::uint32_t levels = 0;
+  /// `qsgd`, `qsgd_gamma`, encoding only: each bucket's norm (ceil(values / bucket) binary32
+  /// values, in host memory), which the values alone may not state. Null: each bucket's norm is its
+  /// largest magnitude (what max-norm QSGD sends). A decoder leaves it null.
+  const float* scales = nullptr;
 };
 
 /// What a section's values mean (section header, offset 23).
@@ -117,9 +128,10 @@ enum class snapshot_selection : std::uint32_t {
   scaled_sign = 2,        ///< EF-SignSGD: every element as a scaled sign.
   ternary = 3,            ///< TernGrad: every element as a stochastic ternary value.
   one_bit = 4,            ///< 1-bit SGD: every element as one bit, two values per column.
+  qsgd = 5,               ///< QSGD: every element as a stochastic level of its bucket's norm.
 };
 /// Number of `snapshot_selection` values: word `state_word::selection` is below it.
-inline constexpr std::uint32_t snapshot_selection_count = 5;
+inline constexpr std::uint32_t snapshot_selection_count = 6;
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
 constexpr const char* to_string(index_coding c) noexcept {

@@ -1,0 +1,447 @@
+// QSGD's value codings (docs/wire_format.md, "Value codings"): the values of a section form
+// buckets of B consecutive values, each with a binary32 norm, and value j is
+// +-norm * (l_j / s) for an integer level l_j in [0, s]. Two forms of one content:
+//   qsgd (19)        block: B, s, N = ceil(kept / B) (u32 each), N norms; then a code of
+//                    w = 1 + bit_width(s) bits per value (the level, then the sign as the top bit),
+//                    least significant bit first: decodable value by value, in parallel;
+//   qsgd_gamma (20)  block: B, s, N, m (the non-zero values), L (the stream's bytes), N norms; then
+//                    for each non-zero value in order the Elias-gamma code of its gap (position
+//                    minus the previous one's, the first counted from -1), its sign bit and the
+//                    Elias-gamma code of its level: far smaller when most levels are 0 or 1, read
+//                    in order only (the host decoder's; a device decoder refuses it).
+// The encoder writes whichever is smaller (qsgd on a tie); see value_codec.hpp for the members
+// a codec has.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../span.hpp"
+#include "../wire/format.hpp"
+#include "bytes.hpp"
+#include "index_codec.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+// The largest level count the codings take.
+inline constexpr std::uint32_t qsgd_max_levels = 65535;
+
+// Bits of x without its leading zeros (0 for 0).
+GRADCOMP_HD constexpr unsigned bit_width32(std::uint64_t x) noexcept {
+  unsigned n = 0;
+  for (; x != 0; x >>= 1) ++n;
+  return n;
+}
+
+// The magnitude of level l of s under a bucket's norm: norm * (l / s), each operation rounded to
+// binary32 (never above the norm). Every producer and receiver computes a value this way.
+GRADCOMP_HD inline float qsgd_magnitude(float norm, std::uint32_t level, std::uint32_t levels) noexcept {
+  const float fraction = static_cast<float>(level) / static_cast<float>(levels);
+  return norm * fraction;
+}
+
+// Value (level, negative) under a norm, as T: +0 for level 0.
+template <class T>
+GRADCOMP_HD T qsgd_value(float norm, std::uint32_t level, std::uint32_t levels, bool negative) noexcept {
+  const T m = static_cast<T>(qsgd_magnitude(norm, level, levels));
+  return negative && level != 0 ? -m : m;
+}
+
+// Bits of the Elias-gamma code of n >= 1.
+GRADCOMP_HD constexpr unsigned gamma_bits(std::uint64_t n) noexcept { return 2 * bit_width32(n) - 1; }
+
+// w bits (w <= 25) at bit k of q, least significant first, reading only the bytes they lie in.
+GRADCOMP_HD inline std::uint32_t load_bits(const std::byte* q, std::uint64_t k, unsigned w) noexcept {
+  std::uint32_t v = 0;
+  unsigned got = 0, shift = static_cast<unsigned>(k % 8);
+  for (const std::byte* b = q + k / 8; got < w; ++b, shift = 0) {
+    v |= (static_cast<std::uint32_t>(*b) >> shift) << got;
+    got += 8 - shift;
+  }
+  return v & ((1u << w) - 1u);
+}
+
+// A reader of a bit stream of `end` bits at p, least significant bit of each byte first; every
+// read fails (false) rather than pass the end.
+struct gamma_reader {
+  const std::byte* p;
+  std::uint64_t end;
+  std::uint64_t at = 0;
+  bool bit(unsigned& b) noexcept {
+    if (at >= end) return false;
+    b = (static_cast<unsigned>(p[at / 8]) >> (at % 8)) & 1u;
+    ++at;
+    return true;
+  }
+  // An Elias-gamma code: z zero bits, then the z + 1 bits of n from the most significant (a 1);
+  // z <= 32.
+  bool gamma(std::uint64_t& n) noexcept {
+    unsigned zeros = 0, b = 0;
+    for (;;) {
+      if (!bit(b)) return false;
+      if (b != 0) break;
+      if (++zeros > 32) return false;
+    }
+    n = 1;
+    for (unsigned i = 0; i < zeros; ++i) {
+      if (!bit(b)) return false;
+      n = (n << 1) | b;
+    }
+    return true;
+  }
+};
+
+// The bits of n (width of them) in reverse order: an Elias-gamma code's value bits as bit_writer
+// (index_codec.hpp) takes them, least significant first.
+constexpr std::uint64_t reversed_bits(std::uint64_t n, unsigned width) noexcept {
+  std::uint64_t r = 0;
+  for (unsigned i = 0; i < width; ++i) r |= ((n >> i) & 1u) << (width - 1 - i);
+  return r;
+}
+
+// An Elias-gamma code of 1 <= n < 2^32.
+inline void put_gamma(bit_writer& out, std::uint64_t n) noexcept {
+  const unsigned width = bit_width32(n);
+  if (width > 1) out.put(0, width - 1);
+  out.put(reversed_bits(n, width), width);
+}
+
+// What both forms share: the first three words of the parameter block (B, s, N), the norms after
+// the form's header words, the checks of the layout and of the norms, and the encoder's walk.
+template <std::uint64_t HeaderBytes>
+struct qsgd_codec_base {
+  static constexpr std::size_t fixed_bytes = 0;
+  static constexpr std::uint64_t header_bytes = HeaderBytes;
+  GRADCOMP_HD static std::uint32_t bucket(const std::byte* p) noexcept { return load_le<std::uint32_t>(p); }
+  GRADCOMP_HD static std::uint32_t levels(const std::byte* p) noexcept { return load_le<std::uint32_t>(p + 4); }
+  GRADCOMP_HD static std::uint32_t buckets(const std::byte* p) noexcept { return load_le<std::uint32_t>(p + 8); }
+  GRADCOMP_HD static std::uint64_t buckets_of(std::uint64_t kept, std::uint32_t bucket) noexcept {
+    return bucket == 0 ? 0 : (kept + bucket - 1) / bucket;
+  }
+  GRADCOMP_HD static float norm(const std::byte* p, std::uint64_t b) noexcept {
+    return bits_float(load_le<std::uint32_t>(p + header_bytes + 4 * b));
+  }
+  GRADCOMP_HD static std::uint64_t parameter_bytes_at(const std::byte* p) noexcept {
+    return header_bytes + 4 * static_cast<std::uint64_t>(buckets(p));
+  }
+  GRADCOMP_HD static bool layout_fits(std::uint64_t, const wire::coding_parameters& c) noexcept {
+    return c.bucket != 0 && c.levels != 0 && c.levels <= qsgd_max_levels;
+  }
+  GRADCOMP_HD static wire::coding_parameters parameters(const std::byte* p) noexcept {
+    wire::coding_parameters c;
+    c.bucket = bucket(p);
+    c.levels = levels(p);
+    return c;
+  }
+  // The block's layout words against `bytes` readable bytes and `kept` values; sets the length
+  // of the block.
+  GRADCOMP_HD static bool block_fits(const std::byte* p, std::uint64_t bytes, std::uint64_t kept,
+                                     std::uint64_t& block) noexcept {
+    if (bytes < header_bytes) return false;
+    const std::uint32_t b = bucket(p), s = levels(p);
+    if (b == 0 || s == 0 || s > qsgd_max_levels || buckets(p) != buckets_of(kept, b)) return false;
+    block = parameter_bytes_at(p);
+    return bytes >= block;
+  }
+  // Each norm in order: finite, then the sign bit clear.
+  GRADCOMP_HD static errc check_norms(const std::byte* p) noexcept {
+    const std::uint32_t n = buckets(p);
+    for (std::uint32_t b = 0; b < n; ++b) {
+      const std::uint32_t bits = load_le<std::uint32_t>(p + header_bytes + 4 * static_cast<std::uint64_t>(b));
+      if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
+      if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
+    }
+    return errc::ok;
+  }
+
+  // The encoder's reading of v: bucket by bucket, its norm (c.scales[b], or the bucket's largest
+  // magnitude, which binary32 must hold exactly) through on_bucket(b, norm), then each value's
+  // level and sign through on_value(j, level, negative). A value is refused unless some level
+  // gives it exactly: non_finite_input for a NaN or an infinity (values or norms), else
+  // value_out_of_range; invalid_argument for a layout outside its bounds.
+  template <class T, class OnBucket, class OnValue>
+  static errc read_levels(span<const T> v, const wire::coding_parameters& c, OnBucket&& on_bucket,
+                          OnValue&& on_value) noexcept {
+    if (!layout_fits(v.size(), c)) return errc::invalid_argument;
+    const std::uint64_t n = v.size(), count = buckets_of(n, c.bucket);
+    for (std::uint64_t b = 0; b < count; ++b) {
+      const std::uint64_t first = b * c.bucket, last = n - first < c.bucket ? n : first + c.bucket;
+      float norm = 0.0f;
+      if (c.scales != nullptr) {
+        norm = c.scales[b];
+        if (!std::isfinite(norm)) return errc::non_finite_input;
+        if (std::signbit(norm)) return errc::value_out_of_range;
+      } else {
+        T top = 0;
+        for (std::uint64_t j = first; j < last; ++j) {
+          if (!std::isfinite(v[j])) return errc::non_finite_input;
+          top = std::fabs(v[j]) > top ? std::fabs(v[j]) : top;
+        }
+        norm = static_cast<float>(top);
+        if (!std::isfinite(norm) || static_cast<T>(norm) != top) return errc::value_out_of_range;
+      }
+      on_bucket(b, norm);
+      for (std::uint64_t j = first; j < last; ++j) {
+        if (!std::isfinite(v[j])) return errc::non_finite_input;
+        const T a = std::fabs(v[j]);
+        if (a == T(0)) {
+          on_value(j, 0u, false);
+          continue;
+        }
+        const double guess = std::nearbyint(static_cast<double>(a) / static_cast<double>(norm) * c.levels);
+        if (!(guess >= 1.0 && guess <= static_cast<double>(c.levels))) return errc::value_out_of_range;
+        const auto level = static_cast<std::uint32_t>(guess);
+        if (qsgd_value<T>(norm, level, c.levels, false) != a) return errc::value_out_of_range;
+        on_value(j, level, v[j] < T(0));
+      }
+    }
+    return errc::ok;
+  }
+
+  // The lengths of v's payload in both forms; errc of read_levels.
+  template <class T>
+  static errc measure(span<const T> v, const wire::coding_parameters& c, std::uint64_t& fixed,
+                      std::uint64_t& gamma) noexcept {
+    std::uint64_t bits = 0, previous = 0;
+    bool any = false;
+    const errc e = read_levels(v, c, [](std::uint64_t, float) {}, [&](std::uint64_t j, std::uint32_t level, bool) {
+      if (level == 0) return;
+      bits += gamma_bits(any ? j - previous : j + 1) + 1 + gamma_bits(level);
+      previous = j;
+      any = true;
+    });
+    if (e != errc::ok) return e;
+    const std::uint64_t norms = 4 * buckets_of(v.size(), c.bucket);
+    fixed = 12 + norms + (v.size() * (1 + bit_width32(c.levels)) + 7) / 8;
+    gamma = 20 + norms + (bits + 7) / 8;
+    return errc::ok;
+  }
+};
+
+struct qsgd_gamma_codec;
+
+// The fixed-width form.
+struct qsgd_codec : qsgd_codec_base<12> {
+  static constexpr wire::value_coding code = wire::value_coding::qsgd;
+  static constexpr const char* name = "qsgd";
+  GRADCOMP_HD static unsigned code_bits(std::uint32_t levels) noexcept { return 1 + bit_width32(levels); }
+  GRADCOMP_HD static unsigned value_bits_at(const std::byte* p) noexcept { return code_bits(levels(p)); }
+  // The fixed form's length: the most an encoder writes for these values (it writes qsgd_gamma
+  // only where that is shorter).
+  GRADCOMP_HD static std::uint64_t payload_bytes(std::uint64_t kept, const wire::coding_parameters& c = {}) noexcept {
+    return header_bytes + 4 * buckets_of(kept, c.bucket) + (kept * code_bits(c.levels) + 7) / 8;
+  }
+  GRADCOMP_HD static bool payload_fits(const std::byte* p, std::uint64_t bytes, std::uint64_t kept) noexcept {
+    std::uint64_t block = 0;
+    return block_fits(p, bytes, kept, block) && bytes - block == (kept * value_bits_at(p) + 7) / 8;
+  }
+  GRADCOMP_HD static std::uint32_t code_of(const std::byte* p, std::size_t j) noexcept {
+    const unsigned w = value_bits_at(p);
+    return load_bits(p + parameter_bytes_at(p), static_cast<std::uint64_t>(j) * w, w);
+  }
+  template <class T>
+  GRADCOMP_HD static T value(const std::byte* p, std::size_t j) noexcept {
+    const std::uint32_t s = levels(p), c = code_of(p, j), top = 1u << (value_bits_at(p) - 1);
+    return qsgd_value<T>(norm(p, j / bucket(p)), c & (top - 1u), s, (c & top) != 0);
+  }
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const std::uint32_t s = levels(p), b = bucket(p);
+    const unsigned w = value_bits_at(p);
+    const std::uint32_t top = 1u << (w - 1);
+    const std::byte* codes = p + parameter_bytes_at(p);
+    for (std::size_t j = 0; j < count; ++j) {
+      const std::size_t x = first + j;
+      const std::uint32_t c = load_bits(codes, static_cast<std::uint64_t>(x) * w, w);
+      acc[at(j)] += qsgd_value<T>(norm(p, x / b), c & (top - 1u), s, (c & top) != 0);
+    }
+  }
+  // The norms, then the padding bits after the last code.
+  GRADCOMP_HD static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
+    if (const errc e = check_norms(p); e != errc::ok) return e;
+    const std::uint64_t bits = kept * value_bits_at(p);
+    if (bits % 8 == 0) return errc::ok;
+    const auto last = static_cast<unsigned>(p[parameter_bytes_at(p) + bits / 8]);
+    return (last >> (bits % 8)) == 0 ? errc::ok : errc::malformed_payload;
+  }
+  // A level above s, a sign on level 0, a non-zero level under a zero norm.
+  template <class T>
+  GRADCOMP_HD static errc check_one(const std::byte* p, std::size_t j) noexcept {
+    const std::uint32_t c = code_of(p, j), top = 1u << (value_bits_at(p) - 1), level = c & (top - 1u);
+    if (level > levels(p) || (level == 0 && c != 0)) return errc::malformed_payload;
+    if (level != 0 && norm(p, j / bucket(p)) == 0.0f) return errc::malformed_payload;
+    return errc::ok;
+  }
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    if (const errc e = check_parameters(p, kept); e != errc::ok) return e;
+    double top = 0.0;
+    for (std::size_t j = 0; j < kept; ++j) {
+      if (const errc e = check_one<T>(p, j); e != errc::ok) return e;
+      const double x = std::fabs(static_cast<double>(value<T>(p, j)));
+      top = x > top ? x : top;
+    }
+    largest = top;
+    return errc::ok;
+  }
+  template <class T>
+  static errc encode(span<const T> v, const wire::coding_parameters& c, std::byte* dst) noexcept {
+    if (!layout_fits(v.size(), c)) return errc::invalid_argument;
+    const auto count = static_cast<std::uint32_t>(buckets_of(v.size(), c.bucket));
+    const unsigned w = code_bits(c.levels);
+    store_le<std::uint32_t>(dst, c.bucket);
+    store_le<std::uint32_t>(dst + 4, c.levels);
+    store_le<std::uint32_t>(dst + 8, count);
+    bit_writer out(dst + header_bytes + 4 * static_cast<std::uint64_t>(count), (v.size() * w + 7) / 8);
+    const errc e = read_levels(
+        v, c, [&](std::uint64_t b, float norm) { store_le<std::uint32_t>(dst + header_bytes + 4 * b, float_bits(norm)); },
+        [&](std::uint64_t, std::uint32_t level, bool negative) {
+          out.put(level | (negative ? 1u << (w - 1) : 0u), w);
+        });
+    out.flush();
+    return e;
+  }
+  // The form the encoder writes for v (this one, or qsgd_gamma where `in_order` allows a form
+  // read in order only and it is shorter) and its length.
+  template <class T>
+  static errc plan(span<const T> v, const wire::coding_parameters& c, bool in_order, wire::value_coding& chosen,
+                   std::uint64_t& bytes) noexcept {
+    std::uint64_t fixed = 0, gamma = 0;
+    if (const errc e = measure(v, c, fixed, gamma); e != errc::ok) return e;
+    const bool shorter = in_order && gamma < fixed;
+    chosen = shorter ? wire::value_coding::qsgd_gamma : code;
+    bytes = shorter ? gamma : fixed;
+    return errc::ok;
+  }
+};
+
+// The Elias-gamma form. Read in order only: the device decoders leave it out (parallel = false).
+struct qsgd_gamma_codec : qsgd_codec_base<20> {
+  static constexpr wire::value_coding code = wire::value_coding::qsgd_gamma;
+  static constexpr const char* name = "qsgd_gamma";
+  static constexpr bool parallel = false;
+  GRADCOMP_HD static std::uint32_t nonzero(const std::byte* p) noexcept { return load_le<std::uint32_t>(p + 12); }
+  GRADCOMP_HD static std::uint32_t stream_bytes(const std::byte* p) noexcept { return load_le<std::uint32_t>(p + 16); }
+  // As qsgd's: the encoder writes this form only where it is shorter.
+  GRADCOMP_HD static std::uint64_t payload_bytes(std::uint64_t kept, const wire::coding_parameters& c = {}) noexcept {
+    return qsgd_codec::payload_bytes(kept, c);
+  }
+  GRADCOMP_HD static bool payload_fits(const std::byte* p, std::uint64_t bytes, std::uint64_t kept) noexcept {
+    std::uint64_t block = 0;
+    return block_fits(p, bytes, kept, block) && nonzero(p) <= kept && bytes - block == stream_bytes(p);
+  }
+
+  // Calls f(position, level, negative) for each entry of the stream in order, checking it as it
+  // goes: positions increasing and below kept, levels in [1, s], no entry under a zero norm, the
+  // stream ending in its last byte with the padding bits 0; malformed_payload otherwise.
+  template <class F>
+  static errc walk(const std::byte* p, std::uint64_t kept, F&& f) noexcept {
+    const std::uint64_t length = stream_bytes(p);
+    const std::uint32_t s = levels(p), b = bucket(p);
+    gamma_reader in{p + parameter_bytes_at(p), 8 * length};
+    std::uint64_t next = 0;  // the lowest position the next entry may take
+    for (std::uint32_t i = 0, m = nonzero(p); i < m; ++i) {
+      std::uint64_t gap = 0, level = 0;
+      unsigned negative = 0;
+      if (!in.gamma(gap) || !in.bit(negative) || !in.gamma(level)) return errc::malformed_payload;
+      const std::uint64_t j = next + gap - 1;
+      if (j >= kept || level > s || norm(p, j / b) == 0.0f) return errc::malformed_payload;
+      f(j, static_cast<std::uint32_t>(level), negative != 0);
+      next = j + 1;
+    }
+    if ((in.at + 7) / 8 != length) return errc::malformed_payload;
+    for (unsigned dummy = 0; in.at < in.end;)
+      if (!in.bit(dummy) || dummy != 0) return errc::malformed_payload;
+    return errc::ok;
+  }
+  static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
+    if (const errc e = check_norms(p); e != errc::ok) return e;
+    return walk(p, kept, [](std::uint64_t, std::uint32_t, bool) {});
+  }
+  template <class T>
+  static errc check_one(const std::byte*, std::size_t) noexcept {
+    return errc::ok;
+  }
+  // acc[at(j)] += value first + j for j < count: the zeros too, as the fixed form adds them.
+  template <class T, class IndexAt>
+  static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
+    const std::uint32_t s = levels(p), b = bucket(p);
+    std::size_t done = 0;  // values first .. first + done - 1 are added
+    (void)walk(p, first + count, [&](std::uint64_t j, std::uint32_t level, bool negative) {
+      if (j < first) return;
+      for (; first + done < j; ++done) acc[at(done)] += T(0);
+      acc[at(done++)] += qsgd_value<T>(norm(p, j / b), level, s, negative);
+    });
+    for (; done < count; ++done) acc[at(done)] += T(0);
+  }
+  // out[j] = value j for j < count (count <= kept): zeros, then the stream's entries.
+  template <class T>
+  static void values(const std::byte* p, std::size_t count, T* out) noexcept {
+    for (std::size_t j = 0; j < count; ++j) out[j] = T(0);
+    const std::uint32_t s = levels(p), b = bucket(p);
+    (void)walk(p, count, [&](std::uint64_t j, std::uint32_t level, bool negative) {
+      out[j] = qsgd_value<T>(norm(p, j / b), level, s, negative);
+    });
+  }
+  // value j: the stream read up to it.
+  template <class T>
+  static T value(const std::byte* p, std::size_t j) noexcept {
+    T v = T(0);
+    add<T>(p, j, 1, &v, [](std::size_t) { return std::size_t(0); });
+    return v;
+  }
+  template <class T>
+  static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
+    largest = 0.0;
+    if (const errc e = check_norms(p); e != errc::ok) return e;
+    double top = 0.0;
+    const std::uint32_t s = levels(p), b = bucket(p);
+    const errc e = walk(p, kept, [&](std::uint64_t j, std::uint32_t level, bool) {
+      const double x = static_cast<double>(qsgd_magnitude(norm(p, j / b), level, s));
+      top = x > top ? x : top;
+    });
+    if (e == errc::ok) largest = top;
+    return e;
+  }
+  template <class T>
+  static errc encode(span<const T> v, const wire::coding_parameters& c, std::byte* dst) noexcept {
+    std::uint64_t fixed = 0, gamma = 0;
+    if (const errc e = measure(v, c, fixed, gamma); e != errc::ok) return e;
+    const auto count = buckets_of(v.size(), c.bucket);
+    const std::uint64_t block = header_bytes + 4 * count, length = gamma - block;
+    store_le<std::uint32_t>(dst, c.bucket);
+    store_le<std::uint32_t>(dst + 4, c.levels);
+    store_le<std::uint32_t>(dst + 8, static_cast<std::uint32_t>(count));
+    store_le<std::uint32_t>(dst + 16, static_cast<std::uint32_t>(length));
+    bit_writer out(dst + block, length);
+    std::uint64_t next = 0;
+    std::uint32_t m = 0;
+    const errc e = read_levels(
+        v, c, [&](std::uint64_t b, float norm) { store_le<std::uint32_t>(dst + header_bytes + 4 * b, float_bits(norm)); },
+        [&](std::uint64_t j, std::uint32_t level, bool negative) {
+          if (level == 0) return;
+          put_gamma(out, j + 1 - next);
+          out.put(negative ? 1u : 0u, 1);
+          put_gamma(out, level);
+          next = j + 1;
+          ++m;
+        });
+    out.flush();
+    store_le<std::uint32_t>(dst + 12, m);
+    return e;
+  }
+  // Either form's plan: the shorter one.
+  template <class T>
+  static errc plan(span<const T> v, const wire::coding_parameters& c, bool in_order, wire::value_coding& chosen,
+                   std::uint64_t& bytes) noexcept {
+    return qsgd_codec::plan(v, c, in_order, chosen, bytes);
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp
