@@ -8,7 +8,7 @@
 //                                into the receiver's sums
 // <mode> names the demo's modes: dense (every tensor fp32, dgc_compressor with dense tensors),
 // dgc (density 0.001 from the first step, the demo's settings: momentum correction, masking,
-// clipping), ef_signsgd, terngrad, onebit_sgd. Counters:
+// clipping), ef_signsgd, terngrad, onebit_sgd, qsgd. Counters:
 //   items_per_second     model parameters per second
 //   message_bytes        the step's message, headers and checksum included
 //   bits_per_element     8 * message_bytes / parameters
@@ -181,6 +181,11 @@ const bool registered = [] {
   });
   register_mode("onebit_sgd", [] {
     gradcomp::onebit_sgd_compressor<float> c(gradcomp::onebit_sgd_config{});
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return c;
+  });
+  register_mode("qsgd", [] {
+    gradcomp::qsgd_compressor<float> c(gradcomp::qsgd_config{});
     add_model(c, gradcomp::tensor_mode::automatic);
     return c;
   });

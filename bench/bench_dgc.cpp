@@ -27,6 +27,11 @@
 //   BM_onebit_step    onebit_sgd_compressor::compress on one tensor of 256 columns (signs drawn
 //                     anew before each step, untimed): the column sums over v = g + r, then the
 //                     column values and r = v - sent; against BM_stream_sign (the same 24 bytes)
+//   BM_qsgd_step      qsgd_compressor::compress on one tensor, the defaults (15 levels, buckets of
+//                     512, Euclidean norms; signs drawn anew before each step, untimed): each
+//                     bucket's norm, then a Philox draw and a level per element; against
+//                     BM_stream_ternary (the same 12 bytes)
+// The quantisers' steps report wire_bits_per_element: their last message's section per element.
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
 //                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
 //                     compared with BM_stream_dgc over as many elements; on 1 and 2 threads
@@ -54,6 +59,7 @@
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/ef_signsgd/compressor.hpp>
 #include <gradcomp/onebit/compressor.hpp>
+#include <gradcomp/qsgd/compressor.hpp>
 #include <gradcomp/terngrad/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
@@ -281,11 +287,11 @@ void bm_stream_sign(benchmark::State& state, std::size_t n) {
   timed(state, n, 24, s);
 }
 
-void bm_ef_signsgd_step(benchmark::State& state, std::size_t n) {
-  gradcomp::ef_signsgd_config cfg;
-  cfg.learning_rate = 0.01;
-  gradcomp::ef_signsgd_compressor<float> c(cfg);
-  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+// One step of the dense quantiser `c` (one tensor of n elements registered) per iteration, its
+// signs drawn anew before each step (untimed), against the streaming loop Stream of
+// `bytes_per_element`; wire_bits_per_element: the last step's section (header, parameters, codes).
+template <class Stream, class C>
+void quantiser_step(benchmark::State& state, std::size_t n, C& c, std::size_t bytes_per_element) {
   noisy_gradient g(n);
   const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
   bool ok = true;
@@ -293,8 +299,20 @@ void bm_ef_signsgd_step(benchmark::State& state, std::size_t n) {
     const auto issued = c.compress(grads);
     ok &= issued && c.stats();
   };
-  timed_against_streams<stream_sign>(state, n, 24, false, body, [&] { g.new_signs(); });
-  if (!ok) state.SkipWithError("compress failed");
+  timed_against_streams<Stream>(state, n, bytes_per_element, false, body, [&] { g.new_signs(); });
+  std::vector<std::byte> msg(c.max_message_bytes());
+  const auto bytes = c.encode_message({}, gradcomp::span<std::byte>(msg.data(), msg.size()));
+  if (!ok || !bytes) state.SkipWithError("compress failed");
+  state.counters["wire_bits_per_element"] =
+      bytes ? 8.0 * static_cast<double>(*bytes - gradcomp::wire::message_header_bytes) / static_cast<double>(n) : 0.0;
+}
+
+void bm_ef_signsgd_step(benchmark::State& state, std::size_t n) {
+  gradcomp::ef_signsgd_config cfg;
+  cfg.learning_rate = 0.01;
+  gradcomp::ef_signsgd_compressor<float> c(cfg);
+  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+  quantiser_step<stream_sign>(state, n, c, 24);
 }
 
 void bm_stream_ternary(benchmark::State& state, std::size_t n) {
@@ -305,35 +323,19 @@ void bm_stream_ternary(benchmark::State& state, std::size_t n) {
 void bm_terngrad_step(benchmark::State& state, std::size_t n) {
   gradcomp::terngrad_compressor<float> c(gradcomp::terngrad_config{});
   c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
-  noisy_gradient g(n);
-  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
-  bool ok = true;
-  auto body = [&] {
-    const auto issued = c.compress(grads);
-    ok &= issued && c.stats();
-  };
-  timed_against_streams<stream_ternary>(state, n, 12, false, body, [&] { g.new_signs(); });
-  if (!ok) state.SkipWithError("compress failed");
-  // Bits on the wire per element of this tensor: its section (header, scale, two bits each).
-  state.counters["wire_bits_per_element"] =
-      8.0 * static_cast<double>(c.max_message_bytes() - gradcomp::wire::message_header_bytes) / static_cast<double>(n);
+  quantiser_step<stream_ternary>(state, n, c, 12);
 }
 
 void bm_onebit_step(benchmark::State& state, std::size_t n) {
   gradcomp::onebit_sgd_compressor<float> c(gradcomp::onebit_sgd_config{});
   c.add_tensor("w", {n / 256, 256}, gradcomp::tensor_mode::compressed);
-  noisy_gradient g(n);
-  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
-  bool ok = true;
-  auto body = [&] {
-    const auto issued = c.compress(grads);
-    ok &= issued && c.stats();
-  };
-  timed_against_streams<stream_sign>(state, n, 24, false, body, [&] { g.new_signs(); });
-  if (!ok) state.SkipWithError("compress failed");
-  // Bits on the wire per element of this tensor: its section (header, column values, a bit each).
-  state.counters["wire_bits_per_element"] =
-      8.0 * static_cast<double>(c.max_message_bytes() - gradcomp::wire::message_header_bytes) / static_cast<double>(n);
+  quantiser_step<stream_sign>(state, n, c, 24);
+}
+
+void bm_qsgd_step(benchmark::State& state, std::size_t n) {
+  gradcomp::qsgd_compressor<float> c(gradcomp::qsgd_config{});
+  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+  quantiser_step<stream_ternary>(state, n, c, 12);
 }
 
 // One tensor's fused pass (cpu::accumulate_and_select as compress runs it: vanilla momentum
@@ -474,6 +476,8 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("BM_terngrad_step/float/cpu/" + size).c_str(), bm_terngrad_step, n)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_onebit_step/float/cpu/" + size).c_str(), bm_onebit_step, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_qsgd_step/float/cpu/" + size).c_str(), bm_qsgd_step, n)
         ->Unit(benchmark::kMillisecond);
   }
   try {

@@ -271,6 +271,15 @@ inline mode_spec dgc_base(const std::string& name, const train_options& o) {
   m.config.policy.compress_vectors = o.compress_vectors;
   return m;
 }
+// A compressor template of the library with its configuration, on the backend `o.backend`.
+template <template <class, class> class Compressor, class Config>
+std::unique_ptr<worker_compressor> adapted(const train_options& o, const Config& cfg) {
+  return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
+    using B = decltype(backend);
+    using C = Compressor<float, B>;
+    return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend);
+  });
+}
 // The paper's warm-up to the final density over `warmup_epochs` (4 exponential stages).
 inline gradcomp::warmup_schedule warmup(const train_options& o, std::size_t steps_per_epoch) {
   const std::size_t warmup_steps = std::max<std::size_t>(
@@ -322,11 +331,7 @@ inline const std::vector<mode_entry>& modes() {
          m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
            gradcomp::ef_signsgd_config cfg;
            cfg.learning_rate = o.lr;
-           return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
-             using B = decltype(backend);
-             using C = gradcomp::ef_signsgd_compressor<float, B>;
-             return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend);
-           });
+           return detail::adapted<gradcomp::ef_signsgd_compressor>(o, cfg);
          };
          m.update_includes_lr = true;
          return m;
@@ -341,11 +346,7 @@ inline const std::vector<mode_entry>& modes() {
            cfg.seed = o.seed;
            cfg.rank = rank;
            cfg.momentum = o.momentum;
-           return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
-             using B = decltype(backend);
-             using C = gradcomp::terngrad_compressor<float, B>;
-             return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend);
-           });
+           return detail::adapted<gradcomp::terngrad_compressor>(o, cfg);
          };
          return m;
        }},
@@ -358,16 +359,27 @@ inline const std::vector<mode_entry>& modes() {
          m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
            gradcomp::onebit_sgd_config cfg;
            cfg.momentum = o.momentum;
-           return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
-             using B = decltype(backend);
-             using C = gradcomp::onebit_sgd_compressor<float, B>;
-             return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend);
-           });
+           return detail::adapted<gradcomp::onebit_sgd_compressor>(o, cfg);
          };
          // Each side of a column is sent its mean, so small elements are over-sent and flip sign
          // from step to step through the residual; with momentum 0.9 at the common peak rate
          // (0.1) that oscillation diverges (10% test accuracy after 2 epochs), at 0.03 it trains.
          m.lr_scale = 0.3;
+         return m;
+       }},
+      {"qsgd",
+       "QSGD: 15 levels of each bucket's Euclidean norm (buckets of 512), stochastic rounding, the shorter of "
+       "fixed-width and Elias-gamma codes (about 3 bits per element), receiver momentum",
+       [](const train_options& o, std::size_t) {
+         mode_spec m;
+         m.name = "qsgd";
+         m.make_worker = [o](std::size_t rank) -> std::unique_ptr<worker_compressor> {
+           gradcomp::qsgd_config cfg;
+           cfg.seed = o.seed;
+           cfg.rank = rank;
+           cfg.momentum = o.momentum;
+           return detail::adapted<gradcomp::qsgd_compressor>(o, cfg);
+         };
          return m;
        }},
   };

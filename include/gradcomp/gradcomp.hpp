@@ -20,6 +20,8 @@
 #include "layout.hpp"
 #include "onebit/compressor.hpp"
 #include "onebit/snapshot.hpp"
+#include "qsgd/compressor.hpp"
+#include "qsgd/snapshot.hpp"
 #include "select/exact_topk.hpp"
 #include "select/sampled_threshold.hpp"
 #include "select/selection_types.hpp"

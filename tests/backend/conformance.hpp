@@ -296,6 +296,27 @@ void check_onebit_against_cpu(const Backend& backend, const std::size_t* synchro
   check_quantiser_against_cpu(backend, make, synchronizations);
 }
 
+// check_quantiser_against_cpu for QSGD: both norms, buckets of 100 (the tensors end in a part
+// bucket), 5 levels and 300 (each message takes the shorter of the two forms).
+template <class Backend>
+void check_qsgd_against_cpu(const Backend& backend, const std::size_t* synchronizations) {
+  for (const auto norm : {gradcomp::qsgd_norm::l2, gradcomp::qsgd_norm::maximum}) {
+    for (const std::uint32_t levels : {5u, 300u}) {
+      CAPTURE(static_cast<int>(norm));
+      CAPTURE(levels);
+      auto make = [=](auto b) {
+        gradcomp::qsgd_config cfg;
+        cfg.norm = norm;
+        cfg.levels = levels;
+        cfg.bucket = 100;
+        cfg.rank = 3;
+        return gradcomp::qsgd_compressor<float, decltype(b)>(cfg, b);
+      };
+      check_quantiser_against_cpu(backend, make, synchronizations);
+    }
+  }
+}
+
 // Saves `c` into a new vector through the snapshot functions of its compressor.
 template <class C>
 std::vector<std::byte> snapshot_of(const C& c) {

@@ -29,6 +29,7 @@
 #include <gradcomp/backend.hpp>
 #include <gradcomp/cpu/ef_sign_ops.hpp>
 #include <gradcomp/cpu/onebit_ops.hpp>
+#include <gradcomp/cpu/qsgd_ops.hpp>
 #include <gradcomp/cpu/terngrad_ops.hpp>
 #include <gradcomp/cpu/ops.hpp>
 
@@ -424,6 +425,38 @@ struct gradcomp::detail::terngrad_ops<gradcomp_test::strict_backend> {
     gradcomp_test::strict_run(b, [&] {
       cpu::apply(cpu_backend{}, p, gradcomp_test::unwrap(g), gradcomp_test::unwrap(values),
                  gradcomp_test::unwrap(records), t, gradcomp_test::unwrap(step));
+    });
+  }
+};
+
+// QSGD's kernels on strict memory: the CPU's.
+template <>
+struct gradcomp::detail::qsgd_ops<gradcomp_test::strict_backend> {
+  using backend = gradcomp_test::strict_backend;
+  using cpu = qsgd_ops<cpu_backend>;
+  template <class T>
+  using sspan = span<T, gradcomp_test::strict_space>;
+
+  template <class T>
+  static void measure(const backend& b, const qsgd_step_params& p, sspan<const T> g, sspan<float> measured,
+                      sspan<qsgd_record> records, std::size_t t) {
+    gradcomp_test::strict_run(b, [&] {
+      cpu::measure(cpu_backend{}, p, gradcomp_test::unwrap(g), gradcomp_test::unwrap(measured),
+                   gradcomp_test::unwrap(records), t);
+    });
+  }
+  static void plan(const backend& b, sspan<const qsgd_record> records, sspan<qsgd_step_record> step) {
+    gradcomp_test::strict_run(
+        b, [&] { cpu::plan(cpu_backend{}, gradcomp_test::unwrap(records), gradcomp_test::unwrap(step)); });
+  }
+  template <class T>
+  static void apply(const backend& b, const qsgd_step_params& p, sspan<const T> g, sspan<const float> measured,
+                    sspan<float> scales, sspan<T> values, sspan<const qsgd_record> records, std::size_t t,
+                    sspan<const qsgd_step_record> step) {
+    gradcomp_test::strict_run(b, [&] {
+      cpu::apply(cpu_backend{}, p, gradcomp_test::unwrap(g), gradcomp_test::unwrap(measured),
+                 gradcomp_test::unwrap(scales), gradcomp_test::unwrap(values), gradcomp_test::unwrap(records), t,
+                 gradcomp_test::unwrap(step));
     });
   }
 };

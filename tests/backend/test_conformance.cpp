@@ -153,6 +153,11 @@ TEST_CASE_TEMPLATE("conformance: 1-bit SGD steps are bitwise the CPU backend's, 
   gradcomp_test::check_onebit_against_cpu(backend_for_test<Backend>(), synchronizations_of<Backend>());
 }
 
+TEST_CASE_TEMPLATE("conformance: QSGD steps are bitwise the CPU backend's, one synchronisation per step", Backend,
+                   cpu_backend, strict_backend) {
+  gradcomp_test::check_qsgd_against_cpu(backend_for_test<Backend>(), synchronizations_of<Backend>());
+}
+
 TEST_CASE_TEMPLATE("conformance: DGC snapshots are the CPU's bytes and restore across backends", Backend,
                    cpu_backend, strict_backend) {
   for (const auto& cfg : {gradcomp_test::conformance_configs()[5], gradcomp_test::conformance_configs()[10]}) {

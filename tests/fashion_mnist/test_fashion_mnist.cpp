@@ -391,6 +391,16 @@ TEST_CASE("every mode of the registry trains: the loss falls and the messages ha
                                                   (1280 + 7) / 8 + (32 + 7) / 8 + (320 + 7) / 8 + (10 + 7) / 8);
       CHECK(r.bytes_per_step_run == expected);
     }
+    if (mode == "qsgd") {
+      // At most the fixed-width form: a 12-byte block, a norm per bucket of 512 and a 5-bit code
+      // per element per tensor (the Elias-gamma form where it is shorter), a header and a checksum.
+      const double bound = static_cast<double>(gradcomp::wire::message_header_bytes + gradcomp::wire::checksum_bytes +
+                                               4 * (gradcomp::wire::section_header_bytes + 12) + 4 * (3 + 1 + 1 + 1) +
+                                               (1280 * 5 + 7) / 8 + (32 * 5 + 7) / 8 + (320 * 5 + 7) / 8 +
+                                               (10 * 5 + 7) / 8);
+      CHECK(r.bytes_per_step_run <= bound);
+      CHECK(r.bytes_per_step_run > 0.3 * bound);
+    }
   }
 }
 

@@ -415,6 +415,11 @@ TEST_CASE_TEMPLATE("conformance (thrust): 1-bit SGD steps are bitwise the CPU ba
   gradcomp_test::check_onebit_against_cpu(Backend{}, nullptr);
 }
 
+TEST_CASE_TEMPLATE("conformance (thrust): QSGD steps are bitwise the CPU backend's", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  gradcomp_test::check_qsgd_against_cpu(Backend{}, nullptr);
+}
+
 TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and restore across backends", Backend,
                    GRADCOMP_THRUST_TEST_BACKENDS) {
   auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
@@ -438,6 +443,12 @@ TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and rest
     return c;
   };
   gradcomp_test::check_snapshots_across_backends(Backend{}, make_tg, step);
+  auto make_qsgd = [](auto backend) {
+    gradcomp::qsgd_compressor<float, decltype(backend)> c(gradcomp::qsgd_config{}, backend);
+    for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
+    return c;
+  };
+  gradcomp_test::check_snapshots_across_backends(Backend{}, make_qsgd, step);
 }
 
 TEST_CASE("thrust backend: a buffer whose size in bytes overflows is refused, not truncated") {

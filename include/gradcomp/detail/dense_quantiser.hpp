@@ -7,6 +7,8 @@
 //
 // Record is the method's per-tensor record, in backend memory: it has `numel` and `compressed`,
 // which registration writes. StepRecord is the step's record, with the verdict `status` (an errc).
+// A coding with per-bucket scales (coding_parameters::bucket non-zero: QSGD's norms) gets a scales
+// buffer per compressed tensor, which the step writes and the message carries.
 #pragma once
 
 #include <algorithm>
@@ -49,8 +51,10 @@ class dense_quantiser {
     tensor_info info;
     buffer<T> e;       // error feedback (compressed tensors of a method that keeps one)
     buffer<T> values;  // last step's message values
+    buffer<float> scales;  // last step's per-bucket scales (codings with buckets)
     wire::coding_parameters parameters{};  // the layout of a compressed tensor's coding
     std::size_t staged_offset = 0;
+    std::size_t staged_scales_offset = 0;
   };
 
   // `coding`: the value coding of compressed tensors; `error_feedback`: whether each compressed
@@ -90,7 +94,8 @@ class dense_quantiser {
     return last_stats_;
   }
 
-  /// An upper bound of `encode_message`'s output with options `opt` (exact for these compressors).
+  /// An upper bound of `encode_message`'s output with options `opt` (exact for the codings of one
+  /// length; for QSGD's, the fixed-width form's length).
   std::size_t max_message_bytes(const wire::encode_options& opt = {}) const noexcept {
     std::uint64_t total = wire::message_overhead_bytes(opt);
     wire::encode_options packed = opt;
@@ -114,18 +119,22 @@ class dense_quantiser {
       m.tensor = t;
       m.numel = tensors_[t].info.numel;
       m.dense = true;
-      if constexpr (host_memory)
-        m.values = readonly(tensors_[t].values.view());
-      else
-        m.values = span<const T>(staged_values_.data() + tensors_[t].staged_offset, m.numel);
       m.coding = coding_of(t);
       m.parameters = tensors_[t].parameters;
+      if constexpr (host_memory) {
+        m.values = readonly(tensors_[t].values.view());
+        m.parameters.scales = tensors_[t].scales.view().data();
+      } else {
+        m.values = span<const T>(staged_values_.data() + tensors_[t].staged_offset, m.numel);
+        m.parameters.scales = staged_scales_.data() + tensors_[t].staged_scales_offset;
+      }
       messages_[t] = m;
     }
     return wire::encode(span<const tensor_message<T>>(messages_.data(), messages_.size()), opt, out);
   }
 
-  /// Tensor `id`'s part of the last step's message, in the backend's memory (waits for the step).
+  /// Tensor `id`'s part of the last step's message, in the backend's memory (waits for the step);
+  /// a coding with per-bucket scales has them in `parameters.scales`, in the backend's memory too.
   tensor_message<T, space> message(std::size_t id) {
     wait();
     tensor_message<T, space> m;
@@ -135,6 +144,7 @@ class dense_quantiser {
     m.values = readonly(tensors_[id].values.view());
     m.coding = coding_of(id);
     m.parameters = tensors_[id].parameters;
+    m.parameters.scales = tensors_[id].scales.view().data();
     return m;
   }
 
@@ -174,6 +184,10 @@ class dense_quantiser {
     wait();
     if (st.info.compressed && error_feedback_) st.e = ops::template allocate<T>(backend_, n);
     st.values = ops::template allocate<T>(backend_, n);
+    const std::size_t scales = st.info.compressed && st.parameters.bucket != 0
+                                   ? static_cast<std::size_t>((n + st.parameters.bucket - 1) / st.parameters.bucket)
+                                   : 0;
+    st.scales = ops::template allocate<float>(backend_, scales);
     std::vector<Record> host(tensors_.size() + 1);
     if (!tensors_.empty())
       ops::copy_to_host(backend_, readonly(records_.view()), span<Record>(host.data(), tensors_.size()));
@@ -185,6 +199,7 @@ class dense_quantiser {
     ops::copy_to_backend(backend_, span<const Record>(host.data(), host.size()), records.view());
     std::vector<Record> staged(host.size());
     std::vector<T> staged_values(host_memory ? 0 : staged_values_.size() + n);
+    std::vector<float> staged_scales(host_memory ? 0 : staged_scales_.size() + scales);
     std::vector<std::size_t> order(tensors_.size() + 1);
     for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -194,9 +209,13 @@ class dense_quantiser {
     messages_.reserve(tensors_.size() + 1);
     // Nothing below throws.
     st.staged_offset = staged_values_.size();
+    st.staged_scales_offset = staged_scales_.size();
     records_ = std::move(records);
     staged_records_ = std::move(staged);
-    if (!host_memory) staged_values_ = std::move(staged_values);
+    if (!host_memory) {
+      staged_values_ = std::move(staged_values);
+      staged_scales_ = std::move(staged_scales);
+    }
     order_ = std::move(order);
     tensors_.push_back(std::move(st));
     messages_.emplace_back();
@@ -253,8 +272,11 @@ class dense_quantiser {
         ops::copy_to_host(on, readonly(step_record_.view()), span<StepRecord>(&verdict, 1));
       }
       if (payload)
-        for (const auto& st : tensors_)
+        for (const auto& st : tensors_) {
           ops::copy_to_host(on, readonly(st.values.view()), span<T>(staged_values_.data() + st.staged_offset, st.info.numel));
+          ops::copy_to_host(on, readonly(st.scales.view()),
+                            span<float>(staged_scales_.data() + st.staged_scales_offset, st.scales.view().size()));
+        }
       ops::synchronize(on);
       if (payload) payload_staged_ = true;
       if (!pending_) return;
@@ -294,6 +316,7 @@ class dense_quantiser {
   step_stats last_stats_{};
   std::vector<Record> staged_records_;
   std::vector<T> staged_values_;
+  std::vector<float> staged_scales_;
   bool payload_staged_ = false;
 };
 

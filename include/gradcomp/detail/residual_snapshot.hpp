@@ -1,7 +1,8 @@
-// The snapshot access of the dense quantisers with error feedback (EF-SignSGD, 1-bit SGD): their
-// state is the step counter and each compressed tensor's error buffer, recorded under the
-// compressor's method (docs/wire_format.md, "Snapshots"). The compressors befriend
-// residual_snapshot_access; their snapshot headers name it with their method.
+// The snapshot access of the dense quantisers (docs/wire_format.md, "Snapshots"): with error
+// feedback (EF-SignSGD, 1-bit SGD), their state is the step counter and each compressed tensor's
+// error buffer; the stochastic ones without it (TernGrad, QSGD: Seeded), the step counter and the
+// seed, which key every draw. Either is recorded under the compressor's method. The compressors
+// befriend residual_snapshot_access; their snapshot headers name it with their method.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +16,7 @@
 namespace gradcomp {
 namespace detail {
 
-template <wire::snapshot_selection Method>
+template <wire::snapshot_selection Method, bool Seeded = false>
 struct residual_snapshot_access {
   template <class C>
   static void wait(C& c) {
@@ -25,23 +26,27 @@ struct residual_snapshot_access {
   static const auto& backend(const C& c) noexcept {
     return c.backend_;
   }
-  // The error buffer of every compressed tensor.
+  // The error buffer of every compressed tensor (none when Seeded).
   template <class C>
   static auto items(C& c) {
     using item = decltype(make_snapshot_item(wire::section_role::residual, 0, c.tensors_[0].e.view()));
     std::vector<item> out;
-    for (std::size_t t = 0; t < c.tensors_.size(); ++t)
+    for (std::size_t t = 0; t < c.tensors_.size() && !Seeded; ++t)
       if (c.tensors_[t].info.compressed)
         out.push_back(make_snapshot_item(wire::section_role::residual, t, c.tensors_[t].e.view()));
     return out;
   }
-  // The step counter and the method; the other words are 0.
+  // The step counter, the seed when Seeded, and the method; the other words are 0.
   template <class C>
   static void counters(const C& c, double* words) {
     for (std::size_t i = 0; i < snapshot_state_words; ++i) words[i] = 0.0;
     const auto step = static_cast<std::uint64_t>(c.step_);
     words[word::step_low] = static_cast<double>(step & 0xffffffffu);
     words[word::step_high] = static_cast<double>(step >> 32);
+    if constexpr (Seeded) {
+      words[word::seed_low] = static_cast<double>(c.cfg_.seed & 0xffffffffu);
+      words[word::seed_high] = static_cast<double>(c.cfg_.seed >> 32);
+    }
     words[word::selection] = static_cast<double>(static_cast<std::uint32_t>(Method));
   }
   // A snapshot of another method (DGC's, another quantiser's, or of the first release, which
@@ -56,6 +61,9 @@ struct residual_snapshot_access {
   static void set_counters(C& c, const double* words) {
     c.step_ = static_cast<std::size_t>(static_cast<std::uint64_t>(words[word::step_low]) |
                                        (static_cast<std::uint64_t>(words[word::step_high]) << 32));
+    if constexpr (Seeded)
+      c.cfg_.seed = static_cast<std::uint64_t>(words[word::seed_low]) |
+                    (static_cast<std::uint64_t>(words[word::seed_high]) << 32);
   }
   // These compressors keep no bounds between steps: their overflow checks read e in every step.
   template <class C>

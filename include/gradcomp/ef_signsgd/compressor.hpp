@@ -32,7 +32,7 @@
 namespace gradcomp {
 
 namespace detail {
-template <wire::snapshot_selection Method>
+template <wire::snapshot_selection Method, bool Seeded>
 struct residual_snapshot_access;
 }  // namespace detail
 
@@ -140,7 +140,7 @@ class ef_signsgd_compressor
   receiver_layout receiver() const { return this->layout(0.0, momentum_kind::vanilla); }
 
  private:
-  template <wire::snapshot_selection Method>
+  template <wire::snapshot_selection Method, bool Seeded>
   friend struct detail::residual_snapshot_access;
 
   ef_signsgd_config cfg_;

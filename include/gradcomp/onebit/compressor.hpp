@@ -28,7 +28,7 @@
 namespace gradcomp {
 
 namespace detail {
-template <wire::snapshot_selection Method>
+template <wire::snapshot_selection Method, bool Seeded>
 struct residual_snapshot_access;
 }  // namespace detail
 
@@ -171,7 +171,7 @@ class onebit_sgd_compressor
   receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
 
  private:
-  template <wire::snapshot_selection Method>
+  template <wire::snapshot_selection Method, bool Seeded>
   friend struct detail::residual_snapshot_access;
 
   struct columns_state {

@@ -31,7 +31,8 @@
 namespace gradcomp {
 
 namespace detail {
-struct terngrad_snapshot_access;
+template <wire::snapshot_selection Method, bool Seeded>
+struct residual_snapshot_access;
 }  // namespace detail
 
 /// Everything that parameterises TernGrad. Gradients are always checked for NaN and infinity.
@@ -171,7 +172,8 @@ class terngrad_compressor
   receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
 
  private:
-  friend struct detail::terngrad_snapshot_access;
+  template <wire::snapshot_selection Method, bool Seeded>
+  friend struct detail::residual_snapshot_access;
 
   detail::terngrad_step_params params(bool shared) const noexcept {
     detail::terngrad_step_params p;

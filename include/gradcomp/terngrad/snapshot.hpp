@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../backend.hpp"
+#include "../detail/residual_snapshot.hpp"
 #include "../error.hpp"
 #include "../snapshot.hpp"
 #include "../span.hpp"
@@ -22,49 +23,7 @@
 namespace gradcomp {
 namespace detail {
 
-struct terngrad_snapshot_access {
-  template <class T, class B>
-  static void wait(terngrad_compressor<T, B>& c) {
-    c.wait();
-  }
-  template <class T, class B>
-  static const B& backend(const terngrad_compressor<T, B>& c) noexcept {
-    return c.backend_;
-  }
-  // No buffers: TernGrad keeps no error.
-  template <class T, class B>
-  static std::vector<snapshot_item<T, memory_space_t<B>>> items(terngrad_compressor<T, B>&) {
-    return {};
-  }
-  // The step counter, the seed and the method; the other words are 0.
-  template <class T, class B>
-  static void counters(const terngrad_compressor<T, B>& c, double* words) {
-    for (std::size_t i = 0; i < snapshot_state_words; ++i) words[i] = 0.0;
-    const auto step = static_cast<std::uint64_t>(c.step_);
-    words[word::step_low] = static_cast<double>(step & 0xffffffffu);
-    words[word::step_high] = static_cast<double>(step >> 32);
-    words[word::seed_low] = static_cast<double>(c.cfg_.seed & 0xffffffffu);
-    words[word::seed_high] = static_cast<double>(c.cfg_.seed >> 32);
-    words[word::selection] = static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::ternary));
-  }
-  // A snapshot of another method is refused.
-  template <class C>
-  static const char* config_difference(const C&, const double* words) {
-    if (words[word::selection] != static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::ternary)))
-      return "selection";
-    if (words[word::momentum_correction] != 0.0) return "momentum_correction";
-    return nullptr;
-  }
-  template <class T, class B>
-  static void set_counters(terngrad_compressor<T, B>& c, const double* words) {
-    c.step_ = static_cast<std::size_t>(static_cast<std::uint64_t>(words[word::step_low]) |
-                                       (static_cast<std::uint64_t>(words[word::step_high]) << 32));
-    c.cfg_.seed = static_cast<std::uint64_t>(words[word::seed_low]) |
-                  (static_cast<std::uint64_t>(words[word::seed_high]) << 32);
-  }
-  template <class C>
-  static void set_bounds(C&, const std::vector<double>&) noexcept {}
-};
+using terngrad_snapshot_access = residual_snapshot_access<wire::snapshot_selection::ternary, true>;
 
 }  // namespace detail
 

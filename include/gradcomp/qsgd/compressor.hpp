@@ -1,0 +1,195 @@
+/// @file compressor.hpp
+/// @brief QSGD (docs/algorithms.md, "QSGD"): stochastic quantisation to s levels per bucket,
+/// `qsgd_compressor`, on the common compressor interface.
+///
+/// Per tensor and step, the gradient is cut into buckets of B consecutive elements (B = 512 by
+/// default); bucket k has the norm `n_k` (its Euclidean norm, or its largest magnitude), rounded
+/// up to binary32, and element i of it is sent as `n_k * sign(g_i) * l_i / s` with the integer
+/// level `l_i` = floor(r) + 1 with probability r - floor(r), else floor(r), where
+/// r = |g_i| / n_k * s. The message is an unbiased estimate of g, with
+/// E||Q(g) - g||^2 <= min(B / s^2, sqrt(B) / s) * ||g||^2 for the Euclidean norm. On the wire: the
+/// value codings `qsgd` (a fixed-width code per element) or `qsgd_gamma` (Elias-gamma codes of the
+/// non-zero levels and their gaps), whichever is smaller, plus a binary32 norm per bucket.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../backend.hpp"
+#include "../cpu/qsgd_ops.hpp"
+#include "../detail/dense_quantiser.hpp"
+#include "../detail/rng.hpp"
+#include "../error.hpp"
+#include "../layout.hpp"
+#include "../span.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+
+namespace detail {
+template <wire::snapshot_selection Method, bool Seeded>
+struct residual_snapshot_access;
+}  // namespace detail
+
+/// Everything that parameterises QSGD. Gradients are always checked for NaN and infinity.
+struct qsgd_config {
+  /// Seed of the stochastic decisions; with `rank`, the key of every draw (docs/algorithms.md,
+  /// "Reproducible randomness").
+  std::uint64_t seed = 0x51d5c0de2f8a6b17ull;
+  /// This worker's index among the workers: each worker draws independently of the others.
+  std::uint64_t rank = 0;
+  /// s: the levels of a bucket's magnitudes (besides 0), in [1, 65535]. 15 takes 5 bits per element
+  /// in the fixed-width form (a sign and 4 bits of level), usually fewer in the Elias-gamma form.
+  std::uint32_t levels = 15;
+  /// B: consecutive elements that share a norm, >= 1 (the paper's 512).
+  std::uint32_t bucket = 512;
+  /// The norm each bucket is scaled by.
+  qsgd_norm norm = qsgd_norm::l2;
+  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
+  double momentum = 0.9;
+  /// The receiver's momentum form.
+  momentum_kind momentum_form = momentum_kind::vanilla;
+  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
+  std::size_t threads = 1;
+  /// Which tensors are quantised; by default every tensor. Send a layer whole (the logits layer,
+  /// say) with `tensor_mode::dense` at registration.
+  compression_policy policy = compression_policy::every_tensor();
+};
+
+/**
+ * @brief The sending side of QSGD (Alistarh, Grubic, Li, Tomioka, Vojnovic, "QSGD:
+ * Communication-Efficient SGD via Gradient Quantization and Encoding", NeurIPS 2017) for a whole
+ * model, on one worker.
+ *
+ * The same interface as `terngrad_compressor`: `add_tensor`, `compress` (issues the step on the
+ * backend), `stats()`, `max_message_bytes` (the fixed-width form's length, an upper bound),
+ * `encode_message`, `message`, `receiver()`. Tensors the policy leaves out are sent whole.
+ * Messages carry the gradient (not scaled by a learning rate): the receiver averages them, applies
+ * its momentum and its learning rate.
+ *
+ * QSGD keeps no error: a step's only state is the step counter, which keys its draws. Every random
+ * decision is a Philox draw keyed by (seed, rank, step, tensor, element), and each bucket's norm
+ * is summed in element order, so a step gives bitwise the same message on every run, for any
+ * thread count and on every conforming backend.
+ *
+ * A step reads every gradient once before writing anything: a NaN or an infinity refuses it with
+ * `errc::non_finite_input`, a norm beyond binary32 with `errc::state_overflow` (nothing modified,
+ * the step counter does not advance).
+ *
+ * @tparam T       float or double.
+ * @tparam Backend where state lives and work runs (docs/backends.md).
+ */
+template <class T, class Backend = cpu_backend>
+class qsgd_compressor : public detail::dense_quantiser<T, Backend, detail::qsgd_record, detail::qsgd_step_record> {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "qsgd_compressor supports float and double");
+  using base = detail::dense_quantiser<T, Backend, detail::qsgd_record, detail::qsgd_step_record>;
+  using kernels = detail::qsgd_ops<Backend>;
+  template <class U>
+  using buffer = typename base::template buffer<U>;
+
+ public:
+  /// A gradient in the backend's memory.
+  using tensor_view = typename base::tensor_view;
+
+  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
+  explicit qsgd_compressor(qsgd_config cfg, Backend backend = Backend{})
+      : base(backend, cfg.threads, wire::value_coding::qsgd, false), cfg_(std::move(cfg)) {
+    if (cfg_.levels == 0 || cfg_.levels > detail::qsgd_max_levels)
+      throw error(errc::invalid_argument, "levels must be in [1, 65535]");
+    if (cfg_.bucket == 0) throw error(errc::invalid_argument, "bucket must be >= 1");
+    if (cfg_.norm != qsgd_norm::l2 && cfg_.norm != qsgd_norm::maximum)
+      throw error(errc::invalid_argument, "norm must be l2 or maximum");
+    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
+  }
+
+  /**
+   * @brief Registers a tensor and allocates its message and norm buffers; returns its id. Throws
+   * `gradcomp::error`: `errc::duplicate_tensor`, `errc::size_overflow`, `errc::invalid_argument`.
+   */
+  std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
+                         tensor_mode mode = tensor_mode::automatic) {
+    measured_.reserve(measured_.size() + 1);
+    buffer<float> measured;
+    // The norm buffer is allocated once the registration is known to be valid, before it takes
+    // effect (strong guarantee).
+    const std::size_t id = this->add(
+        std::move(name), std::move(shape), mode, cfg_.policy,
+        [&](detail::qsgd_record&, const tensor_info& info) {
+          measured = base::ops::template allocate<float>(this->backend_, info.compressed ? buckets(info.numel) : 0);
+        },
+        [&](const tensor_info&) {
+          wire::coding_parameters p;
+          p.bucket = cfg_.bucket;
+          p.levels = cfg_.levels;
+          return p;
+        });
+    measured_.push_back(std::move(measured));
+    return id;
+  }
+
+  /// The configuration.
+  const qsgd_config& config() const noexcept { return cfg_; }
+
+  /// The last step's norm of each bucket of tensor `id`, in the backend's memory (empty for a tensor
+  /// sent whole).
+  backend_span<const float, Backend> norms(std::size_t id) const noexcept { return readonly(this->tensors_[id].scales.view()); }
+
+  /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
+  /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
+  /// `errc::size_mismatch` (nothing issued).
+  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
+  /// `compress` taking a vector of gradient views.
+  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
+    return compress(this->backend_, span<const tensor_view>(grads.data(), grads.size()));
+  }
+  /// `compress` on the execution context `on`.
+  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
+    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
+    this->wait();
+    const auto records = this->records_.view();
+    const auto step = this->step_record_.view();
+    const detail::qsgd_step_params p = params();
+    auto& tensors = this->tensors_;
+    auto measure = [&](std::size_t t, std::size_t) {
+      if (tensors[t].info.compressed) kernels::measure(on, p, grads[t], measured_[t].view(), records, t);
+    };
+    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+    kernels::plan(on, readonly(records), step);
+    auto apply = [&](std::size_t t, std::size_t) {
+      kernels::apply(on, p, grads[t], readonly(measured_[t].view()), tensors[t].scales.view(),
+                     tensors[t].values.view(), readonly(records), t, readonly(step));
+    };
+    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    this->issued(on);
+    return {};
+  }
+
+  /// What the receiving side needs: every tensor as a dense section, the configured momentum.
+  receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
+
+ private:
+  template <wire::snapshot_selection Method, bool Seeded>
+  friend struct detail::residual_snapshot_access;
+
+  std::size_t buckets(std::size_t numel) const noexcept { return (numel + cfg_.bucket - 1) / cfg_.bucket; }
+
+  detail::qsgd_step_params params() const noexcept {
+    detail::qsgd_step_params p;
+    p.key = detail::derive_seed(cfg_.seed, cfg_.rank, 0x71736764ull);
+    p.step = this->step_;
+    p.bucket = cfg_.bucket;
+    p.levels = cfg_.levels;
+    p.norm = cfg_.norm;
+    return p;
+  }
+
+  qsgd_config cfg_;
+  std::vector<buffer<float>> measured_;  // this step's norms, before the verdict
+};
+
+}  // namespace gradcomp

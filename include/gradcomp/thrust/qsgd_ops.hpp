@@ -1,0 +1,134 @@
+// detail::qsgd_ops<thrust_backend<System>>: QSGD's kernels on the portable Thrust backend, one
+// thread per bucket with the CPU's arithmetic (qsgd/step_plan.hpp: each bucket's squares summed
+// in element order, one Philox block per four elements), so every message is bitwise the CPU
+// backend's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../qsgd/step_plan.hpp"
+#include "../span.hpp"
+#include "system_memory.hpp"
+
+namespace gradcomp {
+
+template <class System>
+struct thrust_backend;
+template <class System>
+struct thrust_space;
+
+namespace detail {
+namespace thrust_impl {
+
+// The first and last element of bucket k.
+GRADCOMP_HD inline void qsgd_bucket_range(std::size_t k, std::size_t bucket, std::size_t n, std::size_t& first,
+                                          std::size_t& last) noexcept {
+  first = k * bucket;
+  last = n - first < bucket ? n : first + bucket;
+}
+
+template <class T>
+struct qsgd_measure_op {
+  const T* g;
+  std::size_t n;
+  std::size_t bucket;
+  qsgd_norm kind;
+  float* measured;
+  GRADCOMP_HD void operator()(std::size_t k) const {
+    std::size_t first = 0, last = 0;
+    qsgd_bucket_range(k, bucket, n, first, last);
+    measured[k] = qsgd_bucket_norm(g, first, last, kind);
+  }
+};
+
+struct qsgd_flags_op {
+  const float* measured;
+  std::size_t count;
+  qsgd_record* r;
+  GRADCOMP_HD void operator()(std::size_t) const { qsgd_flags(measured, count, *r); }
+};
+
+struct qsgd_plan_op {
+  const qsgd_record* records;
+  std::size_t count;
+  qsgd_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t) const { plan_qsgd_step(records, count, step); }
+};
+
+// One bucket per thread, where the verdict allows: its norm into the message, its values.
+template <class T>
+struct qsgd_step_op {
+  qsgd_step_params p;
+  std::uint32_t tensor;
+  const T* g;
+  T* values;
+  std::size_t n;
+  const float* measured;
+  float* scales;
+  const qsgd_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t k) const {
+    if (step->status != static_cast<std::int32_t>(errc::ok)) return;
+    std::size_t first = 0, last = 0;
+    qsgd_bucket_range(k, p.bucket, n, first, last);
+    scales[k] = measured[k];
+    qsgd_apply_bucket(p, tensor, measured[k], g, values, first, last);
+  }
+};
+
+// A tensor sent whole, where the verdict allows.
+template <class T>
+struct qsgd_copy_op {
+  const T* g;
+  T* values;
+  const qsgd_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (step->status == static_cast<std::int32_t>(errc::ok)) values[i] = g[i];
+  }
+};
+
+}  // namespace thrust_impl
+
+/// QSGD's kernels on the Thrust backend: the norms, the records and the verdict stay in the
+/// system's memory, and the host issues a step without waiting.
+template <class System>
+struct qsgd_ops<thrust_backend<System>> {
+  using backend = thrust_backend<System>;
+  template <class T>
+  using view = span<T, thrust_space<System>>;
+
+  template <class T>
+  static void measure(const backend& on, const qsgd_step_params& p, view<const T> g, view<float> measured,
+                      view<qsgd_record> records, std::size_t t) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0),
+                       measured.size(),
+                       thrust_impl::qsgd_measure_op<T>{g.data(), g.size(), p.bucket, p.norm, measured.data()});
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::qsgd_flags_op{measured.data(), measured.size(), records.data() + t});
+  }
+  static void plan(const backend& on, view<const qsgd_record> records, view<qsgd_step_record> step) {
+    thrust_impl::run_once<System>(on.stream, thrust_impl::qsgd_plan_op{records.data(), records.size(), step.data()});
+  }
+  template <class T>
+  static void apply(const backend& on, const qsgd_step_params& p, view<const T> g, view<const float> measured,
+                    view<float> scales, view<T> values, view<const qsgd_record>, std::size_t t,
+                    view<const qsgd_step_record> step) {
+    if (measured.empty()) {  // sent whole
+      thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
+                         thrust_impl::qsgd_copy_op<T>{g.data(), values.data(), step.data()});
+      return;
+    }
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0),
+                       measured.size(),
+                       thrust_impl::qsgd_step_op<T>{p, static_cast<std::uint32_t>(t), g.data(), values.data(),
+                                                    g.size(), measured.data(), scales.data(), step.data()});
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp
