@@ -70,6 +70,17 @@ class worker_compressor {
   /// The density the run ends at.
   virtual double final_density() const = 0;
   virtual gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) = 0;
+  /// Whether the workers agree on their scales before each step (TernGrad's scale sharing): then
+  /// the trainer takes every worker's `local_scales`, their maximum through the exchange, and
+  /// calls `compress_shared` with it instead of `compress`.
+  virtual bool shares_scales() const { return false; }
+  virtual gradcomp::result<std::vector<float>> local_scales(const std::vector<gradcomp::span<const float>>&) {
+    return gradcomp::fail(gradcomp::errc::invalid_argument);
+  }
+  virtual gradcomp::result<void> compress_shared(const std::vector<gradcomp::span<const float>>&,
+                                                 gradcomp::span<const float>) {
+    return gradcomp::fail(gradcomp::errc::invalid_argument);
+  }
   virtual gradcomp::result<gradcomp::step_stats> stats() = 0;
   virtual std::size_t max_message_bytes(const gradcomp::wire::encode_options& opt) const = 0;
   virtual gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& opt,
@@ -91,6 +102,11 @@ struct has_schedule : std::false_type {};
 template <class C>
 struct has_schedule<C, std::void_t<decltype(std::declval<const C&>().config().schedule.final_density())>>
     : std::true_type {};
+template <class C, class = void>
+struct has_local_scales : std::false_type {};
+template <class C>
+struct has_local_scales<C, std::void_t<decltype(std::declval<C&>().local_scales(
+                               std::declval<gradcomp::span<const typename C::tensor_view>>()))>> : std::true_type {};
 }  // namespace detail
 
 /// A gradcomp compressor on `Backend` as a `worker_compressor`. Hooks a compressor does not have
@@ -103,7 +119,9 @@ class compressor_adapter final : public worker_compressor {
   static constexpr bool host_memory = gradcomp::is_host_accessible_v<gradcomp::memory_space_t<Backend>>;
 
  public:
-  explicit compressor_adapter(Compressor c, Backend backend = Backend{}) : c_(std::move(c)), backend_(backend) {}
+  /// `share_scales`: agree on the scales before each step, where the compressor can.
+  explicit compressor_adapter(Compressor c, Backend backend = Backend{}, bool share_scales = false)
+      : c_(std::move(c)), backend_(backend), share_(share_scales) {}
   std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
                          gradcomp::tensor_mode mode) override {
     const std::size_t id = c_.add_tensor(name, shape, mode);
@@ -130,17 +148,28 @@ class compressor_adapter final : public worker_compressor {
       return 1.0;
   }
   gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) override {
-    if constexpr (host_memory) {
-      return c_.compress(grads);
+    if (const auto staged = stage(grads); !staged) return staged;
+    return c_.compress(views_);
+  }
+  bool shares_scales() const override { return share_ && detail::has_local_scales<Compressor>::value; }
+  gradcomp::result<std::vector<float>> local_scales(const std::vector<gradcomp::span<const float>>& grads) override {
+    if constexpr (detail::has_local_scales<Compressor>::value) {
+      if (const auto staged = stage(grads); !staged) return gradcomp::fail(staged.error());
+      return c_.local_scales(staged_views());
     } else {
-      if (grads.size() != staged_.size()) return gradcomp::fail(gradcomp::errc::wrong_tensor_count);
-      views_.clear();
-      for (std::size_t t = 0; t < grads.size(); ++t) {
-        const auto copied = gradcomp::copy_to_backend(backend_, grads[t], staged_[t].view());
-        if (!copied) return copied;
-        views_.push_back(gradcomp::readonly(staged_[t].view()));
-      }
-      return c_.compress(views_);
+      (void)grads;
+      return gradcomp::fail(gradcomp::errc::invalid_argument);
+    }
+  }
+  gradcomp::result<void> compress_shared(const std::vector<gradcomp::span<const float>>& grads,
+                                         gradcomp::span<const float> shared) override {
+    if constexpr (detail::has_local_scales<Compressor>::value) {
+      if (const auto staged = stage(grads); !staged) return staged;
+      return c_.compress(staged_views(), shared);
+    } else {
+      (void)grads;
+      (void)shared;
+      return gradcomp::fail(gradcomp::errc::invalid_argument);
     }
   }
   gradcomp::result<gradcomp::step_stats> stats() override { return c_.stats(); }
@@ -154,8 +183,29 @@ class compressor_adapter final : public worker_compressor {
   gradcomp::receiver_layout receiver() const override { return c_.receiver(); }
 
  private:
+  // The gradients as views in the backend's memory (views_): the host's own where the backend
+  // reads it, else copies in staged_.
+  gradcomp::result<void> stage(const std::vector<gradcomp::span<const float>>& grads) {
+    if (grads.size() != c_.num_tensors()) return gradcomp::fail(gradcomp::errc::wrong_tensor_count);
+    views_.clear();
+    for (std::size_t t = 0; t < grads.size(); ++t) {
+      if constexpr (host_memory) {
+        views_.push_back(grads[t]);
+      } else {
+        const auto copied = gradcomp::copy_to_backend(backend_, grads[t], staged_[t].view());
+        if (!copied) return copied;
+        views_.push_back(gradcomp::readonly(staged_[t].view()));
+      }
+    }
+    return {};
+  }
+  gradcomp::span<const typename Compressor::tensor_view> staged_views() const {
+    return gradcomp::span<const typename Compressor::tensor_view>(views_.data(), views_.size());
+  }
+
   Compressor c_;
   Backend backend_;
+  bool share_;
   std::vector<gradcomp::backend_buffer<float, Backend>> staged_;  // where the host's memory is not the backend's
   std::vector<typename Compressor::tensor_view> views_;
 };
@@ -271,13 +321,14 @@ inline mode_spec dgc_base(const std::string& name, const train_options& o) {
   m.config.policy.compress_vectors = o.compress_vectors;
   return m;
 }
-// A compressor template of the library with its configuration, on the backend `o.backend`.
+// A compressor template of the library with its configuration, on the backend `o.backend`
+// (sharing scales where `share_scales` asks).
 template <template <class, class> class Compressor, class Config>
-std::unique_ptr<worker_compressor> adapted(const train_options& o, const Config& cfg) {
+std::unique_ptr<worker_compressor> adapted(const train_options& o, const Config& cfg, bool share_scales = false) {
   return with_backend(o.backend, [&](auto backend) -> std::unique_ptr<worker_compressor> {
     using B = decltype(backend);
     using C = Compressor<float, B>;
-    return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend);
+    return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend, share_scales);
   });
 }
 // The paper's warm-up to the final density over `warmup_epochs` (4 exponential stages).
@@ -337,7 +388,8 @@ inline const std::vector<mode_entry>& modes() {
          return m;
        }},
       {"terngrad",
-       "TernGrad: stochastic ternary gradients (2 bits per element), 2.5-sigma clipping, receiver momentum",
+       "TernGrad: stochastic ternary gradients (2 bits per element), 2.5-sigma clipping, the largest of the "
+       "workers' scales (shared through the exchange), receiver momentum",
        [](const train_options& o, std::size_t) {
          mode_spec m;
          m.name = "terngrad";
@@ -346,7 +398,7 @@ inline const std::vector<mode_entry>& modes() {
            cfg.seed = o.seed;
            cfg.rank = rank;
            cfg.momentum = o.momentum;
-           return detail::adapted<gradcomp::terngrad_compressor>(o, cfg);
+           return detail::adapted<gradcomp::terngrad_compressor>(o, cfg, true);
          };
          return m;
        }},

@@ -134,9 +134,13 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
   const std::size_t features = train.features();
   std::vector<float> x(o.batch * features);
   std::vector<std::uint8_t> y(o.batch);
-  auto grads = model.make_gradients();
-  std::vector<gradcomp::span<const float>> views;
-  for (const auto& g : grads) views.emplace_back(g.data(), g.size());
+  // Workers that share scales compute every gradient first (each into its own buffers), then
+  // compress; the others compress each gradient as it comes (one set of buffers).
+  const bool sharing = workers[0]->shares_scales();
+  std::vector<std::vector<std::vector<float>>> grads(sharing ? o.workers : 1, model.make_gradients());
+  std::vector<std::vector<gradcomp::span<const float>>> views(grads.size());
+  for (std::size_t r = 0; r < grads.size(); ++r)
+    for (const auto& g : grads[r]) views[r].emplace_back(g.data(), g.size());
 
   double bytes_final = 0.0, bytes_run = 0.0, clipped = 0.0;
   std::size_t steps_final = 0, step = 0;
@@ -154,6 +158,17 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       for (auto& w : workers) w->begin_step(epoch, lr);
       rec.density = workers[0]->density();
       double compress_time = 0.0, step_bytes = 0.0;
+      // Worker r's step outcome, message and its statistics, once it has compressed.
+      auto send = [&](std::size_t r) {
+        const auto stats = workers[r]->stats();
+        check(stats, "compress");
+        const auto bytes = workers[r]->encode_message(o.wire, net.outbox(r, max_bytes));
+        check(bytes, "encode");
+        net.send(r, *bytes);
+        step_bytes += static_cast<double>(*bytes);
+        sent_elements += static_cast<double>(stats->kept_elements + stats->dense_elements);
+        clipped += stats->clip_coefficient < 1.0 ? 1.0 : 0.0;
+      };
       aggregator->begin();
       for (std::size_t r = 0; r < o.workers; ++r) {
         for (std::size_t i = 0; i < o.batch; ++i) {
@@ -162,21 +177,28 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
                     x.begin() + static_cast<std::ptrdiff_t>(i * features));
           y[i] = train.labels[item];
         }
-        const eval_result br = model.gradient(x.data(), y.data(), o.batch, grads);
+        const std::size_t own = sharing ? r : 0;
+        const eval_result br = model.gradient(x.data(), y.data(), o.batch, grads[own]);
         loss_sum += br.loss;
         if (step == 0) res.first_loss += br.loss / double(o.workers);
-
         const auto t0 = clock::now();
-        check(workers[r]->compress(views), "compress");
-        const auto stats = workers[r]->stats();  // the step's outcome and statistics
-        check(stats, "compress");
-        const auto bytes = workers[r]->encode_message(o.wire, net.outbox(r, max_bytes));
-        check(bytes, "encode");
-        net.send(r, *bytes);
+        if (sharing) {
+          const auto local = workers[r]->local_scales(views[own]);
+          check(local, "local_scales");
+          net.contribute_max(r, gradcomp::span<const float>(local->data(), local->size()));
+        } else {
+          check(workers[r]->compress(views[own]), "compress");
+          send(r);
+        }
         compress_time += seconds(t0, clock::now());
-        step_bytes += static_cast<double>(*bytes);
-        sent_elements += static_cast<double>(stats->kept_elements + stats->dense_elements);
-        clipped += stats->clip_coefficient < 1.0 ? 1.0 : 0.0;
+      }
+      if (sharing) {  // every worker with the largest of the workers' scales
+        const auto t0 = clock::now();
+        for (std::size_t r = 0; r < o.workers; ++r) {
+          check(workers[r]->compress_shared(views[r], net.maximum()), "compress");
+          send(r);
+        }
+        compress_time += seconds(t0, clock::now());
       }
       // Every replica receives every worker's message and sums them in rank order.
       const auto t1 = clock::now();

@@ -404,6 +404,56 @@ TEST_CASE("every mode of the registry trains: the loss falls and the messages ha
   }
 }
 
+TEST_CASE("terngrad workers share their scales through the exchange: every message has the largest") {
+  fmnist::train_options o;
+  o.workers = 3;
+  const auto spec = fmnist::make_mode("terngrad", o, 10);
+  const std::vector<std::vector<std::size_t>> shapes = {{20, 30}, {20}};
+  fmnist::in_process_exchange net(o.workers);
+  std::vector<std::unique_ptr<fmnist::worker_compressor>> workers;
+  std::vector<std::vector<std::vector<float>>> grads;
+  std::vector<std::vector<float>> local;
+  for (std::size_t r = 0; r < o.workers; ++r) {
+    workers.push_back(fmnist::make_worker(spec, o, r));
+    CHECK(workers.back()->shares_scales());
+    std::mt19937_64 rng(r + 1);
+    std::normal_distribution<float> normal(0.0f, 1.0f + static_cast<float>(r));  // each worker its own scale
+    grads.emplace_back();
+    for (std::size_t t = 0; t < shapes.size(); ++t) {
+      std::string name = "t";
+      name += std::to_string(t);
+      workers.back()->add_tensor(name, shapes[t], gradcomp::tensor_mode::automatic);
+      std::vector<float> g(t == 0 ? 600 : 20);
+      for (auto& x : g) x = normal(rng);
+      grads.back().push_back(std::move(g));
+    }
+  }
+  std::vector<std::vector<gradcomp::span<const float>>> views(o.workers);
+  for (std::size_t r = 0; r < o.workers; ++r) {
+    for (const auto& g : grads[r]) views[r].emplace_back(g.data(), g.size());
+    const auto scales = workers[r]->local_scales(views[r]);
+    REQUIRE(scales);
+    local.push_back(*scales);
+    net.contribute_max(r, gradcomp::span<const float>(scales->data(), scales->size()));
+  }
+  const auto shared = net.maximum();
+  REQUIRE(shared.size() == shapes.size());
+  for (std::size_t t = 0; t < shapes.size(); ++t) {
+    CHECK(shared[t] == std::max({local[0][t], local[1][t], local[2][t]}));
+    CHECK(shared[t] > local[0][t]);  // worker 0's gradients are the smallest
+  }
+  for (std::size_t r = 0; r < o.workers; ++r) {
+    REQUIRE(workers[r]->compress_shared(views[r], shared));
+    REQUIRE(workers[r]->stats());
+    std::vector<std::byte> msg(workers[r]->max_message_bytes({}));
+    const auto n = workers[r]->encode_message({}, gradcomp::span<std::byte>(msg.data(), msg.size()));
+    REQUIRE(n);
+    const auto sections = gradcomp::wire::decode<float>(gradcomp::span<const std::byte>(msg.data(), *n));
+    for (std::size_t t = 0; t < shapes.size(); ++t)
+      for (const float v : sections[t].values) CHECK((v == 0.0f || std::fabs(v) == shared[t]));
+  }
+}
+
 TEST_CASE("the same seed gives bitwise the same run") {
   const fmnist::dataset train = synthetic(960, 40, 3), test = synthetic(100, 40, 4);
   fmnist::train_options o;

@@ -1,7 +1,11 @@
-// Helpers of the quantising compressors' tests: gradient views, tensor names, bitwise comparison.
+// Helpers of the quantising compressors' tests: gradient views, tensor names, bitwise comparison,
+// the snapshot of a seeded quantiser.
 #pragma once
 
+#include <gradcomp/gradcomp.hpp>
 #include <gradcomp/span.hpp>
+
+#include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstring>
@@ -34,6 +38,40 @@ bool same_bits(const gradcomp::span<const T>& a, const std::vector<T>& b) {
 // A message held in a vector, as a view.
 inline gradcomp::span<const std::byte> bytes(const std::vector<std::byte>& v) {
   return gradcomp::span<const std::byte>(v.data(), v.size());
+}
+
+// The snapshot of a quantiser whose state is its step counter and seed (TernGrad, QSGD):
+// `make(cfg)` builds one with the tests' tensors, `gradients(s)` gives step s's gradients (float),
+// `other` is a compressor of another method with the same tensors. The snapshot is the state
+// section alone; restored into a compressor of another seed it brings the step counter and seed,
+// and the run continues bit for bit; another method's snapshot is refused both ways and changes
+// nothing.
+template <class Make, class Config, class Gradients, class Other>
+void check_seeded_snapshot(Make make, Config cfg, Gradients gradients, Other& other) {
+  cfg.seed = 0x1234567890abcdefull;
+  auto a = make(cfg);
+  for (std::size_t s = 0; s < 3; ++s) REQUIRE(a.compress(views(gradients(s))));
+  const auto snap = gradcomp::save_snapshot(a);
+  CHECK(snap.size() == gradcomp::snapshot_bytes(a));
+  CHECK(snap.size() == gradcomp::wire::message_header_bytes + gradcomp::wire::section_header_bytes +
+                           8 * gradcomp::wire::snapshot_state_words + gradcomp::wire::checksum_bytes);
+  Config fresh = cfg;
+  fresh.seed = 7;
+  auto b = make(fresh);
+  REQUIRE(gradcomp::restore_snapshot(b, bytes(snap)));
+  CHECK(b.step() == 3);
+  CHECK(b.config().seed == cfg.seed);
+  const auto g = gradients(3);
+  REQUIRE(a.compress(views(g)));
+  REQUIRE(b.compress(views(g)));
+  for (std::size_t t = 0; t < a.num_tensors(); ++t)
+    CHECK(same_bits(b.message(t).values, std::vector<float>(a.message(t).values.begin(), a.message(t).values.end())));
+  const auto other_snap = gradcomp::save_snapshot(other);
+  CHECK(gradcomp::restore_snapshot(b, bytes(other_snap)).error() == gradcomp::errc::config_mismatch);
+  CHECK(b.step() == 4);
+  const std::size_t other_step = other.step();
+  CHECK(gradcomp::restore_snapshot(other, bytes(snap)).error() == gradcomp::errc::config_mismatch);
+  CHECK(other.step() == other_step);
 }
 
 }  // namespace gradcomp_test

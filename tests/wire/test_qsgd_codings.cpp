@@ -134,11 +134,16 @@ TEST_CASE("qsgd: the encoder writes the shorter form, and the fixed one for devi
     CHECK(fixed->size() == fixed_bytes);
     // The gamma form's length: 20 bytes, the norms, then per non-zero level its gap's code, a sign
     // and its level's code.
+    auto gamma_bits = [](std::uint64_t x) {  // floor(log2 x) zeros, then the bits of x
+      std::uint64_t zeros = 0;
+      while ((x >> (zeros + 1)) != 0) ++zeros;
+      return 2 * zeros + 1;
+    };
     std::uint64_t bits = 0, next = 0;
     for (std::size_t j = 0; j < v.size(); ++j) {
       if (v[j] == 0.0f) continue;
       const auto level = static_cast<std::uint32_t>(std::lround(std::fabs(v[j]) / norms[j / 512] * 15));
-      bits += gradcomp::detail::gamma_bits(j + 1 - next) + 1 + gradcomp::detail::gamma_bits(level);
+      bits += gamma_bits(j + 1 - next) + 1 + gamma_bits(level);
       next = j + 1;
     }
     const std::size_t gamma_bytes = dense_payload + 20 + 4 * 8 + (bits + 7) / 8;

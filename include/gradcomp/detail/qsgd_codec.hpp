@@ -31,7 +31,7 @@ namespace detail {
 inline constexpr std::uint32_t qsgd_max_levels = 65535;
 
 // Bits of x without its leading zeros (0 for 0).
-GRADCOMP_HD constexpr unsigned bit_width32(std::uint64_t x) noexcept {
+GRADCOMP_HD constexpr unsigned bit_width32(std::uint32_t x) noexcept {
   unsigned n = 0;
   for (; x != 0; x >>= 1) ++n;
   return n;
@@ -51,8 +51,6 @@ GRADCOMP_HD T qsgd_value(float norm, std::uint32_t level, std::uint32_t levels, 
   return negative && level != 0 ? -m : m;
 }
 
-// Bits of the Elias-gamma code of n >= 1.
-GRADCOMP_HD constexpr unsigned gamma_bits(std::uint64_t n) noexcept { return 2 * bit_width32(n) - 1; }
 
 // w bits (w <= 25) at bit k of q, least significant first, reading only the bytes they lie in.
 GRADCOMP_HD inline std::uint32_t load_bits(const std::byte* q, std::uint64_t k, unsigned w) noexcept {
@@ -65,12 +63,36 @@ GRADCOMP_HD inline std::uint32_t load_bits(const std::byte* q, std::uint64_t k, 
   return v & ((1u << w) - 1u);
 }
 
-// A reader of a bit stream of `end` bits at p, least significant bit of each byte first; every
-// read fails (false) rather than pass the end.
+// The 64 bits of x in reverse order.
+constexpr std::uint64_t reverse64(std::uint64_t x) noexcept {
+  x = ((x >> 1) & 0x5555555555555555ull) | ((x & 0x5555555555555555ull) << 1);
+  x = ((x >> 2) & 0x3333333333333333ull) | ((x & 0x3333333333333333ull) << 2);
+  x = ((x >> 4) & 0x0f0f0f0f0f0f0f0full) | ((x & 0x0f0f0f0f0f0f0f0full) << 4);
+  x = ((x >> 8) & 0x00ff00ff00ff00ffull) | ((x & 0x00ff00ff00ff00ffull) << 8);
+  x = ((x >> 16) & 0x0000ffff0000ffffull) | ((x & 0x0000ffff0000ffffull) << 16);
+  return (x >> 32) | (x << 32);
+}
+
+// Bits of x >= 1 without its leading zeros, on the host.
+inline unsigned bit_width64(std::uint64_t x) noexcept { return 64u - static_cast<unsigned>(__builtin_clzll(x)); }
+
+// A reader of a bit stream of `end` bits (a whole number of bytes) at p, least significant bit of
+// each byte first; every read fails (false) rather than pass the end.
 struct gamma_reader {
   const std::byte* p;
   std::uint64_t end;
   std::uint64_t at = 0;
+  // The stream's bits from `at` on, at least 57 of them (0 beyond the end).
+  std::uint64_t window() const noexcept {
+    const std::uint64_t first = at / 8, bytes = end / 8;
+    std::uint64_t w = 0;
+    if (bytes - first >= 8) {
+      w = load_le<std::uint64_t>(p + first);
+    } else {
+      for (std::uint64_t i = first; i < bytes; ++i) w |= static_cast<std::uint64_t>(p[i]) << (8 * (i - first));
+    }
+    return w >> (at % 8);
+  }
   bool bit(unsigned& b) noexcept {
     if (at >= end) return false;
     b = (static_cast<unsigned>(p[at / 8]) >> (at % 8)) & 1u;
@@ -80,34 +102,43 @@ struct gamma_reader {
   // An Elias-gamma code: z zero bits, then the z + 1 bits of n from the most significant (a 1);
   // z <= 32.
   bool gamma(std::uint64_t& n) noexcept {
-    unsigned zeros = 0, b = 0;
-    for (;;) {
-      if (!bit(b)) return false;
-      if (b != 0) break;
-      if (++zeros > 32) return false;
-    }
-    n = 1;
-    for (unsigned i = 0; i < zeros; ++i) {
-      if (!bit(b)) return false;
-      n = (n << 1) | b;
-    }
+    const std::uint64_t w = window();
+    if (w == 0) return false;  // no 1 in the next 57 bits: more than 32 zeros, or the end
+    const auto zeros = static_cast<unsigned>(__builtin_ctzll(w));
+    if (zeros > 32 || end - at < 2 * static_cast<std::uint64_t>(zeros) + 1) return false;
+    at += zeros;
+    const std::uint64_t bits = window() & ((std::uint64_t(2) << zeros) - 1);  // the 1 first, then n's other bits
+    n = reverse64(bits) >> (63 - zeros);
+    at += zeros + 1;
     return true;
   }
 };
 
-// The bits of n (width of them) in reverse order: an Elias-gamma code's value bits as bit_writer
-// (index_codec.hpp) takes them, least significant first.
-constexpr std::uint64_t reversed_bits(std::uint64_t n, unsigned width) noexcept {
-  std::uint64_t r = 0;
-  for (unsigned i = 0; i < width; ++i) r |= ((n >> i) & 1u) << (width - 1 - i);
-  return r;
-}
+// fl(l / s) for every level of s <= 255 (computed once), else for each level as it comes: the
+// fraction of qsgd_magnitude, bit for bit.
+struct qsgd_fractions {
+  explicit qsgd_fractions(std::uint32_t s) noexcept : levels(s), small(s < 256) {
+    for (std::uint32_t l = 0; small && l <= s; ++l) f[l] = static_cast<float>(l) / static_cast<float>(s);
+  }
+  float magnitude(float norm, std::uint32_t level) const noexcept {
+    return norm * (small ? f[level] : static_cast<float>(level) / static_cast<float>(levels));
+  }
+  template <class T>
+  T value(float norm, std::uint32_t level, bool negative) const noexcept {
+    const T m = static_cast<T>(magnitude(norm, level));
+    return negative && level != 0 ? -m : m;
+  }
+  std::uint32_t levels;
+  bool small;
+  float f[256];
+};
 
-// An Elias-gamma code of 1 <= n < 2^32.
+// An Elias-gamma code of 1 <= n < 2^32: its value bits reversed, as bit_writer (index_codec.hpp)
+// takes them, least significant first.
 inline void put_gamma(bit_writer& out, std::uint64_t n) noexcept {
-  const unsigned width = bit_width32(n);
+  const unsigned width = bit_width64(n);
   if (width > 1) out.put(0, width - 1);
-  out.put(reversed_bits(n, width), width);
+  out.put(reverse64(n) >> (64 - width), width);
 }
 
 // What both forms share: the first three words of the parameter block (B, s, N), the norms after
@@ -168,6 +199,7 @@ struct qsgd_codec_base {
                           OnValue&& on_value) noexcept {
     if (!layout_fits(v.size(), c)) return errc::invalid_argument;
     const std::uint64_t n = v.size(), count = buckets_of(n, c.bucket);
+    const qsgd_fractions fractions(c.levels);
     for (std::uint64_t b = 0; b < count; ++b) {
       const std::uint64_t first = b * c.bucket, last = n - first < c.bucket ? n : first + c.bucket;
       float norm = 0.0f;
@@ -185,6 +217,9 @@ struct qsgd_codec_base {
         if (!std::isfinite(norm) || static_cast<T>(norm) != top) return errc::value_out_of_range;
       }
       on_bucket(b, norm);
+      // The level nearest a / norm * s (the values of two levels are at least 2^-16 apart
+      // relatively, so this is the one that can give a), then its value checked bit for bit.
+      const double per_norm = static_cast<double>(c.levels) / static_cast<double>(norm);
       for (std::uint64_t j = first; j < last; ++j) {
         if (!std::isfinite(v[j])) return errc::non_finite_input;
         const T a = std::fabs(v[j]);
@@ -192,10 +227,10 @@ struct qsgd_codec_base {
           on_value(j, 0u, false);
           continue;
         }
-        const double guess = std::nearbyint(static_cast<double>(a) / static_cast<double>(norm) * c.levels);
-        if (!(guess >= 1.0 && guess <= static_cast<double>(c.levels))) return errc::value_out_of_range;
+        const double guess = static_cast<double>(a) * per_norm + 0.5;
+        if (!(guess >= 1.0 && guess < static_cast<double>(c.levels) + 1.0)) return errc::value_out_of_range;
         const auto level = static_cast<std::uint32_t>(guess);
-        if (qsgd_value<T>(norm, level, c.levels, false) != a) return errc::value_out_of_range;
+        if (fractions.value<T>(norm, level, false) != a) return errc::value_out_of_range;
         on_value(j, level, v[j] < T(0));
       }
     }
@@ -210,7 +245,7 @@ struct qsgd_codec_base {
     bool any = false;
     const errc e = read_levels(v, c, [](std::uint64_t, float) {}, [&](std::uint64_t j, std::uint32_t level, bool) {
       if (level == 0) return;
-      bits += gamma_bits(any ? j - previous : j + 1) + 1 + gamma_bits(level);
+      bits += 2 * (bit_width64(any ? j - previous : j + 1) + bit_width64(level)) - 1;  // two codes and a sign
       previous = j;
       any = true;
     });
@@ -254,10 +289,17 @@ struct qsgd_codec : qsgd_codec_base<12> {
     const unsigned w = value_bits_at(p);
     const std::uint32_t top = 1u << (w - 1);
     const std::byte* codes = p + parameter_bytes_at(p);
+    const qsgd_fractions fractions(s);
+    std::size_t k = first / b, bucket_end = (k + 1) * static_cast<std::size_t>(b);
+    float n = count != 0 ? norm(p, k) : 0.0f;
     for (std::size_t j = 0; j < count; ++j) {
       const std::size_t x = first + j;
+      if (x == bucket_end) {
+        n = norm(p, ++k);
+        bucket_end += b;
+      }
       const std::uint32_t c = load_bits(codes, static_cast<std::uint64_t>(x) * w, w);
-      acc[at(j)] += qsgd_value<T>(norm(p, x / b), c & (top - 1u), s, (c & top) != 0);
+      acc[at(j)] += fractions.value<T>(n, c & (top - 1u), (c & top) != 0);
     }
   }
   // The norms, then the padding bits after the last code.
@@ -280,10 +322,22 @@ struct qsgd_codec : qsgd_codec_base<12> {
   static errc check(const std::byte* p, std::size_t kept, double& largest) noexcept {
     largest = 0.0;
     if (const errc e = check_parameters(p, kept); e != errc::ok) return e;
+    // Each value's checks (check_one's) in order; the largest magnitude from each bucket's largest
+    // level.
+    const std::uint32_t s = levels(p), b = bucket(p), w = value_bits_at(p), mask = (1u << (w - 1)) - 1u;
+    const std::byte* codes = p + parameter_bytes_at(p);
+    const qsgd_fractions fractions(s);
     double top = 0.0;
-    for (std::size_t j = 0; j < kept; ++j) {
-      if (const errc e = check_one<T>(p, j); e != errc::ok) return e;
-      const double x = std::fabs(static_cast<double>(value<T>(p, j)));
+    for (std::size_t first = 0; first < kept; first += b) {
+      const std::size_t last = kept - first < b ? kept : first + b;
+      const float n = norm(p, first / b);
+      std::uint32_t most = 0;
+      for (std::size_t j = first; j < last; ++j) {
+        const std::uint32_t c = load_bits(codes, static_cast<std::uint64_t>(j) * w, w), level = c & mask;
+        if (level > s || (level == 0 && c != 0) || (level != 0 && n == 0.0f)) return errc::malformed_payload;
+        most = level > most ? level : most;
+      }
+      const double x = static_cast<double>(fractions.magnitude(n, most));
       top = x > top ? x : top;
     }
     largest = top;
@@ -336,22 +390,29 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
     return block_fits(p, bytes, kept, block) && nonzero(p) <= kept && bytes - block == stream_bytes(p);
   }
 
-  // Calls f(position, level, negative) for each entry of the stream in order, checking it as it
-  // goes: positions increasing and below kept, levels in [1, s], no entry under a zero norm, the
-  // stream ending in its last byte with the padding bits 0; malformed_payload otherwise.
+  // Calls f(position, level, negative, norm) for each entry of the stream in order, checking it
+  // as it goes: positions increasing and below kept, levels in [1, s], no entry under a zero norm,
+  // the stream ending in its last byte with the padding bits 0; malformed_payload otherwise.
   template <class F>
   static errc walk(const std::byte* p, std::uint64_t kept, F&& f) noexcept {
     const std::uint64_t length = stream_bytes(p);
     const std::uint32_t s = levels(p), b = bucket(p);
     gamma_reader in{p + parameter_bytes_at(p), 8 * length};
-    std::uint64_t next = 0;  // the lowest position the next entry may take
+    std::uint64_t next = 0;                   // the lowest position the next entry may take
+    std::uint64_t k = 0, bucket_end = b;      // the bucket of the last entry, and where it ends
     for (std::uint32_t i = 0, m = nonzero(p); i < m; ++i) {
       std::uint64_t gap = 0, level = 0;
       unsigned negative = 0;
       if (!in.gamma(gap) || !in.bit(negative) || !in.gamma(level)) return errc::malformed_payload;
       const std::uint64_t j = next + gap - 1;
-      if (j >= kept || level > s || norm(p, j / b) == 0.0f) return errc::malformed_payload;
-      f(j, static_cast<std::uint32_t>(level), negative != 0);
+      if (j >= kept || level > s) return errc::malformed_payload;
+      if (j >= bucket_end) {
+        k = j / b;
+        bucket_end = (k + 1) * b;
+      }
+      const float n = norm(p, k);
+      if (n == 0.0f) return errc::malformed_payload;
+      f(j, static_cast<std::uint32_t>(level), negative != 0, n);
       next = j + 1;
     }
     if ((in.at + 7) / 8 != length) return errc::malformed_payload;
@@ -361,7 +422,7 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
   }
   static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
     if (const errc e = check_norms(p); e != errc::ok) return e;
-    return walk(p, kept, [](std::uint64_t, std::uint32_t, bool) {});
+    return walk(p, kept, [](std::uint64_t, std::uint32_t, bool, float) {});
   }
   template <class T>
   static errc check_one(const std::byte*, std::size_t) noexcept {
@@ -370,12 +431,12 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
   // acc[at(j)] += value first + j for j < count: the zeros too, as the fixed form adds them.
   template <class T, class IndexAt>
   static void add(const std::byte* p, std::size_t first, std::size_t count, T* acc, IndexAt&& at) noexcept {
-    const std::uint32_t s = levels(p), b = bucket(p);
+    const qsgd_fractions fractions(levels(p));
     std::size_t done = 0;  // values first .. first + done - 1 are added
-    (void)walk(p, first + count, [&](std::uint64_t j, std::uint32_t level, bool negative) {
+    (void)walk(p, first + count, [&](std::uint64_t j, std::uint32_t level, bool negative, float n) {
       if (j < first) return;
       for (; first + done < j; ++done) acc[at(done)] += T(0);
-      acc[at(done++)] += qsgd_value<T>(norm(p, j / b), level, s, negative);
+      acc[at(done++)] += fractions.value<T>(n, level, negative);
     });
     for (; done < count; ++done) acc[at(done)] += T(0);
   }
@@ -383,9 +444,9 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
   template <class T>
   static void values(const std::byte* p, std::size_t count, T* out) noexcept {
     for (std::size_t j = 0; j < count; ++j) out[j] = T(0);
-    const std::uint32_t s = levels(p), b = bucket(p);
-    (void)walk(p, count, [&](std::uint64_t j, std::uint32_t level, bool negative) {
-      out[j] = qsgd_value<T>(norm(p, j / b), level, s, negative);
+    const qsgd_fractions fractions(levels(p));
+    (void)walk(p, count, [&](std::uint64_t j, std::uint32_t level, bool negative, float n) {
+      out[j] = fractions.value<T>(n, level, negative);
     });
   }
   // value j: the stream read up to it.
@@ -400,9 +461,9 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
     largest = 0.0;
     if (const errc e = check_norms(p); e != errc::ok) return e;
     double top = 0.0;
-    const std::uint32_t s = levels(p), b = bucket(p);
-    const errc e = walk(p, kept, [&](std::uint64_t j, std::uint32_t level, bool) {
-      const double x = static_cast<double>(qsgd_magnitude(norm(p, j / b), level, s));
+    const qsgd_fractions fractions(levels(p));
+    const errc e = walk(p, kept, [&](std::uint64_t, std::uint32_t level, bool, float n) {
+      const double x = static_cast<double>(fractions.magnitude(n, level));
       top = x > top ? x : top;
     });
     if (e == errc::ok) largest = top;
@@ -412,8 +473,13 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
   static errc encode(span<const T> v, const wire::coding_parameters& c, std::byte* dst) noexcept {
     std::uint64_t fixed = 0, gamma = 0;
     if (const errc e = measure(v, c, fixed, gamma); e != errc::ok) return e;
+    return encode(v, c, dst, gamma);
+  }
+  // The payload of v, `bytes` long as plan() found it (the encoder's path: one read of v).
+  template <class T>
+  static errc encode(span<const T> v, const wire::coding_parameters& c, std::byte* dst, std::uint64_t bytes) noexcept {
     const auto count = buckets_of(v.size(), c.bucket);
-    const std::uint64_t block = header_bytes + 4 * count, length = gamma - block;
+    const std::uint64_t block = header_bytes + 4 * count, length = bytes - block;
     store_le<std::uint32_t>(dst, c.bucket);
     store_le<std::uint32_t>(dst + 4, c.levels);
     store_le<std::uint32_t>(dst + 8, static_cast<std::uint32_t>(count));

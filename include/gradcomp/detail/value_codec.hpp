@@ -691,6 +691,18 @@ template <class Codec, class T>
 errc codec_encode(Codec, span<const T> v, const wire::coding_parameters&, std::byte* dst, long) noexcept {
   return Codec::template encode<T>(v, dst);
 }
+// With the payload's length as the plan found it, for a codec whose length depends on the values
+// (encode(v, params, dst, bytes)), which then need not be measured again.
+template <class Codec, class T>
+auto codec_encode_planned(Codec, span<const T> v, const wire::coding_parameters& c, std::byte* dst,
+                          std::uint64_t bytes, int) noexcept -> decltype(Codec::template encode<T>(v, c, dst, bytes)) {
+  return Codec::template encode<T>(v, c, dst, bytes);
+}
+template <class Codec, class T>
+errc codec_encode_planned(Codec codec, span<const T> v, const wire::coding_parameters& c, std::byte* dst,
+                          std::uint64_t, long) noexcept {
+  return codec_encode(codec, v, c, dst, 0);
+}
 template <class Codec>
 GRADCOMP_HD auto codec_parameters(Codec, const std::byte* p, int) noexcept -> decltype(Codec::parameters(p)) {
   return Codec::parameters(p);
@@ -783,6 +795,14 @@ errc encode_values(span<const T> v, wire::value_coding c, std::byte* dst,
                    const wire::coding_parameters& params = {}) noexcept {
   errc e = errc::unknown_coding;
   visit_value_codec(c, [&](auto codec) { e = codec_encode(codec, v, params, dst, 0); });
+  return e;
+}
+// encode_values of a payload whose length plan_values gave.
+template <class T>
+errc encode_planned_values(span<const T> v, wire::value_coding c, std::byte* dst, const wire::coding_parameters& params,
+                           std::uint64_t bytes) noexcept {
+  errc e = errc::unknown_coding;
+  visit_value_codec(c, [&](auto codec) { e = codec_encode_planned(codec, v, params, dst, bytes, 0); });
   return e;
 }
 

@@ -17,11 +17,14 @@
 /// For every message the error is the one `wire::decode_accumulate` reports for the same bytes and
 /// accumulators: the first fault in message order, a checksum mismatch before any other.
 ///
-/// Every index coding and value coding of the format is decoded. Raw, bitmap and delta_varint
-/// indices and every value coding are decoded by one thread per byte of the message, with two
-/// scans (the positions of bitmap bits and varint ends, then the varint gaps); a Rice-coded
-/// section is decoded by one thread (its codes have no boundaries a thread could find on its
-/// own), so a receiver on a device should ask its peers for the other codings.
+/// Every index coding and every value coding but `qsgd_gamma` is decoded. Raw, bitmap and
+/// delta_varint indices and the value codings are decoded by one thread per byte of the message,
+/// with two scans (the positions of bitmap bits and varint ends, then the varint gaps); a
+/// Rice-coded section is decoded by one thread (its codes have no boundaries a thread could find
+/// on its own), so a receiver on a device should ask its peers for the other codings. A
+/// `qsgd_gamma` section (Elias-gamma codes, read in order only) refuses the message with
+/// `errc::unknown_coding`: peers send QSGD's fixed-width `qsgd` form to such a receiver
+/// (`encode_options::device_readable`).
 ///
 /// This header includes Thrust; the umbrella header does not include it.
 #pragma once

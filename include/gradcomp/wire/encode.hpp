@@ -170,12 +170,12 @@ inline constexpr std::size_t streaming_payload_bytes = std::size_t(8) << 20;
 template <class T>
 errc write_values(span<const T> v, value_coding coding, const coding_parameters& params, std::uint64_t bytes,
                   std::byte* dst, std::uint32_t* crc) noexcept {
-  if (crc == nullptr) return gradcomp::detail::encode_values(v, coding, dst, params);
+  if (crc == nullptr) return gradcomp::detail::encode_planned_values(v, coding, dst, params, bytes);
   const std::size_t width = value_bytes_per_element(coding);
   if (width * v.size() >= streaming_payload_bytes && gradcomp::detail::encode_values_streaming(v, coding, dst, crc))
     return errc::ok;
   if (width == 0) {
-    const errc e = gradcomp::detail::encode_values(v, coding, dst, params);
+    const errc e = gradcomp::detail::encode_planned_values(v, coding, dst, params, bytes);
     if (e == errc::ok) *crc = crc32c(span<const std::byte>(dst, static_cast<std::size_t>(bytes)), *crc);
     return e;
   }
