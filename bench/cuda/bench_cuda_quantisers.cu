@@ -1,0 +1,149 @@
+// One step of each quantising compressor on the GPU (the portable Thrust backend on Thrust's CUDA
+// system): compress() of one tensor of n elements, waited for through stats(), timed against a
+// streaming loop of the bytes the step must move in the same iteration:
+//   BM_cuda_quantiser_step/<n>/0  EF-SignSGD   a read of g and e (the L1 norm first), then
+//                                              v = e + g, e = g: 24 bytes per element
+//   BM_cuda_quantiser_step/<n>/1  TernGrad     a read of g (the scale first), then v = g + g:
+//                                              12 bytes per element
+//   BM_cuda_quantiser_step/<n>/2  1-bit SGD    as EF-SignSGD (256 columns), 24 bytes per element
+//   BM_cuda_quantiser_step/<n>/3  QSGD         as TernGrad (the bucket norms first), 12 bytes
+// ratio_to_stream = stream time / step time; wire_bits_per_element: the step's message (encoded on
+// the host from the staged copy, untimed), its section per element.
+#include <benchmark/benchmark.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/thrust/backend.hpp>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+#include <thrust/system/cuda/execution_policy.h>
+
+#include "gpu_timing.cuh"
+
+namespace {
+
+using cuda_system = thrust::system::cuda::tag;
+using backend = gradcomp::thrust_backend<cuda_system>;
+using ops = gradcomp::detail::ops<backend>;
+using backend_buffer = gradcomp::backend_buffer<float, backend>;
+
+struct absolute {
+  __host__ __device__ float operator()(float x) const { return x < 0.0f ? -x : x; }
+};
+struct larger {
+  __host__ __device__ float operator()(float a, float b) const { return a < b ? b : a; }
+};
+struct sum {
+  __host__ __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// v[i] = g[i] + (e ? e[i] : g[i]); with e, e[i] = g[i] as well.
+struct stream_write {
+  const float* g;
+  float* e;
+  float* v;
+  __host__ __device__ void operator()(std::size_t i) const {
+    const float x = g[i];
+    v[i] = x + (e != nullptr ? e[i] : x);
+    if (e != nullptr) e[i] = x;
+  }
+};
+
+// The streaming loop of a step: a reduction over g (and e), then the write pass. `with_error`:
+// the error-feedback methods' 24 bytes per element, else 12.
+struct stream_reference {
+  backend_buffer g, e, v;
+  std::size_t n;
+  bool with_error;
+  stream_reference(const backend& b, std::size_t count, bool error)
+      : g(ops::allocate<float>(b, count)), e(ops::allocate<float>(b, error ? count : 0)),
+        v(ops::allocate<float>(b, count)), n(count), with_error(error) {}
+  void operator()() {
+    float* gp = g.view().data();
+    benchmark::DoNotOptimize(thrust::transform_reduce(cuda_system{}, gp, gp + n, absolute{}, 0.0f,
+                                                      larger{}));
+    if (with_error)
+      benchmark::DoNotOptimize(thrust::transform_reduce(cuda_system{}, e.view().data(), e.view().data() + n,
+                                                        absolute{}, 0.0f, sum{}));
+    thrust::for_each_n(cuda_system{}, thrust::counting_iterator<std::size_t>(0), n,
+                       stream_write{gp, with_error ? e.view().data() : nullptr, v.view().data()});
+  }
+};
+
+template <class C>
+void run(benchmark::State& state, C& c, std::size_t n, bool with_error) {
+  const backend b{};
+  std::vector<float> host(n);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& x : host) x = normal(rng);
+  auto g = ops::allocate<float>(b, n);
+  ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), n), g.view());
+  const std::vector<gradcomp::backend_span<const float, backend>> grads = {gradcomp::readonly(g.view())};
+  bool ok = true;
+  auto step = [&] {
+    const auto issued = c.compress(grads);
+    ok &= issued && c.stats();
+  };
+  stream_reference stream(b, n, with_error);
+  const double ratio = gradcomp_bench::timed_against(state, step, stream);
+  std::vector<std::byte> msg(c.max_message_bytes());
+  const auto bytes = c.encode_message({}, gradcomp::span<std::byte>(msg.data(), msg.size()));
+  if (!ok || !bytes) state.SkipWithError("compress failed");
+  state.counters["ratio_to_stream"] = ratio;
+  state.counters["wire_bits_per_element"] =
+      bytes ? 8.0 * static_cast<double>(*bytes - gradcomp::wire::message_header_bytes) / static_cast<double>(n) : 0.0;
+  state.counters["elements_per_s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// args: n, method (0 EF-SignSGD, 1 TernGrad, 2 1-bit SGD, 3 QSGD).
+void BM_cuda_quantiser_step(benchmark::State& state) {
+  if (!gradcomp_bench::have_device(state)) return;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const backend b{};
+  switch (state.range(1)) {
+    case 0: {
+      gradcomp::ef_signsgd_config cfg;
+      cfg.learning_rate = 0.01;
+      gradcomp::ef_signsgd_compressor<float, backend> c(cfg, b);
+      c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+      run(state, c, n, true);
+      break;
+    }
+    case 1: {
+      gradcomp::terngrad_compressor<float, backend> c(gradcomp::terngrad_config{}, b);
+      c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+      run(state, c, n, false);
+      break;
+    }
+    case 2: {
+      gradcomp::onebit_sgd_compressor<float, backend> c(gradcomp::onebit_sgd_config{}, b);
+      c.add_tensor("w", {n / 256, 256}, gradcomp::tensor_mode::compressed);
+      run(state, c, n, true);
+      break;
+    }
+    default: {
+      gradcomp::qsgd_compressor<float, backend> c(gradcomp::qsgd_config{}, b);
+      c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+      run(state, c, n, false);
+      break;
+    }
+  }
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (const long n : {1L << 20, 1L << 24})
+    for (const long method : {0L, 1L, 2L, 3L}) b->Args({n, method});
+}
+
+}  // namespace
+
+BENCHMARK(BM_cuda_quantiser_step)->Apply(sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
