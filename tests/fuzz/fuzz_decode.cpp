@@ -27,6 +27,7 @@
 //     admits a single encoding (raw_u32, bitmap, dense, delta_varint; rice when the encoder
 //     picks the same parameter).
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -205,18 +206,23 @@ double reference_value(const std::byte* p, value_coding c, std::uint64_t j) {
 }
 
 // QSGD's payloads (both forms) bit by bit: every value, and the first fault in the order the
-// format lists the checks: the norms (finite, then the sign bit), then for the fixed form the
-// padding and each code in order (a level above s, a sign on level 0, a level under a zero norm),
-// for the Elias-gamma form each entry of the stream in order, then its end and padding.
+// format lists the checks: the norms (finite, then the sign bit, then 0 or normal), then for the
+// fixed form the padding and each code in order (a level above s, a sign on level 0, a level
+// under a zero norm), for the Elias-gamma form each entry of the stream in order, then its end
+// and padding.
 void reference_qsgd(const std::byte* p, const section_header& s, reference_section& r) {
   const bool gamma = s.values == value_coding::qsgd_gamma;
   const std::uint64_t bucket = le(p, 4), levels = le(p + 4, 4), buckets = le(p + 8, 4);
   const std::uint64_t head = gamma ? 20 : 12;
-  auto norm = [&](std::uint64_t b) { return float_from_bits(static_cast<std::uint32_t>(le(p + head + 4 * b, 4))); };
+  auto norm = [&](std::uint64_t b) {
+    return float_from_bits(static_cast<std::uint32_t>(le(p + head + 4 * b, 4)));
+  };
   for (std::uint64_t b = 0; b < buckets; ++b) {
     const auto bits = static_cast<std::uint32_t>(le(p + head + 4 * b, 4));
     if (!std::isfinite(float_from_bits(bits))) return void(r.parameters = errc::non_finite_input);
     if ((bits >> 31) != 0) return void(r.parameters = errc::malformed_payload);
+    if (std::fpclassify(float_from_bits(bits)) == FP_SUBNORMAL)
+      return void(r.parameters = errc::malformed_payload);
   }
   auto value = [&](std::uint64_t j, std::uint64_t level, bool negative) {
     const float fraction = static_cast<float>(level) / static_cast<float>(levels);

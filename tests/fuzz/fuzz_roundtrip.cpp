@@ -353,10 +353,12 @@ step<T> read_step(byte_reader& in, std::uint8_t b0) {
       if (sec.bucket != 0 && sec.levels != 0 && sec.levels <= 65535 && rng.next() % 4 != 0) {
         const std::size_t buckets = (kept + sec.bucket - 1) / sec.bucket;
         sec.norms.resize(buckets);
-        for (auto& x : sec.norms) x = static_cast<float>(rng.next() % 8 == 0 ? 0.0 : std::ldexp(1.0 + rng.below(1000), -5));
+        for (auto& x : sec.norms)
+          x = static_cast<float>(rng.next() % 8 == 0 ? 0.0 : std::ldexp(1.0 + rng.below(1000), -5));
         for (std::size_t j = 0; j < kept; ++j) {
           const float norm = sec.norms[j / sec.bucket];
-          const auto level = rng.next() % 2 == 0 || norm == 0.0f ? 0u : static_cast<std::uint32_t>(1 + rng.below(sec.levels));
+          const bool zero = rng.next() % 2 == 0 || norm == 0.0f;
+          const auto level = zero ? 0u : static_cast<std::uint32_t>(1 + rng.below(sec.levels));
           sec.values[j] = gdetail::qsgd_value<T>(norm, level, sec.levels, rng.next() % 2 != 0);
         }
         // Without norms the encoder takes each bucket's largest magnitude: put one at level s.
@@ -465,7 +467,6 @@ qsgd_model<T> model_qsgd(const tensor_message<T>& m) {
     if (m.parameters.scales != nullptr) {
       norm = m.parameters.scales[k];
       if (!std::isfinite(norm)) return q.error = errc::non_finite_input, q;
-      if (std::signbit(norm)) return q.error = errc::value_out_of_range, q;
     } else {
       double top = 0.0;
       for (std::uint64_t j = first; j < last; ++j) {
@@ -475,6 +476,8 @@ qsgd_model<T> model_qsgd(const tensor_message<T>& m) {
       norm = static_cast<float>(top);
       if (!std::isfinite(norm) || static_cast<double>(norm) != top) return q.error = errc::value_out_of_range, q;
     }
+    // Norms are 0 or normal, sign bit clear.
+    if (std::signbit(norm) || std::fpclassify(norm) == FP_SUBNORMAL) return q.error = errc::value_out_of_range, q;
     for (std::uint64_t j = first; j < last; ++j) {
       const T x = m.values[j];
       if (!std::isfinite(x)) return q.error = errc::non_finite_input, q;

@@ -245,7 +245,8 @@ void decode_seeds() {
       m.dense = dense;
       m.numel = dense ? n_dense : (gamma ? 400 : 100);
       if (!dense) m.indices = span<const std::uint32_t>(idx.data(), idx.size());
-      m.values = dense ? span<const float>(dense_q.data(), dense_q.size()) : span<const float>(sparse_q.data(), n_sparse);
+      m.values = dense ? span<const float>(dense_q.data(), dense_q.size())
+                       : span<const float>(sparse_q.data(), sparse_q.size());
       m.parameters.bucket = 4;
       m.parameters.levels = 5;
       m.parameters.scales = dense ? dense_norms.data() : sparse_norms.data();
@@ -253,8 +254,8 @@ void decode_seeds() {
       const auto written = static_cast<value_coding>(b[wire::message_header_bytes + 21]);
       if (written != (gamma ? value_coding::qsgd_gamma : value_coding::qsgd))
         throw std::logic_error("a qsgd seed is not in the form it is meant to show");
-      write("decode", std::string("valid-") + wire::to_string(codings[i]) + form + (opt.checksum ? "-crc" : "") + ".bin",
-            b);
+      const std::string name = std::string("valid-") + wire::to_string(codings[i]) + form;
+      write("decode", name + (opt.checksum ? "-crc" : "") + ".bin", b);
       if (i != 0) continue;
       const std::size_t v0 = wire::message_header_bytes + wire::section_header_bytes + 4 * n_sparse;
       const std::size_t head = gamma ? 20 : 12, body = v0 + head + 4 * sparse_norms.size();

@@ -57,7 +57,7 @@ qsgd_compressor<T> make(qsgd_config cfg, std::size_t dense = SIZE_MAX) {
 }
 
 // The documented norm of g[first, last): sqrt of the squares summed in double in element order, or
-// the largest magnitude; rounded up to binary32.
+// the largest magnitude; rounded up to binary32, and a subnormal one up to the smallest normal.
 template <class T>
 float reference_norm(const std::vector<T>& g, std::size_t first, std::size_t last, qsgd_norm kind) {
   double squares = 0.0, largest = 0.0;
@@ -69,7 +69,7 @@ float reference_norm(const std::vector<T>& g, std::size_t first, std::size_t las
   const double norm = kind == qsgd_norm::l2 ? std::sqrt(squares) : largest;
   float f = static_cast<float>(norm);
   if (static_cast<double>(f) < norm) f = std::nextafter(f, std::numeric_limits<float>::infinity());
-  return f;
+  return f != 0.0f && f < std::numeric_limits<float>::min() ? std::numeric_limits<float>::min() : f;
 }
 
 // The documented message of one tensor: with r = |g_i| / n * s (n its bucket's norm), the level is
@@ -262,7 +262,8 @@ TEST_CASE("QSGD: a NaN or an infinity, or a norm beyond binary32, refuses the st
   REQUIRE(c.compress(views(g1)));
   REQUIRE(fresh.compress(views(g1)));
   for (std::size_t t = 0; t < kShapes.size(); ++t)
-    CHECK(same_bits(c.message(t).values, std::vector<float>(fresh.message(t).values.begin(), fresh.message(t).values.end())));
+    CHECK(same_bits(c.message(t).values,
+                    std::vector<float>(fresh.message(t).values.begin(), fresh.message(t).values.end())));
   // With the largest magnitude as the norm, large floats are fine; doubles beyond binary32 are not.
   qsgd_config mc;
   mc.norm = qsgd_norm::maximum;
@@ -310,7 +311,8 @@ TEST_CASE("QSGD: the wire message takes the shorter form, decodes to the message
       std::size_t fixed = wire::message_header_bytes + wire::checksum_bytes;
       for (std::size_t t = 0; t < kShapes.size(); ++t) {
         const std::size_t numel = a.info(t).numel, w = 1 + (levels == 2 ? 2 : 8);
-        fixed += wire::section_header_bytes + (t == 1 ? 4 * numel : 12 + 4 * ((numel + 127) / 128) + (numel * w + 7) / 8);
+        const std::size_t quantised = 12 + 4 * ((numel + 127) / 128) + (numel * w + 7) / 8;
+        fixed += wire::section_header_bytes + (t == 1 ? 4 * numel : quantised);
       }
       CHECK(ma.size() == fixed);
       CHECK(*na <= fixed);
@@ -331,6 +333,26 @@ TEST_CASE("QSGD: the wire message takes the shorter form, decodes to the message
         const auto x = a.message(t).values, y = b.message(t).values, u = agg.update(t);
         for (std::size_t i = 0; i < u.size(); ++i) REQUIRE(u[i] == (x[i] + y[i]) * 0.5f);
       }
+    }
+  }
+}
+
+TEST_CASE("QSGD: a bucket of subnormal gradients has the smallest normal norm, and its message encodes") {
+  for (const auto kind : {qsgd_norm::l2, qsgd_norm::maximum}) {
+    qsgd_config cfg;
+    cfg.norm = kind;
+    cfg.bucket = 4;
+    qsgd_compressor<float> c(cfg);
+    c.add_tensor("w", {8});
+    const std::vector<float> g = {1e-40f, -3e-39f, 0.0f, 2e-45f, 1.0f, 0.5f, 0.0f, 0.0f};
+    for (int step = 0; step < 20; ++step) {
+      REQUIRE(c.compress({span<const float>(g.data(), g.size())}));
+      REQUIRE(c.stats());
+      CHECK(c.norms(0)[0] == std::numeric_limits<float>::min());
+      std::vector<std::byte> msg(c.max_message_bytes());
+      const auto n = c.encode_message({}, span<std::byte>(msg.data(), msg.size()));
+      REQUIRE(n);
+      CHECK(same_bits(c.message(0).values, wire::decode<float>(span<const std::byte>(msg.data(), *n))[0].values));
     }
   }
 }

@@ -148,7 +148,8 @@ TEST_CASE("qsgd: the encoder writes the shorter form, and the fixed one for devi
     }
     const std::size_t gamma_bytes = dense_payload + 20 + 4 * 8 + (bits + 7) / 8;
     CHECK(chosen->size() == std::min(fixed_bytes, gamma_bytes));
-    CHECK(coding_of(*chosen) == (gamma_bytes < fixed_bytes ? wire::value_coding::qsgd_gamma : wire::value_coding::qsgd));
+    const auto shorter = gamma_bytes < fixed_bytes ? wire::value_coding::qsgd_gamma : wire::value_coding::qsgd;
+    CHECK(coding_of(*chosen) == shorter);
     if (nonzero <= 0.2) CHECK(coding_of(*chosen) == wire::value_coding::qsgd_gamma);
     // The bound of a section is the fixed form's length.
     CHECK(*wire::max_section_bytes(4096, 4096, true, qsgd_options(), m.parameters) ==
@@ -231,6 +232,10 @@ TEST_CASE_TEMPLATE("qsgd: the encoder refuses layouts, norms and values it canno
   CHECK(encode_one(with_layout(dense(v), 8, 5, bad.data()), qsgd_options()).error() == errc::non_finite_input);
   bad[1] = -norms[1];
   CHECK(encode_one(with_layout(dense(v), 8, 5, bad.data()), qsgd_options()).error() == errc::value_out_of_range);
+  bad[1] = 1e-40f;  // subnormal: two levels could give one value
+  CHECK(encode_one(with_layout(dense(v), 8, 5, bad.data()), qsgd_options()).error() == errc::value_out_of_range);
+  CHECK(encode_one(with_layout(dense(std::vector<T>{T(1e-40f), T(0)}), 8, 5, nullptr), qsgd_options()).error() ==
+        errc::value_out_of_range);
   // Non-finite values, with and without norms.
   off = v;
   off[5] = std::numeric_limits<T>::quiet_NaN();
@@ -273,7 +278,9 @@ TEST_CASE("qsgd: the decoder refuses layout words, norms, codes and padding the 
       CHECK(check(with(12 + 4 * b, 0xffc00000u)).error() == errc::non_finite_input);
       CHECK(check(with(12 + 4 * b, 0xbf800000u)).error() == errc::malformed_payload);
       CHECK(check(with(12 + 4 * b, 0x80000000u)).error() == errc::malformed_payload);
-      CHECK(check(with(12 + 4 * b, 0x00000001u)));
+      CHECK(check(with(12 + 4 * b, 0x00000001u)).error() == errc::malformed_payload);  // subnormal
+      CHECK(check(with(12 + 4 * b, 0x007fffffu)).error() == errc::malformed_payload);
+      CHECK(check(with(12 + 4 * b, 0x00800000u)));  // the smallest normal
       if (norms[b] != 0.0f) CHECK(check(with(12 + 4 * b, 0)).error() == errc::malformed_payload);  // levels under 0
     }
     const std::size_t codes = dense_payload + 12 + 4 * ((n + 7) / 8);
@@ -304,7 +311,9 @@ TEST_CASE("qsgd_gamma: the decoder refuses counts, gaps, levels, stream lengths 
   REQUIRE(good);
   REQUIRE(coding_of(*good) == wire::value_coding::qsgd_gamma);
   REQUIRE(check(*good));
-  auto with = [&](std::size_t at, std::uint32_t bits) { return gradcomp_test::with_word(*good, dense_payload + at, bits); };
+  auto with = [&](std::size_t at, std::uint32_t bits) {
+    return gradcomp_test::with_word(*good, dense_payload + at, bits);
+  };
   auto stream = [&](unsigned b0, unsigned b1) {
     auto b = *good;
     b[dense_payload + 24] = static_cast<std::byte>(b0);

@@ -1,5 +1,5 @@
 // QSGD's value codings (docs/wire_format.md, "Value codings"): the values of a section form
-// buckets of B consecutive values, each with a binary32 norm, and value j is
+// buckets of B consecutive values, each with a binary32 norm (0 or normal), and value j is
 // +-norm * (l_j / s) for an integer level l_j in [0, s]. Two forms of one content:
 //   qsgd (19)        block: B, s, N = ceil(kept / B) (u32 each), N norms; then a code of
 //                    w = 1 + bit_width(s) bits per value (the level, then the sign as the top bit),
@@ -178,15 +178,20 @@ struct qsgd_codec_base {
     block = parameter_bytes_at(p);
     return bytes >= block;
   }
-  // Each norm in order: finite, then the sign bit clear.
+  // Each norm in order: finite, then the sign bit clear and not subnormal (0 or normal: a
+  // subnormal norm would give two levels the same value, and a payload two encodings).
   GRADCOMP_HD static errc check_norms(const std::byte* p) noexcept {
     const std::uint32_t n = buckets(p);
     for (std::uint32_t b = 0; b < n; ++b) {
       const std::uint32_t bits = load_le<std::uint32_t>(p + header_bytes + 4 * static_cast<std::uint64_t>(b));
       if ((bits & 0x7f800000u) == 0x7f800000u) return errc::non_finite_input;
-      if ((bits & 0x80000000u) != 0) return errc::malformed_payload;
+      if ((bits & 0x80000000u) != 0 || !usable_norm_bits(bits)) return errc::malformed_payload;
     }
     return errc::ok;
+  }
+  // A norm of 0 or a normal binary32 (sign bit clear).
+  GRADCOMP_HD static bool usable_norm_bits(std::uint32_t bits) noexcept {
+    return bits == 0 || (bits & 0x7f800000u) != 0;
   }
 
   // The encoder's reading of v: bucket by bucket, its norm (c.scales[b], or the bucket's largest
@@ -206,7 +211,6 @@ struct qsgd_codec_base {
       if (c.scales != nullptr) {
         norm = c.scales[b];
         if (!std::isfinite(norm)) return errc::non_finite_input;
-        if (std::signbit(norm)) return errc::value_out_of_range;
       } else {
         T top = 0;
         for (std::uint64_t j = first; j < last; ++j) {
@@ -216,6 +220,8 @@ struct qsgd_codec_base {
         norm = static_cast<float>(top);
         if (!std::isfinite(norm) || static_cast<T>(norm) != top) return errc::value_out_of_range;
       }
+      // Negative and subnormal norms are not in the format.
+      if (std::signbit(norm) || !usable_norm_bits(float_bits(norm))) return errc::value_out_of_range;
       on_bucket(b, norm);
       // The level nearest a / norm * s (the values of two levels are at least 2^-16 apart
       // relatively, so this is the one that can give a), then its value checked bit for bit.
@@ -353,7 +359,8 @@ struct qsgd_codec : qsgd_codec_base<12> {
     store_le<std::uint32_t>(dst + 8, count);
     bit_writer out(dst + header_bytes + 4 * static_cast<std::uint64_t>(count), (v.size() * w + 7) / 8);
     const errc e = read_levels(
-        v, c, [&](std::uint64_t b, float norm) { store_le<std::uint32_t>(dst + header_bytes + 4 * b, float_bits(norm)); },
+        v, c,
+        [&](std::uint64_t b, float norm) { store_le<std::uint32_t>(dst + header_bytes + 4 * b, float_bits(norm)); },
         [&](std::uint64_t, std::uint32_t level, bool negative) {
           out.put(level | (negative ? 1u << (w - 1) : 0u), w);
         });
@@ -488,7 +495,8 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
     std::uint64_t next = 0;
     std::uint32_t m = 0;
     const errc e = read_levels(
-        v, c, [&](std::uint64_t b, float norm) { store_le<std::uint32_t>(dst + header_bytes + 4 * b, float_bits(norm)); },
+        v, c,
+        [&](std::uint64_t b, float norm) { store_le<std::uint32_t>(dst + header_bytes + 4 * b, float_bits(norm)); },
         [&](std::uint64_t j, std::uint32_t level, bool negative) {
           if (level == 0) return;
           put_gamma(out, j + 1 - next);

@@ -137,7 +137,9 @@ class qsgd_compressor : public detail::dense_quantiser<T, Backend, detail::qsgd_
 
   /// The last step's norm of each bucket of tensor `id`, in the backend's memory (empty for a tensor
   /// sent whole).
-  backend_span<const float, Backend> norms(std::size_t id) const noexcept { return readonly(this->tensors_[id].scales.view()); }
+  backend_span<const float, Backend> norms(std::size_t id) const noexcept {
+    return readonly(this->tensors_[id].scales.view());
+  }
 
   /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
   /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,

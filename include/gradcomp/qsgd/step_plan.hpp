@@ -59,9 +59,10 @@ struct qsgd_step_params {
 template <class Backend>
 struct qsgd_ops;
 
-// The norm of g[first, last) rounded up to binary32: the Euclidean norm from the squares summed in
-// double in element order, or the largest magnitude; NaN when an element is a NaN or an infinity,
-// +infinity when the norm is beyond binary32.
+// The norm of g[first, last) rounded up to binary32 (and to the smallest normal binary32 from
+// below it, 0 aside): the Euclidean norm from the squares summed in double in element order, or
+// the largest magnitude; NaN when an element is a NaN or an infinity, +infinity when the norm is
+// beyond binary32.
 template <class T>
 GRADCOMP_HD float qsgd_bucket_norm(const T* g, std::size_t first, std::size_t last, qsgd_norm kind) noexcept {
   key_t<T> top = 0;
@@ -75,7 +76,9 @@ GRADCOMP_HD float qsgd_bucket_norm(const T* g, std::size_t first, std::size_t la
   if (!is_finite_key<T>(top)) return bits_float(0x7fc00000u);
   const double norm = kind == qsgd_norm::l2 ? std::sqrt(squares) : static_cast<double>(value_of_key<T>(top));
   if (!(norm - norm == 0.0)) return bits_float(0x7f800000u);  // the squares' sum overflowed
-  return binary32_at_least(norm);
+  const float up = binary32_at_least(norm);
+  // A subnormal norm (not in the wire format) becomes the smallest normal one.
+  return up != 0.0f && up < bits_float(0x00800000u) ? bits_float(0x00800000u) : up;
 }
 
 // A tensor's flags from its measured norms.
