@@ -421,7 +421,7 @@ inline const std::vector<mode_entry>& modes() {
        }},
       {"qsgd",
        "QSGD: 15 levels of each bucket's Euclidean norm (buckets of 512), stochastic rounding, the shorter of "
-       "fixed-width and Elias-gamma codes (about 3 bits per element), receiver momentum",
+       "fixed-width and Elias-gamma codes (about 1.5 bits per element on the demo), receiver momentum",
        [](const train_options& o, std::size_t) {
          mode_spec m;
          m.name = "qsgd";
