@@ -121,6 +121,12 @@ void print_state_words(gradcomp::span<const std::byte> msg, const wire::section_
     else
       std::printf("      %-20s %.17g\n", name, x);
   };
+  // The method of word 8 (docs/wire_format.md, "Snapshots"); check_state_words bounds it.
+  auto method_name = [](double m) {
+    const char* names[wire::snapshot_selection_count] = {"sampled_threshold", "exact_topk", "scaled_sign",
+                                                         "ternary", "one_bit", "qsgd", "adacomp"};
+    return names[static_cast<std::size_t>(m)];
+  };
   const gradcomp::errc range = wire::detail::check_state_words(msg, s);
   if (w.size() == wire::snapshot_state_words) {
     namespace sw = wire::state_word;
@@ -139,7 +145,7 @@ void print_state_words(gradcomp::span<const std::byte> msg, const wire::section_
                   joined(sw::seed_low, sw::seed_high),
                   w[sw::momentum_correction] == 1.0 ? "on" : "off",
                   w[sw::nesterov] == 1.0 ? "on" : "off",
-                  w[sw::selection] == 1.0 ? "exact_topk" : "sampled_threshold");
+                  method_name(w[sw::selection]));
     }
   } else if (w.size() == wire::snapshot_legacy_state_words) {
     namespace lw = wire::legacy_state_word;

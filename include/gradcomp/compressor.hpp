@@ -18,10 +18,12 @@
 /// - `c.receiver()` is the `receiver_layout` an `aggregator` needs to sum the workers' messages.
 ///
 /// Compressors: `dgc_compressor` (Deep Gradient Compression, top-k with error feedback when
-/// momentum correction is off) and `ef_signsgd_compressor` (scaled signs with error feedback).
-/// Snapshots: `save_snapshot(c)`, `restore_snapshot(c, bytes)` and `snapshot_bytes(c)`, found by
-/// argument-dependent lookup, for every compressor on every backend (dgc/snapshot.hpp,
-/// ef_signsgd/snapshot.hpp).
+/// momentum correction is off), `ef_signsgd_compressor` (scaled signs with error feedback),
+/// `terngrad_compressor`, `onebit_sgd_compressor`, `qsgd_compressor` (quantisers) and
+/// `adacomp_compressor` (AdaComp's binned selection with error feedback). Snapshots:
+/// `save_snapshot(c)`, `restore_snapshot(c, bytes)` and `snapshot_bytes(c)`, found by
+/// argument-dependent lookup, for every compressor on every backend (each compressor's
+/// snapshot.hpp).
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,8 @@
 /// @brief Umbrella header: includes the whole public API of gradcomp.
 #pragma once
 
+#include "adacomp/compressor.hpp"
+#include "adacomp/snapshot.hpp"
 #include "aggregator.hpp"
 #include "backend.hpp"
 #include "backend_memory.hpp"

@@ -217,11 +217,13 @@ struct keeps_error : std::false_type {};
 template <class C>
 struct keeps_error<C, std::void_t<decltype(std::declval<const C&>().error_feedback(0))>> : std::true_type {};
 
-// Six steps of the dense quantiser `make(b)` builds (rank-1 tensors sent whole) on `backend` and
-// on the CPU backend (an infinity in step 3): messages (and error buffers, where the method keeps
-// them) bitwise equal, the same refusal, and one synchronisation per step where counted.
+// Six steps of the quantiser `make(b)` builds (rank-1 tensors sent whole) on `backend` and on the
+// CPU backend (an infinity in step 3): messages (and error buffers, where the method keeps them)
+// bitwise equal, the same refusal, and `waits` synchronisations per encoded step where counted
+// (one; two for a sparse method, whose counts come before its payload).
 template <class Backend, class Make>
-void check_quantiser_against_cpu(const Backend& backend, Make make, const std::size_t* synchronizations) {
+void check_quantiser_against_cpu(const Backend& backend, Make make, const std::size_t* synchronizations,
+                                 std::size_t waits = 1) {
   using harness = backend_harness<Backend>;
   auto tested = make(backend);
   auto reference = make(gradcomp::cpu_backend{});
@@ -247,7 +249,7 @@ void check_quantiser_against_cpu(const Backend& backend, Make make, const std::s
     std::vector<std::byte> a(tested.max_message_bytes()), b(reference.max_message_bytes());
     const auto na = tested.encode_message({}, gradcomp::span<std::byte>(a.data(), a.size()));
     const auto nb = reference.encode_message({}, gradcomp::span<std::byte>(b.data(), b.size()));
-    if (synchronizations != nullptr) CHECK(*synchronizations == before + 1);
+    if (synchronizations != nullptr) CHECK(*synchronizations == before + (s == 3 ? 1 : waits));
     if (s == 3) {
       CHECK(na.error() == gradcomp::errc::non_finite_input);
       CHECK(nb.error() == gradcomp::errc::non_finite_input);
@@ -314,6 +316,21 @@ void check_qsgd_against_cpu(const Backend& backend, const std::size_t* synchroni
       };
       check_quantiser_against_cpu(backend, make, synchronizations);
     }
+  }
+}
+
+// check_quantiser_against_cpu for AdaComp: the default bins (the conv tensor has more bins than a
+// chunk of the scale's sum) and bins of 13 for the others.
+template <class Backend>
+void check_adacomp_against_cpu(const Backend& backend, const std::size_t* synchronizations) {
+  for (const std::size_t fc_bin : {std::size_t(500), std::size_t(13)}) {
+    CAPTURE(fc_bin);
+    auto make = [=](auto b) {
+      gradcomp::adacomp_config cfg;
+      cfg.fc_bin = fc_bin;
+      return gradcomp::adacomp_compressor<float, decltype(b)>(cfg, b);
+    };
+    check_quantiser_against_cpu(backend, make, synchronizations, 2);
   }
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <gradcomp/backend.hpp>
+#include <gradcomp/cpu/adacomp_ops.hpp>
 #include <gradcomp/cpu/ef_sign_ops.hpp>
 #include <gradcomp/cpu/onebit_ops.hpp>
 #include <gradcomp/cpu/qsgd_ops.hpp>
@@ -371,122 +372,51 @@ struct gradcomp::detail::ops<gradcomp_test::strict_backend> : gradcomp::detail::
   }
 };
 
-// EF-SignSGD's kernels on strict memory: the CPU's, as for DGC.
-template <>
-struct gradcomp::detail::ef_sign_ops<gradcomp_test::strict_backend> {
-  using backend = gradcomp_test::strict_backend;
-  using cpu = ef_sign_ops<cpu_backend>;
-  template <class T>
-  using sspan = span<T, gradcomp_test::strict_space>;
+namespace gradcomp_test {
 
-  template <class T>
-  static void measure(const backend& b, T lr, sspan<const T> g, sspan<const T> e, sspan<ef_sign_record> records,
-                      std::size_t t) {
-    gradcomp_test::strict_run(b, [&] {
-      cpu::measure(cpu_backend{}, lr, gradcomp_test::unwrap(g), gradcomp_test::unwrap(e),
-                   gradcomp_test::unwrap(records), t);
-    });
+// An argument of a quantiser kernel as the CPU kernel takes it: strict spans unwrapped (and
+// checked), anything else as it is.
+template <class T>
+gradcomp::span<T> pass(strict_span<T> s) {
+  return unwrap(s);
+}
+template <class A>
+const A& pass(const A& a) {
+  return a;
+}
+
+// A quantiser's kernels on strict memory (measure, plan, apply): the CPU's, `Cpu`, each call
+// counted and run with the memory open.
+template <class Cpu>
+struct strict_quantiser_ops {
+  template <class... A>
+  static void measure(const strict_backend& b, const A&... a) {
+    strict_run(b, [&] { Cpu::measure(gradcomp::cpu_backend{}, pass(a)...); });
   }
-  static void plan(const backend& b, sspan<ef_sign_record> records, sspan<ef_sign_step_record> step) {
-    gradcomp_test::strict_run(
-        b, [&] { cpu::plan(cpu_backend{}, gradcomp_test::unwrap(records), gradcomp_test::unwrap(step)); });
+  template <class... A>
+  static void plan(const strict_backend& b, const A&... a) {
+    strict_run(b, [&] { Cpu::plan(gradcomp::cpu_backend{}, pass(a)...); });
   }
-  template <class T>
-  static void apply(const backend& b, T lr, sspan<const T> g, sspan<T> e, sspan<T> values,
-                    sspan<const ef_sign_record> records, std::size_t t, sspan<const ef_sign_step_record> step) {
-    gradcomp_test::strict_run(b, [&] {
-      cpu::apply(cpu_backend{}, lr, gradcomp_test::unwrap(g), gradcomp_test::unwrap(e), gradcomp_test::unwrap(values),
-                 gradcomp_test::unwrap(records), t, gradcomp_test::unwrap(step));
-    });
+  template <class... A>
+  static void apply(const strict_backend& b, const A&... a) {
+    strict_run(b, [&] { Cpu::apply(gradcomp::cpu_backend{}, pass(a)...); });
   }
 };
 
-// TernGrad's kernels on strict memory: the CPU's.
+}  // namespace gradcomp_test
+
 template <>
-struct gradcomp::detail::terngrad_ops<gradcomp_test::strict_backend> {
-  using backend = gradcomp_test::strict_backend;
-  using cpu = terngrad_ops<cpu_backend>;
-  template <class T>
-  using sspan = span<T, gradcomp_test::strict_space>;
-
-  template <class T>
-  static void measure(const backend& b, sspan<const T> g, sspan<terngrad_record> records, std::size_t t) {
-    gradcomp_test::strict_run(
-        b, [&] { cpu::measure(cpu_backend{}, gradcomp_test::unwrap(g), gradcomp_test::unwrap(records), t); });
-  }
-  static void plan(const backend& b, sspan<terngrad_record> records, const terngrad_step_params& p,
-                   sspan<terngrad_step_record> step) {
-    gradcomp_test::strict_run(
-        b, [&] { cpu::plan(cpu_backend{}, gradcomp_test::unwrap(records), p, gradcomp_test::unwrap(step)); });
-  }
-  template <class T>
-  static void apply(const backend& b, const terngrad_step_params& p, sspan<const T> g, sspan<T> values,
-                    sspan<const terngrad_record> records, std::size_t t, sspan<const terngrad_step_record> step) {
-    gradcomp_test::strict_run(b, [&] {
-      cpu::apply(cpu_backend{}, p, gradcomp_test::unwrap(g), gradcomp_test::unwrap(values),
-                 gradcomp_test::unwrap(records), t, gradcomp_test::unwrap(step));
-    });
-  }
-};
-
-// QSGD's kernels on strict memory: the CPU's.
+struct gradcomp::detail::ef_sign_ops<gradcomp_test::strict_backend>
+    : gradcomp_test::strict_quantiser_ops<ef_sign_ops<cpu_backend>> {};
 template <>
-struct gradcomp::detail::qsgd_ops<gradcomp_test::strict_backend> {
-  using backend = gradcomp_test::strict_backend;
-  using cpu = qsgd_ops<cpu_backend>;
-  template <class T>
-  using sspan = span<T, gradcomp_test::strict_space>;
-
-  template <class T>
-  static void measure(const backend& b, const qsgd_step_params& p, sspan<const T> g, sspan<float> measured,
-                      sspan<qsgd_record> records, std::size_t t) {
-    gradcomp_test::strict_run(b, [&] {
-      cpu::measure(cpu_backend{}, p, gradcomp_test::unwrap(g), gradcomp_test::unwrap(measured),
-                   gradcomp_test::unwrap(records), t);
-    });
-  }
-  static void plan(const backend& b, sspan<const qsgd_record> records, sspan<qsgd_step_record> step) {
-    gradcomp_test::strict_run(
-        b, [&] { cpu::plan(cpu_backend{}, gradcomp_test::unwrap(records), gradcomp_test::unwrap(step)); });
-  }
-  template <class T>
-  static void apply(const backend& b, const qsgd_step_params& p, sspan<const T> g, sspan<const float> measured,
-                    sspan<float> scales, sspan<T> values, sspan<const qsgd_record> records, std::size_t t,
-                    sspan<const qsgd_step_record> step) {
-    gradcomp_test::strict_run(b, [&] {
-      cpu::apply(cpu_backend{}, p, gradcomp_test::unwrap(g), gradcomp_test::unwrap(measured),
-                 gradcomp_test::unwrap(scales), gradcomp_test::unwrap(values), gradcomp_test::unwrap(records), t,
-                 gradcomp_test::unwrap(step));
-    });
-  }
-};
-
-// 1-bit SGD's kernels on strict memory: the CPU's.
+struct gradcomp::detail::terngrad_ops<gradcomp_test::strict_backend>
+    : gradcomp_test::strict_quantiser_ops<terngrad_ops<cpu_backend>> {};
 template <>
-struct gradcomp::detail::onebit_ops<gradcomp_test::strict_backend> {
-  using backend = gradcomp_test::strict_backend;
-  using cpu = onebit_ops<cpu_backend>;
-  template <class T>
-  using sspan = span<T, gradcomp_test::strict_space>;
-
-  template <class T>
-  static void measure(const backend& b, sspan<const T> g, sspan<const T> r, sspan<onebit_partial<T>> partials,
-                      sspan<onebit_column> cols, sspan<onebit_record> records, std::size_t t) {
-    gradcomp_test::strict_run(b, [&] {
-      cpu::measure(cpu_backend{}, gradcomp_test::unwrap(g), gradcomp_test::unwrap(r), gradcomp_test::unwrap(partials),
-                   gradcomp_test::unwrap(cols), gradcomp_test::unwrap(records), t);
-    });
-  }
-  static void plan(const backend& b, sspan<const onebit_record> records, sspan<onebit_step_record> step) {
-    gradcomp_test::strict_run(
-        b, [&] { cpu::plan(cpu_backend{}, gradcomp_test::unwrap(records), gradcomp_test::unwrap(step)); });
-  }
-  template <class T>
-  static void apply(const backend& b, sspan<const T> g, sspan<T> r, sspan<T> values, sspan<const onebit_column> cols,
-                    sspan<const onebit_record> records, std::size_t t, sspan<const onebit_step_record> step) {
-    gradcomp_test::strict_run(b, [&] {
-      cpu::apply(cpu_backend{}, gradcomp_test::unwrap(g), gradcomp_test::unwrap(r), gradcomp_test::unwrap(values),
-                 gradcomp_test::unwrap(cols), gradcomp_test::unwrap(records), t, gradcomp_test::unwrap(step));
-    });
-  }
-};
+struct gradcomp::detail::qsgd_ops<gradcomp_test::strict_backend>
+    : gradcomp_test::strict_quantiser_ops<qsgd_ops<cpu_backend>> {};
+template <>
+struct gradcomp::detail::onebit_ops<gradcomp_test::strict_backend>
+    : gradcomp_test::strict_quantiser_ops<onebit_ops<cpu_backend>> {};
+template <>
+struct gradcomp::detail::adacomp_ops<gradcomp_test::strict_backend>
+    : gradcomp_test::strict_quantiser_ops<adacomp_ops<cpu_backend>> {};

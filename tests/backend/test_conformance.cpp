@@ -158,6 +158,11 @@ TEST_CASE_TEMPLATE("conformance: QSGD steps are bitwise the CPU backend's, one s
   gradcomp_test::check_qsgd_against_cpu(backend_for_test<Backend>(), synchronizations_of<Backend>());
 }
 
+TEST_CASE_TEMPLATE("conformance: AdaComp steps are bitwise the CPU backend's, counts then payload", Backend,
+                   cpu_backend, strict_backend) {
+  gradcomp_test::check_adacomp_against_cpu(backend_for_test<Backend>(), synchronizations_of<Backend>());
+}
+
 TEST_CASE_TEMPLATE("conformance: DGC snapshots are the CPU's bytes and restore across backends", Backend,
                    cpu_backend, strict_backend) {
   for (const auto& cfg : {gradcomp_test::conformance_configs()[5], gradcomp_test::conformance_configs()[10]}) {

@@ -420,6 +420,11 @@ TEST_CASE_TEMPLATE("conformance (thrust): QSGD steps are bitwise the CPU backend
   gradcomp_test::check_qsgd_against_cpu(Backend{}, nullptr);
 }
 
+TEST_CASE_TEMPLATE("conformance (thrust): AdaComp steps are bitwise the CPU backend's", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  gradcomp_test::check_adacomp_against_cpu(Backend{}, nullptr);
+}
+
 TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and restore across backends", Backend,
                    GRADCOMP_THRUST_TEST_BACKENDS) {
   auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
@@ -449,6 +454,12 @@ TEST_CASE_TEMPLATE("conformance (thrust): snapshots are the CPU's bytes and rest
     return c;
   };
   gradcomp_test::check_snapshots_across_backends(Backend{}, make_qsgd, step);
+  auto make_adacomp = [](auto backend) {
+    gradcomp::adacomp_compressor<float, decltype(backend)> c(gradcomp::adacomp_config{}, backend);
+    for (const auto& x : gradcomp_test::conformance_model()) c.add_tensor(x.name, x.shape);
+    return c;
+  };
+  gradcomp_test::check_snapshots_across_backends(Backend{}, make_adacomp, step);
 }
 
 TEST_CASE("thrust backend: a buffer whose size in bytes overflows is refused, not truncated") {

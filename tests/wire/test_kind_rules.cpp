@@ -320,7 +320,7 @@ TEST_CASE("state words of the current layout: integers in their ranges") {
     CHECK(check(snapshot, {state_section(words)}) ==
           (m < wire::snapshot_selection_count ? errc::ok : errc::malformed_payload));
   }
-  CHECK(wire::snapshot_selection_count == 6);
+  CHECK(wire::snapshot_selection_count == 7);
 }
 
 TEST_CASE("state words of the legacy layout: step and epoch below 2^53, seed halves below 2^32") {

@@ -1,12 +1,14 @@
-// What every compressor shares that sends each tensor dense, a compressed one in a quantised value
-// coding (EF-SignSGD's scaled signs, TernGrad's ternary values): the registered tensors with their
-// message buffers (and error buffers where the method keeps an error), per-tensor records and the
-// step's verdict in backend memory, waiting for a step and taking its outcome, the statistics, the
-// wire message and its views, and the receiver's layout. A compressor derives from it, adds its
-// configuration and issues its own step (`compress`) through its method's kernels.
+// What every compressor shares that sends a compressed tensor in a quantised value coding
+// (EF-SignSGD's scaled signs, TernGrad's ternary values), either dense or, for a sparse method
+// (AdaComp), as the positions it selects: the registered tensors with their message buffers (and
+// error buffers where the method keeps an error), per-tensor records and the step's verdict in
+// backend memory, waiting for a step and taking its outcome, the statistics, the wire message and
+// its views, and the receiver's layout. A compressor derives from it, adds its configuration and
+// issues its own step (`compress`) through its method's kernels.
 //
 // Record is the method's per-tensor record, in backend memory: it has `numel` and `compressed`,
-// which registration writes. StepRecord is the step's record, with the verdict `status` (an errc).
+// which registration writes, and for a sparse method `kept`, the entries its step wrote into the
+// tensor's index and value buffers. StepRecord is the step's record, with the verdict `status`.
 // A coding with per-bucket scales (coding_parameters::bucket non-zero: QSGD's norms) gets a scales
 // buffer per compressed tensor, which the step writes and the message carries.
 #pragma once
@@ -30,6 +32,26 @@
 namespace gradcomp {
 namespace detail {
 
+// The entries a record says its tensor's step kept (records of sparse methods), else 0.
+template <class Record>
+auto record_kept(const Record& r, int) noexcept -> decltype(static_cast<std::size_t>(r.kept)) {
+  return static_cast<std::size_t>(r.kept);
+}
+template <class Record>
+std::size_t record_kept(const Record&, long) noexcept {
+  return 0;
+}
+// Where a sparse method's record keeps that count (the record may be in backend memory: only the
+// address is computed), else null.
+template <class Record>
+auto record_kept_address(const Record* r, int) noexcept -> decltype(&r->kept) {
+  return &r->kept;
+}
+template <class Record>
+const std::uint64_t* record_kept_address(const Record*, long) noexcept {
+  return nullptr;
+}
+
 // The receiver's momentum of a quantiser's configuration: in [0, 1), vanilla or Nesterov; throws
 // errc::invalid_argument otherwise.
 inline void check_receiver_momentum(double momentum, momentum_kind form) {
@@ -51,16 +73,19 @@ class dense_quantiser {
     tensor_info info;
     buffer<T> e;       // error feedback (compressed tensors of a method that keeps one)
     buffer<T> values;  // last step's message values
+    buffer<std::uint32_t> indices;  // last step's sent positions (compressed tensors of a sparse method)
     buffer<float> scales;  // last step's per-bucket scales (codings with buckets)
     wire::coding_parameters parameters{};  // the layout of a compressed tensor's coding
-    std::size_t staged_offset = 0;
+    std::size_t staged_offset = 0;  // of the values and, when sparse, the indices
     std::size_t staged_scales_offset = 0;
   };
 
   // `coding`: the value coding of compressed tensors; `error_feedback`: whether each compressed
-  // tensor keeps an error buffer. Throws errc::invalid_argument for threads == 0.
-  dense_quantiser(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback)
-      : backend_(backend), coding_(coding), error_feedback_(error_feedback) {
+  // tensor keeps an error buffer; `sparse`: whether compressed tensors are sent as the positions
+  // the step selects. Throws errc::invalid_argument for threads == 0.
+  dense_quantiser(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback,
+                  bool sparse = false)
+      : backend_(backend), coding_(coding), error_feedback_(error_feedback), sparse_(sparse) {
     if (threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
     exec_ = ops::make_executor(threads);
     step_record_ = ops::template allocate<StepRecord>(backend_, 1);
@@ -83,8 +108,9 @@ class dense_quantiser {
   }
 
   /**
-   * @brief The outcome and statistics of the last `compress` (waits for it): every compressed
-   * element counts as kept (density 1).
+   * @brief The outcome and statistics of the last `compress` (waits for it): for a dense method
+   * every compressed element counts as kept (density 1); for a sparse one `kept_elements` is what
+   * it sent and `density` the kept share of the compressed elements.
    * @return the statistics, or the step's refusal (nothing modified then: see the compressor),
    *         `errc::invalid_argument` before the first `compress`.
    */
@@ -100,8 +126,9 @@ class dense_quantiser {
     std::uint64_t total = wire::message_overhead_bytes(opt);
     wire::encode_options packed = opt;
     packed.dense_values = coding_;
+    packed.values = coding_;
     for (const auto& st : tensors_)
-      total += *wire::max_section_bytes(st.info.numel, st.info.numel, true, st.info.compressed ? packed : opt,
+      total += *wire::max_section_bytes(st.info.numel, st.info.numel, !sparse(st), st.info.compressed ? packed : opt,
                                         st.parameters);
     return static_cast<std::size_t>(total);
   }
@@ -115,18 +142,22 @@ class dense_quantiser {
     wait(true);
     if (last_status_ != errc::ok) return fail(last_status_);
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const tensor_state& st = tensors_[t];
       tensor_message<T> m;
       m.tensor = t;
-      m.numel = tensors_[t].info.numel;
-      m.dense = true;
+      m.numel = st.info.numel;
+      m.dense = !sparse(st);
       m.coding = coding_of(t);
-      m.parameters = tensors_[t].parameters;
+      m.parameters = st.parameters;
+      const std::size_t n = entries(t);
       if constexpr (host_memory) {
-        m.values = readonly(tensors_[t].values.view());
-        m.parameters.scales = tensors_[t].scales.view().data();
+        m.values = readonly(st.values.view()).first(n);
+        if (!m.dense) m.indices = readonly(st.indices.view()).first(n);
+        m.parameters.scales = st.scales.view().data();
       } else {
-        m.values = span<const T>(staged_values_.data() + tensors_[t].staged_offset, m.numel);
-        m.parameters.scales = staged_scales_.data() + tensors_[t].staged_scales_offset;
+        m.values = span<const T>(staged_values_.data() + st.staged_offset, n);
+        if (!m.dense) m.indices = span<const std::uint32_t>(staged_indices_.data() + st.staged_offset, n);
+        m.parameters.scales = staged_scales_.data() + st.staged_scales_offset;
       }
       messages_[t] = m;
     }
@@ -140,8 +171,9 @@ class dense_quantiser {
     tensor_message<T, space> m;
     m.tensor = id;
     m.numel = tensors_[id].info.numel;
-    m.dense = true;
-    m.values = readonly(tensors_[id].values.view());
+    m.dense = !sparse(tensors_[id]);
+    m.values = readonly(tensors_[id].values.view()).first(entries(id));
+    if (!m.dense) m.indices = readonly(tensors_[id].indices.view()).first(entries(id));
     m.coding = coding_of(id);
     m.parameters = tensors_[id].parameters;
     m.parameters.scales = tensors_[id].scales.view().data();
@@ -151,7 +183,9 @@ class dense_quantiser {
   /**
    * @brief The last step's message as views of the backend's memory, for an encoder that runs
    * there (`wire::device_encoder`, `<gradcomp/thrust/wire_encode.hpp>`, where it writes the
-   * compressor's coding): every tensor dense, and the step's verdict (a refused step's refusal).
+   * compressor's coding): every tensor dense (a sparse method's compressed tensors as their
+   * positions, with the count in the tensor's record), and the step's verdict (a refused step's
+   * refusal).
    * Waits for nothing: the views always hold the data of the step issued last, in the stream's
    * order, so the encoder is set up once and issued after each `compress`.
    */
@@ -161,8 +195,12 @@ class dense_quantiser {
       wire::device_section<T, space> s;
       s.tensor = static_cast<std::uint32_t>(t);
       s.numel = static_cast<std::uint32_t>(tensors_[t].info.numel);
-      s.dense = true;
+      s.dense = !sparse(tensors_[t]);
       s.values = readonly(tensors_[t].values.view());
+      if (!s.dense) {
+        s.indices = readonly(tensors_[t].indices.view());
+        s.kept = record_kept_address(records_.view().data() + t, 0);
+      }
       s.coding = coding_of(t);
       m.sections.push_back(s);
     }
@@ -184,6 +222,7 @@ class dense_quantiser {
     wait();
     if (st.info.compressed && error_feedback_) st.e = ops::template allocate<T>(backend_, n);
     st.values = ops::template allocate<T>(backend_, n);
+    if (sparse(st)) st.indices = ops::template allocate<std::uint32_t>(backend_, n);
     const std::size_t scales = st.info.compressed && st.parameters.bucket != 0
                                    ? static_cast<std::size_t>((n + st.parameters.bucket - 1) / st.parameters.bucket)
                                    : 0;
@@ -199,6 +238,7 @@ class dense_quantiser {
     ops::copy_to_backend(backend_, span<const Record>(host.data(), host.size()), records.view());
     std::vector<Record> staged(host.size());
     std::vector<T> staged_values(host_memory ? 0 : staged_values_.size() + n);
+    std::vector<std::uint32_t> staged_indices(host_memory || !sparse_ ? 0 : staged_values_.size() + n);
     std::vector<float> staged_scales(host_memory ? 0 : staged_scales_.size() + scales);
     std::vector<std::size_t> order(tensors_.size() + 1);
     for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
@@ -214,6 +254,7 @@ class dense_quantiser {
     staged_records_ = std::move(staged);
     if (!host_memory) {
       staged_values_ = std::move(staged_values);
+      staged_indices_ = std::move(staged_indices);
       staged_scales_ = std::move(staged_scales);
     }
     order_ = std::move(order);
@@ -243,10 +284,22 @@ class dense_quantiser {
     return tensors_[t].info.compressed ? coding_ : wire::value_coding::unspecified;
   }
 
-  // Every tensor dense, with the receiver's momentum.
+  // A sparse method's compressed tensor.
+  bool sparse(const tensor_state& st) const noexcept { return sparse_ && st.info.compressed; }
+
+  // The entries of tensor t's message in the last step (its element count when dense); the host
+  // reads the records after a wait.
+  std::size_t entries(std::size_t t) const noexcept {
+    if (!sparse(tensors_[t])) return tensors_[t].info.numel;
+    if constexpr (host_memory) return record_kept(records_.view()[t], 0);
+    else return record_kept(staged_records_[t], 0);
+  }
+
+  // Every tensor dense (or, compressed by a sparse method, as up to numel positions), with the
+  // receiver's momentum.
   receiver_layout layout(double momentum, momentum_kind kind) const {
     receiver_layout r;
-    for (const auto& st : tensors_) r.tensors.push_back({st.info, true, false, 0});
+    for (const auto& st : tensors_) r.tensors.push_back({st.info, !sparse(st), false, sparse(st) ? st.info.numel : 0});
     if (momentum != 0.0)
       for (auto& t : r.tensors) t.momentum = true;
     r.momentum = momentum;
@@ -271,13 +324,26 @@ class dense_quantiser {
         ops::copy_to_host(on, readonly(records_.view()), span<Record>(staged_records_.data(), staged_records_.size()));
         ops::copy_to_host(on, readonly(step_record_.view()), span<StepRecord>(&verdict, 1));
       }
+      // A sparse method's counts are in the records: they are on the host before its payload is
+      // copied (a second synchronisation, none for a refused step, which has no payload).
+      bool synchronized = false;
+      if (payload && sparse_ && pending_) {
+        ops::synchronize(on);
+        synchronized = true;
+        payload = verdict.status == static_cast<std::int32_t>(errc::ok);
+      }
       if (payload)
-        for (const auto& st : tensors_) {
-          ops::copy_to_host(on, readonly(st.values.view()), span<T>(staged_values_.data() + st.staged_offset, st.info.numel));
+        for (std::size_t t = 0; t < tensors_.size(); ++t) {
+          const tensor_state& st = tensors_[t];
+          const std::size_t n = entries(t);
+          ops::copy_to_host(on, readonly(st.values.view()).first(n), span<T>(staged_values_.data() + st.staged_offset, n));
+          if (sparse(st))
+            ops::copy_to_host(on, readonly(st.indices.view()).first(n),
+                              span<std::uint32_t>(staged_indices_.data() + st.staged_offset, n));
           ops::copy_to_host(on, readonly(st.scales.view()),
                             span<float>(staged_scales_.data() + st.staged_scales_offset, st.scales.view().size()));
         }
-      ops::synchronize(on);
+      if (payload || !synchronized) ops::synchronize(on);
       if (payload) payload_staged_ = true;
       if (!pending_) return;
     }
@@ -286,16 +352,19 @@ class dense_quantiser {
     if (last_status_ != errc::ok) return;
     step_stats s;
     s.step = step_;
-    s.density = 1.0;
-    for (const auto& st : tensors_) {
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const tensor_state& st = tensors_[t];
       s.total_elements += st.info.numel;
       if (st.info.compressed) {
         s.target_elements += st.info.numel;
-        s.kept_elements += st.info.numel;
+        s.kept_elements += entries(t);
       } else {
         s.dense_elements += st.info.numel;
       }
     }
+    s.density = !sparse_ ? 1.0
+                : s.target_elements == 0 ? 0.0
+                                         : static_cast<double>(s.kept_elements) / static_cast<double>(s.target_elements);
     last_stats_ = s;
     ++step_;
   }
@@ -303,6 +372,7 @@ class dense_quantiser {
   Backend backend_;
   wire::value_coding coding_;
   bool error_feedback_;
+  bool sparse_;
   typename ops::executor exec_;
   std::vector<tensor_state> tensors_;
   buffer<Record> records_;
@@ -316,6 +386,7 @@ class dense_quantiser {
   step_stats last_stats_{};
   std::vector<Record> staged_records_;
   std::vector<T> staged_values_;
+  std::vector<std::uint32_t> staged_indices_;  // a sparse method's, at the values' offsets
   std::vector<float> staged_scales_;
   bool payload_staged_ = false;
 };

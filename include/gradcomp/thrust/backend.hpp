@@ -24,11 +24,12 @@
 ///
 /// The backend provides the memory members, the selections (exact top-k and DGC's sampled
 /// threshold), the DGC step with either selection and the aggregator's operations of the
-/// contract (docs/backends.md), EF-SignSGD's, TernGrad's, 1-bit SGD's and QSGD's kernels
-/// (thrust/ef_sign_ops.hpp, thrust/terngrad_ops.hpp, thrust/onebit_ops.hpp, thrust/qsgd_ops.hpp),
-/// so `dgc_compressor<T, thrust_backend<System>>`, `ef_signsgd_compressor<T, thrust_backend<System>>`,
-/// `terngrad_compressor<T, thrust_backend<System>>`, `onebit_sgd_compressor<T, thrust_backend<System>>`,
-/// `qsgd_compressor<T, thrust_backend<System>>` and `aggregator<T, thrust_backend<System>>` run on
+/// contract (docs/backends.md), EF-SignSGD's, TernGrad's, 1-bit SGD's, QSGD's and AdaComp's kernels
+/// (thrust/ef_sign_ops.hpp, thrust/terngrad_ops.hpp, thrust/onebit_ops.hpp, thrust/qsgd_ops.hpp,
+/// thrust/adacomp_ops.hpp), so `dgc_compressor<T, thrust_backend<System>>`,
+/// `ef_signsgd_compressor<T, thrust_backend<System>>`, `terngrad_compressor<T, thrust_backend<System>>`,
+/// `onebit_sgd_compressor<T, thrust_backend<System>>`, `qsgd_compressor<T, thrust_backend<System>>`,
+/// `adacomp_compressor<T, thrust_backend<System>>` and `aggregator<T, thrust_backend<System>>` run on
 /// it.
 ///
 /// This header includes Thrust (from the CUDA Toolkit's CCCL, `<cuda>/include/cccl`, or any
@@ -61,6 +62,7 @@
 #include "../select/selection_types.hpp"
 #include "../span.hpp"
 #include "../dgc/step_plan.hpp"
+#include "adacomp_ops.hpp"
 #include "dgc_kernels.hpp"
 #include "ef_sign_ops.hpp"
 #include "onebit_ops.hpp"

@@ -129,9 +129,10 @@ enum class snapshot_selection : std::uint32_t {
   ternary = 3,            ///< TernGrad: every element as a stochastic ternary value.
   one_bit = 4,            ///< 1-bit SGD: every element as one bit, two values per column.
   qsgd = 5,               ///< QSGD: every element as a stochastic level of its bucket's norm.
+  adacomp = 6,            ///< AdaComp: the elements each bin selects, as scaled signs.
 };
 /// Number of `snapshot_selection` values: word `state_word::selection` is below it.
-inline constexpr std::uint32_t snapshot_selection_count = 6;
+inline constexpr std::uint32_t snapshot_selection_count = 7;
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
 constexpr const char* to_string(index_coding c) noexcept {

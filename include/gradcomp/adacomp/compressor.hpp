@@ -1,0 +1,204 @@
+/// @file compressor.hpp
+/// @brief AdaComp, adaptive residual gradient compression (docs/algorithms.md, "AdaComp"),
+/// `adacomp_compressor`, on the common compressor interface.
+///
+/// Per tensor and step, with `g` the gradient and `r` the residual kept from the last step:
+/// `G = r + g`, `H = G + g`; the tensor is cut into bins of `L` consecutive elements, and element
+/// `i` is sent iff `G_i != 0` and `|H_i| >= max |G|` over its bin, as `sign(G_i) * scale`, with one
+/// scale per tensor, the mean of the bins' maxima of `|G|`; `r = G - sent`. The message is sparse:
+/// the sent positions and their values (value coding `scaled_sign`: one scale, a sign bit each).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../backend.hpp"
+#include "../cpu/adacomp_ops.hpp"
+#include "../detail/dense_quantiser.hpp"
+#include "../error.hpp"
+#include "../layout.hpp"
+#include "../span.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+
+namespace detail {
+template <wire::snapshot_selection Method, bool Seeded>
+struct residual_snapshot_access;
+}  // namespace detail
+
+/// Everything that parameterises AdaComp. Gradients are always checked for NaN and infinity.
+struct adacomp_config {
+  /// Bin size `L` of convolution kernels (tensors of rank 3 or more), the paper's 50.
+  std::size_t conv_bin = 50;
+  /// Bin size `L` of the other compressed tensors (fully connected and recurrent weights), the
+  /// paper's 500.
+  std::size_t fc_bin = 500;
+  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
+  double momentum = 0.9;
+  /// The receiver's momentum form.
+  momentum_kind momentum_form = momentum_kind::vanilla;
+  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
+  std::size_t threads = 1;
+  /// Which tensors are compressed; by default every tensor of rank 2 or more (biases and
+  /// normalisation parameters go whole).
+  compression_policy policy{};
+};
+
+/**
+ * @brief The sending side of AdaComp (Chen et al., "AdaComp: Adaptive Residual Gradient
+ * Compression for Data-Parallel Distributed Training", AAAI 2018) for a whole model, on one
+ * worker.
+ *
+ * The interface is that of every compressor (`<gradcomp/compressor.hpp>`): `add_tensor`,
+ * `compress` (issues the step on the backend), `stats()`, `max_message_bytes`, `encode_message`,
+ * `message`, `receiver()`. There is no target density: each bin sends the elements whose residual
+ * plus twice the new gradient reach the bin's largest residual plus gradient, so a bin where the
+ * gradient keeps its direction sends more, a quiet one nothing; `stats().kept_elements` tells how
+ * many were sent. A sent element costs its position and one sign bit on the wire (the scale is
+ * one binary32 per tensor). The bin size is the one hyperparameter: `adacomp_config::conv_bin`
+ * for tensors of rank 3 or more, `fc_bin` for the others, or per tensor at registration.
+ * Messages carry the gradient (not scaled by a learning rate): the receiver averages them,
+ * applies its momentum and its learning rate.
+ *
+ * What is not sent stays in the residual: `r + sent == G` element by element (for an element that
+ * was sent, up to the one rounding of `G - sent` to `T`; exactly for the others). The scale's sum
+ * is in double in a fixed order, so a step gives bitwise the same message on every run, for any
+ * thread count and on every conforming backend.
+ *
+ * A step reads every gradient and residual once before writing anything: a NaN or an infinity in
+ * a gradient refuses it with `errc::non_finite_input`, a `G` or a scale beyond the range of `T`
+ * or binary32 with `errc::state_overflow`; either way nothing is modified and the step counter
+ * does not advance. Not thread-safe; one per worker.
+ *
+ * @tparam T       float or double.
+ * @tparam Backend where state lives and work runs (docs/backends.md).
+ */
+template <class T, class Backend = cpu_backend>
+class adacomp_compressor
+    : public detail::dense_quantiser<T, Backend, detail::adacomp_record, detail::adacomp_step_record> {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "adacomp_compressor supports float and double");
+  using base = detail::dense_quantiser<T, Backend, detail::adacomp_record, detail::adacomp_step_record>;
+  using kernels = detail::adacomp_ops<Backend>;
+  template <class U>
+  using buffer = typename base::template buffer<U>;
+
+ public:
+  /// A gradient in the backend's memory.
+  using tensor_view = typename base::tensor_view;
+
+  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
+  explicit adacomp_compressor(adacomp_config cfg, Backend backend = Backend{})
+      : base(backend, cfg.threads, wire::value_coding::scaled_sign, true, true), cfg_(std::move(cfg)) {
+    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
+    check_bin(cfg_.conv_bin, "conv_bin");
+    check_bin(cfg_.fc_bin, "fc_bin");
+  }
+
+  /**
+   * @brief Registers a tensor and allocates its residual and bin buffers; returns its id. Its bin
+   * size is `config().conv_bin` for a shape of rank 3 or more (a convolution kernel), else
+   * `config().fc_bin`. Throws `gradcomp::error`: `errc::duplicate_tensor`, `errc::size_overflow`,
+   * `errc::invalid_argument`.
+   */
+  std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
+                         tensor_mode mode = tensor_mode::automatic) {
+    const std::size_t bin = shape.size() >= 3 ? cfg_.conv_bin : cfg_.fc_bin;
+    return add_tensor(std::move(name), std::move(shape), bin, mode);
+  }
+
+  /// `add_tensor` with the bin size `bin` (at least 1, below 2^32) for this tensor.
+  std::size_t add_tensor(std::string name, std::vector<std::size_t> shape, std::size_t bin, tensor_mode mode) {
+    check_bin(bin, "bin");
+    bins_state st;
+    bins_.reserve(bins_.size() + 1);
+    // The bin buffers are allocated once the registration is known to be valid, before it takes
+    // effect (strong guarantee).
+    const std::size_t id = this->add(
+        std::move(name), std::move(shape), mode, cfg_.policy,
+        [&](detail::adacomp_record&, const tensor_info& info) {
+          st.bin = info.compressed ? bin : detail::adacomp_dense_bin;
+          const std::size_t nb = detail::adacomp_bins(info.numel, st.bin);
+          st.bins = base::ops::template allocate<detail::adacomp_bin<T>>(this->backend_, nb);
+          st.chunks = base::ops::template allocate<detail::adacomp_chunk<T>>(this->backend_, detail::adacomp_chunks(nb));
+          st.offsets = base::ops::template allocate<std::uint32_t>(this->backend_, info.compressed ? nb : 0);
+        },
+        [](const tensor_info&) { return wire::coding_parameters{}; });
+    bins_.push_back(std::move(st));
+    return id;
+  }
+
+  /// The configuration.
+  const adacomp_config& config() const noexcept { return cfg_; }
+
+  /// The bin size of tensor `id` (unchecked; meaningful for compressed tensors).
+  std::size_t bin(std::size_t id) const noexcept { return bins_[id].bin; }
+
+  /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
+  /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
+  /// `errc::size_mismatch` (nothing issued).
+  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
+  /// `compress` taking a vector of gradient views.
+  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
+    return compress(this->backend_, span<const tensor_view>(grads.data(), grads.size()));
+  }
+  /// `compress` on the execution context `on`.
+  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
+    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
+    this->wait();
+    const auto records = this->records_.view();
+    const auto step = this->step_record_.view();
+    auto& tensors = this->tensors_;
+    auto measure = [&](std::size_t t, std::size_t) {
+      kernels::measure(on, grads[t], readonly(tensors[t].e.view()), bins_[t].bin, bins_[t].bins.view(),
+                       bins_[t].chunks.view(), bins_[t].offsets.view(), records, t);
+    };
+    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+    kernels::plan(on, readonly(records), step);
+    auto apply = [&](std::size_t t, std::size_t) {
+      kernels::apply(on, grads[t], tensors[t].e.view(), bins_[t].bin, tensors[t].indices.view(),
+                     tensors[t].values.view(), readonly(bins_[t].bins.view()), readonly(bins_[t].offsets.view()),
+                     records, t, readonly(step));
+    };
+    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    this->issued(on);
+    return {};
+  }
+
+  /// The residual r of tensor `id`, in the backend's memory (empty for tensors sent whole).
+  backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return this->tensors_[id].e.view(); }
+
+  /// What the receiving side needs: compressed tensors as sparse sections of up to all their
+  /// elements, the others dense, and the configured momentum.
+  receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
+
+ private:
+  template <wire::snapshot_selection Method, bool Seeded>
+  friend struct detail::residual_snapshot_access;
+
+  struct bins_state {
+    std::size_t bin = 1;
+    buffer<detail::adacomp_bin<T>> bins;      // each bin's measurements
+    buffer<detail::adacomp_chunk<T>> chunks;  // each chunk's sums
+    buffer<std::uint32_t> offsets;            // where each bin's selection goes
+  };
+
+  static void check_bin(std::size_t bin, const char* what) {
+    if (bin == 0 || bin > std::numeric_limits<std::uint32_t>::max()) {
+      std::string message(what);
+      message.append(" must be in [1, 2^32)");
+      throw error(errc::invalid_argument, message);
+    }
+  }
+
+  adacomp_config cfg_;
+  std::vector<bins_state> bins_;
+};
+
+}  // namespace gradcomp
