@@ -8,10 +8,14 @@
 //                                into the receiver's sums
 // <mode> names the demo's modes: dense (every tensor fp32, dgc_compressor with dense tensors),
 // dgc (density 0.001 from the first step, the demo's settings: momentum correction, masking,
-// clipping), ef_signsgd, terngrad, onebit_sgd, qsgd. Counters:
+// clipping), ef_signsgd, terngrad, onebit_sgd, qsgd, adacomp (bins of 500, biases compressed as
+// in the demo). Counters:
 //   items_per_second     model parameters per second
 //   message_bytes        the step's message, headers and checksum included
 //   bits_per_element     8 * message_bytes / parameters
+//   index_bits_per_position  (sparse messages) the index payloads' bits per sent position
+//   bin_offset_bits_per_position  (adacomp) the same positions packed as offsets within their bins
+//                        (ceil(log2 L) bits each) plus a unary count per bin, the paper's packing
 // scripts/compare_compressors.sh turns these into the speed columns of docs/compressors.md.
 #include <benchmark/benchmark.h>
 
@@ -20,6 +24,8 @@
 #include <chrono>
 #include <cstddef>
 #include <random>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -84,6 +90,51 @@ void add_model(C& c, gradcomp::tensor_mode mode) {
   }
 }
 
+// The index payload of a message's sparse sections in bits per position, and how many positions.
+struct index_cost {
+  double bits = 0.0;
+  double positions = 0.0;
+};
+inline index_cost sparse_index_cost(gradcomp::span<const std::byte> msg) {
+  index_cost c;
+  const auto h = gradcomp::wire::peek(msg);
+  if (!h) return c;
+  const std::uint64_t end = h->total_bytes - (h->has_checksum() ? gradcomp::wire::checksum_bytes : 0);
+  std::uint64_t offset = gradcomp::wire::message_header_bytes;
+  for (std::uint32_t i = 0; i < h->section_count; ++i) {
+    const auto sec = gradcomp::wire::read_section_header(msg, offset, end);
+    if (!sec) return index_cost{};
+    if (sec->indices != gradcomp::wire::index_coding::dense) {
+      c.bits += 8.0 * static_cast<double>(sec->index_bytes);
+      c.positions += sec->kept;
+    }
+    offset += sec->bytes;
+  }
+  return c;
+}
+
+// For a compressor with bins (AdaComp): the bits its last step's positions would take as offsets
+// within their bins, the packing of the AdaComp paper: ceil(log2 L) bits per position plus a count
+// per bin of at least one bit (unary: count + 1 bits).
+template <class C, class = void>
+struct has_bins : std::false_type {};
+template <class C>
+struct has_bins<C, std::void_t<decltype(std::declval<const C&>().bin(0))>> : std::true_type {};
+template <class C>
+double bin_offset_bits(C& c) {
+  double bits = 0.0;
+  if constexpr (has_bins<C>::value) {
+    for (std::size_t t = 0; t < c.num_tensors(); ++t) {
+      if (!c.info(t).compressed) continue;
+      const std::size_t n = c.info(t).numel, bin = c.bin(t), kept = c.message(t).indices.size();
+      std::size_t width = 0;
+      while ((std::size_t(1) << width) < bin) ++width;
+      bits += static_cast<double>(kept * width + (n + bin - 1) / bin + kept);
+    }
+  }
+  return bits;
+}
+
 // A compressor from `make()` after eight steps, its last one ready to encode.
 template <class Make>
 auto stepped(const Make& make) {
@@ -123,6 +174,11 @@ void register_mode(const std::string& mode, Make make) {
     state.SetItemsProcessed(state.iterations() * n);
     state.counters["message_bytes"] = static_cast<double>(bytes);
     state.counters["bits_per_element"] = 8.0 * static_cast<double>(bytes) / static_cast<double>(n);
+    const index_cost idx = sparse_index_cost(gradcomp::span<const std::byte>(out.data(), bytes));
+    if (idx.positions > 0) {
+      state.counters["index_bits_per_position"] = idx.bits / idx.positions;
+      if (has_bins<decltype(c)>::value) state.counters["bin_offset_bits_per_position"] = bin_offset_bits(c) / idx.positions;
+    }
   })->Unit(benchmark::kMicrosecond);
 
   benchmark::RegisterBenchmark(("BM_compressor_decode/" + mode).c_str(), [make, n](benchmark::State& state) {
@@ -186,6 +242,13 @@ const bool registered = [] {
   });
   register_mode("qsgd", [] {
     gradcomp::qsgd_compressor<float> c(gradcomp::qsgd_config{});
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return c;
+  });
+  register_mode("adacomp", [] {
+    gradcomp::adacomp_config cfg;
+    cfg.policy.compress_vectors = true;
+    gradcomp::adacomp_compressor<float> c(cfg);
     add_model(c, gradcomp::tensor_mode::automatic);
     return c;
   });

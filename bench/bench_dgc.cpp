@@ -31,6 +31,10 @@
 //                     512, Euclidean norms; signs drawn anew before each step, untimed): each
 //                     bucket's norm, then a Philox draw and a level per element; against
 //                     BM_stream_ternary (the same 12 bytes)
+//   BM_adacomp_step   adacomp_compressor::compress on one tensor, bins of 500 (signs drawn anew
+//                     before each step, untimed): each bin's largest |r + g| and its count in two
+//                     reads of the bin, then its selection and r = G - sent; against
+//                     BM_stream_sign (24 bytes; the step moves 20 and writes only what it sends)
 // The quantisers' steps report wire_bits_per_element: their last message's section per element.
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
 //                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
@@ -55,6 +59,7 @@
 // Quick pass: bench_dgc --benchmark_min_time=0.01 --benchmark_filter='/65536/'
 #include <benchmark/benchmark.h>
 
+#include <gradcomp/adacomp/compressor.hpp>
 #include <gradcomp/cpu/fused_kernels.hpp>
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/ef_signsgd/compressor.hpp>
@@ -338,6 +343,12 @@ void bm_qsgd_step(benchmark::State& state, std::size_t n) {
   quantiser_step<stream_ternary>(state, n, c, 12);
 }
 
+void bm_adacomp_step(benchmark::State& state, std::size_t n) {
+  gradcomp::adacomp_compressor<float> c(gradcomp::adacomp_config{});
+  c.add_tensor("w", {n}, 500, gradcomp::tensor_mode::compressed);
+  quantiser_step<stream_sign>(state, n, c, 24);
+}
+
 // One tensor's fused pass (cpu::accumulate_and_select as compress runs it: vanilla momentum
 // correction, masking, the sampled threshold, a guide carried from step to step) with a given
 // policy for moving the candidates out of the accumulator.
@@ -478,6 +489,8 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("BM_onebit_step/float/cpu/" + size).c_str(), bm_onebit_step, n)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_qsgd_step/float/cpu/" + size).c_str(), bm_qsgd_step, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_adacomp_step/float/cpu/" + size).c_str(), bm_adacomp_step, n)
         ->Unit(benchmark::kMillisecond);
   }
   try {

@@ -7,6 +7,8 @@
 //                                              12 bytes per element
 //   BM_cuda_quantiser_step/<n>/2  1-bit SGD    as EF-SignSGD (256 columns), 24 bytes per element
 //   BM_cuda_quantiser_step/<n>/3  QSGD         as TernGrad (the bucket norms first), 12 bytes
+//   BM_cuda_quantiser_step/<n>/4  AdaComp      as EF-SignSGD (bins of 500: each bin's maximum and
+//                                              count, then its selection and r), 24 bytes
 // ratio_to_stream = stream time / step time; wire_bits_per_element: the step's message (encoded on
 // the host from the staged copy, untimed), its section per element.
 #include <benchmark/benchmark.h>
@@ -104,7 +106,7 @@ void run(benchmark::State& state, C& c, std::size_t n, bool with_error) {
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// args: n, method (0 EF-SignSGD, 1 TernGrad, 2 1-bit SGD, 3 QSGD).
+// args: n, method (0 EF-SignSGD, 1 TernGrad, 2 1-bit SGD, 3 QSGD, 4 AdaComp).
 void BM_cuda_quantiser_step(benchmark::State& state) {
   if (!gradcomp_bench::have_device(state)) return;
   const auto n = static_cast<std::size_t>(state.range(0));
@@ -130,10 +132,16 @@ void BM_cuda_quantiser_step(benchmark::State& state) {
       run(state, c, n, true);
       break;
     }
-    default: {
+    case 3: {
       gradcomp::qsgd_compressor<float, backend> c(gradcomp::qsgd_config{}, b);
       c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
       run(state, c, n, false);
+      break;
+    }
+    default: {
+      gradcomp::adacomp_compressor<float, backend> c(gradcomp::adacomp_config{}, b);
+      c.add_tensor("w", {n / 500, 500}, gradcomp::tensor_mode::compressed);
+      run(state, c, n, true);
       break;
     }
   }
@@ -141,7 +149,7 @@ void BM_cuda_quantiser_step(benchmark::State& state) {
 
 void sizes(benchmark::internal::Benchmark* b) {
   for (const long n : {1L << 20, 1L << 24})
-    for (const long method : {0L, 1L, 2L, 3L}) b->Args({n, method});
+    for (const long method : {0L, 1L, 2L, 3L, 4L}) b->Args({n, method});
 }
 
 }  // namespace

@@ -434,6 +434,20 @@ inline const std::vector<mode_entry>& modes() {
          };
          return m;
        }},
+      {"adacomp",
+       "AdaComp: per bin of 500 elements, the residuals whose sum with twice the new gradient reaches the bin's "
+       "largest, sent as signs of one scale per layer, error feedback, receiver momentum",
+       [](const train_options& o, std::size_t) {
+         mode_spec m;
+         m.name = "adacomp";
+         m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
+           gradcomp::adacomp_config cfg;
+           cfg.momentum = o.momentum;
+           cfg.policy.compress_vectors = o.compress_vectors;
+           return detail::adapted<gradcomp::adacomp_compressor>(o, cfg);
+         };
+         return m;
+       }},
   };
   return all;
 }

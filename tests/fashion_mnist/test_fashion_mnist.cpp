@@ -391,6 +391,13 @@ TEST_CASE("every mode of the registry trains: the loss falls and the messages ha
                                                   (1280 + 7) / 8 + (32 + 7) / 8 + (320 + 7) / 8 + (10 + 7) / 8);
       CHECK(r.bytes_per_step_run == expected);
     }
+    if (mode == "adacomp") {
+      // Sparse: a few positions per bin of 500 (of 1,280, 32, 320 and 10 elements here) with a sign
+      // bit each, far below the dense message.
+      CHECK(r.sent_fraction > 0.0);
+      CHECK(r.sent_fraction < 0.3);
+      CHECK(r.bytes_per_step_run < 0.25 * r.dense_bytes);
+    }
     if (mode == "qsgd") {
       // At most the fixed-width form: a 12-byte block, a norm per bucket of 512 and a 5-bit code
       // per element per tensor (the Elias-gamma form where it is shorter), a header and a checksum.
