@@ -24,6 +24,7 @@
 #include "onebit/snapshot.hpp"
 #include "qsgd/compressor.hpp"
 #include "qsgd/snapshot.hpp"
+#include "saef.hpp"
 #include "select/exact_topk.hpp"
 #include "select/sampled_threshold.hpp"
 #include "select/selection_types.hpp"
