@@ -72,7 +72,7 @@ foreach(_i RANGE ${_last})
     if(NOT _v_final_sparsity EQUAL 0 OR _v_compression_ratio GREATER 1)
       message(FATAL_ERROR "dense: sparsity ${_v_final_sparsity}, ratio ${_v_compression_ratio}")
     endif()
-  elseif(_mode STREQUAL "ef_signsgd")
+  elseif(_mode STREQUAL "ef_signsgd" OR _mode STREQUAL "saef_sign")
     # One bit per element plus headers: about 32x, never sparse.
     if(NOT _v_final_sparsity EQUAL 0 OR _v_compression_ratio LESS 30)
       message(FATAL_ERROR "${_mode}: sparsity ${_v_final_sparsity}, ratio ${_v_compression_ratio}")

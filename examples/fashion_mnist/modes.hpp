@@ -86,6 +86,32 @@ class worker_compressor {
   virtual gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& opt,
                                                        gradcomp::span<std::byte> out) = 0;
   virtual gradcomp::receiver_layout receiver() const = 0;
+  /// Step-Ahead Error Feedback (`saef_adapter`): whether the worker's gradient is taken at x - e,
+  /// and that point for tensor t (`out = x - e`).
+  virtual bool steps_ahead() const { return false; }
+  virtual void lookahead(std::size_t t, gradcomp::span<const float> x, gradcomp::span<float> out) {
+    (void)t;
+    std::copy(x.begin(), x.end(), out.begin());
+  }
+  /// Residual averaging (SAEF): whether it is due after this step, the worker's residual of tensor
+  /// t (empty where none), and the mean to take.
+  virtual bool averaging_due() const { return false; }
+  virtual gradcomp::span<const float> residual(std::size_t) const { return {}; }
+  virtual gradcomp::result<void> set_residuals(const std::vector<gradcomp::span<const float>>&) {
+    return gradcomp::fail(gradcomp::errc::invalid_argument);
+  }
+};
+
+/// The server side of double-way compression (SAEF): the averaged update compressed again; what
+/// every worker applies is its `update`. Every replica runs the same one on the same average.
+class update_stage {
+ public:
+  virtual ~update_stage() = default;
+  virtual std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                                 gradcomp::tensor_mode mode) = 0;
+  virtual gradcomp::result<void> step(const std::vector<gradcomp::span<const float>>& mean) = 0;
+  /// Tensor t's update to apply, valid until the next step.
+  virtual gradcomp::span<const float> update(std::size_t t) const = 0;
 };
 
 namespace detail {
@@ -210,6 +236,92 @@ class compressor_adapter final : public worker_compressor {
   std::vector<typename Compressor::tensor_view> views_;
 };
 
+/// A worker of Step-Ahead Error Feedback (`gradcomp::saef_worker`) around a compressor of the CPU
+/// backend: its gradients go to the worker's momentum, `eta * M` through the compressor.
+template <class Compressor>
+class saef_adapter final : public worker_compressor {
+ public:
+  saef_adapter(Compressor c, gradcomp::saef_config cfg) : c_(std::move(c)), cfg_(cfg) {}
+  std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                         gradcomp::tensor_mode mode) override {
+    return c_.add_tensor(name, shape, mode);
+  }
+  const gradcomp::tensor_info& info(std::size_t id) const override { return c_.info(id); }
+  void begin_step(std::size_t epoch, double lr) override {
+    if constexpr (detail::has_epoch<Compressor>::value) c_.set_epoch(epoch);
+    (void)epoch;
+    worker().set_learning_rate(lr);
+  }
+  double density() override {
+    if constexpr (detail::has_schedule<Compressor>::value) return c_.density();
+    else return 1.0;
+  }
+  double final_density() const override {
+    if constexpr (detail::has_schedule<Compressor>::value) return c_.config().schedule.final_density();
+    else return 1.0;
+  }
+  gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) override {
+    return worker().step(grads);
+  }
+  gradcomp::result<gradcomp::step_stats> stats() override { return c_.stats(); }
+  std::size_t max_message_bytes(const gradcomp::wire::encode_options& opt) const override {
+    return c_.max_message_bytes(opt);
+  }
+  gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& opt,
+                                               gradcomp::span<std::byte> out) override {
+    return c_.encode_message(opt, out);
+  }
+  gradcomp::receiver_layout receiver() const override {
+    gradcomp::receiver_layout r = c_.receiver();
+    r.momentum = 0.0;
+    for (auto& t : r.tensors) t.momentum = false;
+    return r;
+  }
+  bool steps_ahead() const override { return true; }
+  void lookahead(std::size_t t, gradcomp::span<const float> x, gradcomp::span<float> out) override {
+    if (!worker().lookahead(t, x, out)) throw std::logic_error("lookahead: the tensor's own length");
+  }
+  bool averaging_due() const override { return worker_ && worker_->averaging_due(); }
+  gradcomp::span<const float> residual(std::size_t t) const override {
+    return worker_ ? worker_->residual(t) : gradcomp::span<const float>();
+  }
+  gradcomp::result<void> set_residuals(const std::vector<gradcomp::span<const float>>& mean) override {
+    return worker().set_residuals(mean);
+  }
+
+ private:
+  // The SAEF worker, once the tensors are registered.
+  gradcomp::saef_worker<Compressor>& worker() {
+    if (!worker_) worker_ = std::make_unique<gradcomp::saef_worker<Compressor>>(c_, cfg_);
+    return *worker_;
+  }
+  const gradcomp::saef_worker<Compressor>& worker() const { return const_cast<saef_adapter*>(this)->worker(); }
+
+  Compressor c_;
+  gradcomp::saef_config cfg_;
+  std::unique_ptr<gradcomp::saef_worker<Compressor>> worker_;
+};
+
+/// The server of Step-Ahead Error Feedback (`gradcomp::saef_server`) around a compressor.
+template <class Compressor>
+class saef_server_stage final : public update_stage {
+ public:
+  explicit saef_server_stage(Compressor c) : c_(std::move(c)) {}
+  std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                         gradcomp::tensor_mode mode) override {
+    return c_.add_tensor(name, shape, mode);
+  }
+  gradcomp::result<void> step(const std::vector<gradcomp::span<const float>>& mean) override {
+    if (!server_) server_ = std::make_unique<gradcomp::saef_server<Compressor>>(c_);
+    return server_->step(mean);
+  }
+  gradcomp::span<const float> update(std::size_t t) const override { return server_->update(t); }
+
+ private:
+  Compressor c_;  // a warm-up schedule counts steps, as the workers' do
+  std::unique_ptr<gradcomp::saef_server<Compressor>> server_;
+};
+
 /// The replica's side: every worker's message summed and averaged on a backend
 /// (`gradcomp::aggregator`), each tensor's update then read on the host.
 class replica_sums {
@@ -301,6 +413,9 @@ struct mode_spec {
   bool update_includes_lr = false;
   /// The mode's peak learning rate as a multiple of `--lr` (a method that needs a smaller one).
   double lr_scale = 1.0;
+  /// Double-way compression: the server stage every replica runs on the average (SAEF); empty:
+  /// the average itself is applied.
+  std::function<std::unique_ptr<update_stage>()> make_server;
 };
 
 /// One entry of the registry.
@@ -336,6 +451,46 @@ inline gradcomp::warmup_schedule warmup(const train_options& o, std::size_t step
   const std::size_t warmup_steps = std::max<std::size_t>(
       4, static_cast<std::size_t>(std::llround(o.warmup_epochs * double(steps_per_epoch))));
   return gradcomp::warmup_schedule::paper(o.final_density, 4, gradcomp::schedule_unit::step, (warmup_steps + 3) / 4);
+}
+}  // namespace detail
+
+namespace detail {
+// Top-k with error feedback on its input as SAEF's compressor: DGC's exact top-k without momentum
+// correction, the demo's warm-up to the final density.
+inline gradcomp::dgc_compressor<float> saef_topk(const train_options& o, std::size_t steps_per_epoch) {
+  gradcomp::dgc_config cfg;
+  cfg.momentum_correction = false;
+  cfg.momentum_masking = false;
+  cfg.selection = gradcomp::selection_method::exact_topk;
+  cfg.schedule = warmup(o, steps_per_epoch);
+  cfg.policy.compress_vectors = o.compress_vectors;
+  return gradcomp::dgc_compressor<float>(cfg);
+}
+// Scaled signs with error feedback on its input (learning rate 1: the input is eta * M).
+inline gradcomp::ef_signsgd_compressor<float> saef_sign() {
+  gradcomp::ef_signsgd_config cfg;
+  cfg.learning_rate = 1.0;
+  return gradcomp::ef_signsgd_compressor<float>(cfg);
+}
+// A SAEF mode: the worker's and the server's compressor from make(), residuals averaged every 20
+// steps. SAEF's helpers read host memory: its compressors are the CPU backend's whatever --backend
+// says (which then only places the replica's sums).
+template <class Make>
+mode_spec saef_mode(const std::string& name, const train_options& o, Make make) {
+  mode_spec m;
+  m.name = name;
+  gradcomp::saef_config cfg;
+  cfg.learning_rate = o.lr;
+  cfg.momentum = o.momentum;
+  cfg.average_every = 20;
+  m.make_worker = [make, cfg](std::size_t) -> std::unique_ptr<worker_compressor> {
+    return std::make_unique<saef_adapter<decltype(make())>>(make(), cfg);
+  };
+  m.make_server = [make]() -> std::unique_ptr<update_stage> {
+    return std::make_unique<saef_server_stage<decltype(make())>>(make());
+  };
+  m.update_includes_lr = true;
+  return m;
 }
 }  // namespace detail
 
@@ -448,6 +603,17 @@ inline const std::vector<mode_entry>& modes() {
          };
          return m;
        }},
+      {"saef_topk",
+       "Step-Ahead Error Feedback: worker momentum, top-k with error feedback on the workers' updates (the same "
+       "warm-up to the final density) and again on their average, gradients at x - e, residuals averaged every 20 "
+       "steps",
+       [](const train_options& o, std::size_t steps_per_epoch) {
+         return detail::saef_mode("saef_topk", o, [o, steps_per_epoch] { return detail::saef_topk(o, steps_per_epoch); });
+       }},
+      {"saef_sign",
+       "Step-Ahead Error Feedback with scaled signs (1 bit per element) both ways, gradients at x - e, residuals "
+       "averaged every 20 steps",
+       [](const train_options& o, std::size_t) { return detail::saef_mode("saef_sign", o, [] { return detail::saef_sign(); }); }},
   };
   return all;
 }

@@ -131,6 +131,13 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     worker_rng.emplace_back(o.seed * 1000003ULL + r);
   }
 
+  // The server stage of double-way compression (SAEF), with the same tensors; the weights' copy
+  // that the step ahead restores.
+  std::unique_ptr<update_stage> server = spec.make_server ? spec.make_server() : nullptr;
+  if (server)
+    for (const auto& p : model.parameters()) server->add_tensor(p.name, p.shape, gradcomp::tensor_mode::automatic);
+  std::vector<std::vector<float>> weights(model.parameters().size());
+
   const std::size_t features = train.features();
   std::vector<float> x(o.batch * features);
   std::vector<std::uint8_t> y(o.batch);
@@ -170,7 +177,17 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         clipped += stats->clip_coefficient < 1.0 ? 1.0 : 0.0;
       };
       aggregator->begin();
+      // Step ahead (SAEF): each worker's gradient at x - e_r, the weights restored afterwards.
+      const bool ahead = workers[0]->steps_ahead();
+      if (ahead)
+        for (std::size_t t = 0; t < weights.size(); ++t) weights[t] = model.parameters()[t].values;
       for (std::size_t r = 0; r < o.workers; ++r) {
+        if (ahead)
+          for (std::size_t t = 0; t < weights.size(); ++t) {
+            auto& p = model.parameters()[t].values;
+            workers[r]->lookahead(t, gradcomp::span<const float>(weights[t].data(), weights[t].size()),
+                                  gradcomp::span<float>(p.data(), p.size()));
+          }
         for (std::size_t i = 0; i < o.batch; ++i) {
           const std::size_t item = shards[r][s * o.batch + i];
           std::copy(train.image(item), train.image(item) + features,
@@ -192,6 +209,8 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         }
         compress_time += seconds(t0, clock::now());
       }
+      if (ahead)
+        for (std::size_t t = 0; t < weights.size(); ++t) model.parameters()[t].values = weights[t];
       if (sharing) {  // every worker with the largest of the workers' scales
         const auto t0 = clock::now();
         for (std::size_t r = 0; r < o.workers; ++r) {
@@ -204,13 +223,35 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       const auto t1 = clock::now();
       for (std::size_t r = 0; r < o.workers; ++r) check(aggregator->add(net.received(r)), "decode");
       check(aggregator->finish(o.workers), "finish");
+      if (server) {  // double-way compression: the average compressed again, on every replica
+        std::vector<gradcomp::span<const float>> mean;
+        for (std::size_t t = 0; t < model.parameters().size(); ++t) mean.push_back(aggregator->update(t));
+        check(server->step(mean), "server step");
+      }
       compress_time += seconds(t1, clock::now());
       auto& params = model.parameters();
       const float step_lr = spec.update_includes_lr ? 1.0f : static_cast<float>(lr);
       for (std::size_t t = 0; t < params.size(); ++t) {
-        const auto u = aggregator->update(t);
+        const auto u = server ? server->update(t) : aggregator->update(t);
         float* w = params[t].values.data();
         for (std::size_t i = 0; i < u.size(); ++i) w[i] -= step_lr * u[i];
+      }
+      // Residual averaging (SAEF): every worker takes the mean of the workers' residuals.
+      if (workers[0]->averaging_due()) {
+        const auto t0 = clock::now();
+        std::vector<std::vector<float>> mean(params.size());
+        std::vector<gradcomp::span<const float>> views_mean;
+        for (std::size_t t = 0; t < params.size(); ++t) {
+          mean[t].assign(workers[0]->residual(t).size(), 0.0f);
+          for (std::size_t r = 0; r < o.workers; ++r) {
+            const auto e = workers[r]->residual(t);
+            for (std::size_t i = 0; i < e.size(); ++i) mean[t][i] += e[i];
+          }
+          for (auto& v : mean[t]) v /= static_cast<float>(o.workers);
+          views_mean.emplace_back(mean[t].data(), mean[t].size());
+        }
+        for (auto& w : workers) check(w->set_residuals(views_mean), "residual averaging");
+        res.compress_seconds += seconds(t0, clock::now());
       }
       bytes_epoch += step_bytes;
       bytes_run += step_bytes;

@@ -368,8 +368,9 @@ TEST_CASE("every mode of the registry trains: the loss falls and the messages ha
     // 10% is chance; EF-SignSGD has no momentum, so at one learning rate it moves about 10x
     // less per step than the momentum modes.
     CHECK(r.final_accuracy > (mode == "ef_signsgd" ? 0.3 : 0.5));
-    if (mode == "ef_signsgd") {
-      // One bit per element plus a scale and a header per tensor, a header and a checksum.
+    if (mode == "ef_signsgd" || mode == "saef_sign") {
+      // One bit per element plus a scale and a header per tensor, a header and a checksum (SAEF's
+      // workers send scaled signs too).
       const double expected = static_cast<double>(gradcomp::wire::message_header_bytes + gradcomp::wire::checksum_bytes +
                                                   4 * (gradcomp::wire::section_header_bytes + 4) + (1280 + 7) / 8 +
                                                   (32 + 7) / 8 + (320 + 7) / 8 + (10 + 7) / 8);
