@@ -446,15 +446,27 @@ std::unique_ptr<worker_compressor> adapted(const train_options& o, const Config&
     return std::make_unique<compressor_adapter<C, B>>(C(cfg, backend), backend, share_scales);
   });
 }
+// A mode whose workers each run a `Compressor<float, B>` of a `Config` that `configure(cfg, rank)`
+// sets, on the backend `o.backend` (sharing scales where `share_scales` asks).
+template <template <class, class> class Compressor, class Config, class Configure>
+mode_spec compressor_mode(const std::string& name, const train_options& o, Configure configure,
+                          bool share_scales = false) {
+  mode_spec m;
+  m.name = name;
+  m.make_worker = [o, configure, share_scales](std::size_t rank) -> std::unique_ptr<worker_compressor> {
+    Config cfg;
+    configure(cfg, rank);
+    return adapted<Compressor>(o, cfg, share_scales);
+  };
+  return m;
+}
 // The paper's warm-up to the final density over `warmup_epochs` (4 exponential stages).
 inline gradcomp::warmup_schedule warmup(const train_options& o, std::size_t steps_per_epoch) {
   const std::size_t warmup_steps = std::max<std::size_t>(
       4, static_cast<std::size_t>(std::llround(o.warmup_epochs * double(steps_per_epoch))));
   return gradcomp::warmup_schedule::paper(o.final_density, 4, gradcomp::schedule_unit::step, (warmup_steps + 3) / 4);
 }
-}  // namespace detail
 
-namespace detail {
 // Top-k with error feedback on its input as SAEF's compressor: DGC's exact top-k without momentum
 // correction, the demo's warm-up to the final density.
 inline gradcomp::dgc_compressor<float> saef_topk(const train_options& o, std::size_t steps_per_epoch) {
@@ -532,13 +544,8 @@ inline const std::vector<mode_entry>& modes() {
       {"ef_signsgd",
        "EF-SignSGD: scaled signs with error feedback (1 bit per element), no momentum",
        [](const train_options& o, std::size_t) {
-         mode_spec m;
-         m.name = "ef_signsgd";
-         m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
-           gradcomp::ef_signsgd_config cfg;
-           cfg.learning_rate = o.lr;
-           return detail::adapted<gradcomp::ef_signsgd_compressor>(o, cfg);
-         };
+         auto m = detail::compressor_mode<gradcomp::ef_signsgd_compressor, gradcomp::ef_signsgd_config>(
+             "ef_signsgd", o, [o](auto& cfg, std::size_t) { cfg.learning_rate = o.lr; });
          m.update_includes_lr = true;
          return m;
        }},
@@ -546,28 +553,21 @@ inline const std::vector<mode_entry>& modes() {
        "TernGrad: stochastic ternary gradients (2 bits per element), 2.5-sigma clipping, the largest of the "
        "workers' scales (shared through the exchange), receiver momentum",
        [](const train_options& o, std::size_t) {
-         mode_spec m;
-         m.name = "terngrad";
-         m.make_worker = [o](std::size_t rank) -> std::unique_ptr<worker_compressor> {
-           gradcomp::terngrad_config cfg;
-           cfg.seed = o.seed;
-           cfg.rank = rank;
-           cfg.momentum = o.momentum;
-           return detail::adapted<gradcomp::terngrad_compressor>(o, cfg, true);
-         };
-         return m;
+         return detail::compressor_mode<gradcomp::terngrad_compressor, gradcomp::terngrad_config>(
+             "terngrad", o,
+             [o](auto& cfg, std::size_t rank) {
+               cfg.seed = o.seed;
+               cfg.rank = rank;
+               cfg.momentum = o.momentum;
+             },
+             true);
        }},
       {"onebit_sgd",
        "1-bit SGD: one bit per element and two values per column (a weight's inputs), error feedback, receiver "
        "momentum, 0.3x the peak learning rate",
        [](const train_options& o, std::size_t) {
-         mode_spec m;
-         m.name = "onebit_sgd";
-         m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
-           gradcomp::onebit_sgd_config cfg;
-           cfg.momentum = o.momentum;
-           return detail::adapted<gradcomp::onebit_sgd_compressor>(o, cfg);
-         };
+         auto m = detail::compressor_mode<gradcomp::onebit_sgd_compressor, gradcomp::onebit_sgd_config>(
+             "onebit_sgd", o, [o](auto& cfg, std::size_t) { cfg.momentum = o.momentum; });
          // Each side of a column is sent its mean, so small elements are over-sent and flip sign
          // from step to step through the residual; with momentum 0.9 at the common peak rate
          // (0.1) that oscillation diverges (10% test accuracy after 2 epochs), at 0.03 it trains.
@@ -578,30 +578,22 @@ inline const std::vector<mode_entry>& modes() {
        "QSGD: 15 levels of each bucket's Euclidean norm (buckets of 512), stochastic rounding, the shorter of "
        "fixed-width and Elias-gamma codes (about 1.5 bits per element on the demo), receiver momentum",
        [](const train_options& o, std::size_t) {
-         mode_spec m;
-         m.name = "qsgd";
-         m.make_worker = [o](std::size_t rank) -> std::unique_ptr<worker_compressor> {
-           gradcomp::qsgd_config cfg;
-           cfg.seed = o.seed;
-           cfg.rank = rank;
-           cfg.momentum = o.momentum;
-           return detail::adapted<gradcomp::qsgd_compressor>(o, cfg);
-         };
-         return m;
+         return detail::compressor_mode<gradcomp::qsgd_compressor, gradcomp::qsgd_config>(
+             "qsgd", o, [o](auto& cfg, std::size_t rank) {
+               cfg.seed = o.seed;
+               cfg.rank = rank;
+               cfg.momentum = o.momentum;
+             });
        }},
       {"adacomp",
        "AdaComp: per bin of 500 elements, the residuals whose sum with twice the new gradient reaches the bin's "
        "largest, sent as signs of one scale per layer, error feedback, receiver momentum",
        [](const train_options& o, std::size_t) {
-         mode_spec m;
-         m.name = "adacomp";
-         m.make_worker = [o](std::size_t) -> std::unique_ptr<worker_compressor> {
-           gradcomp::adacomp_config cfg;
-           cfg.momentum = o.momentum;
-           cfg.policy.compress_vectors = o.compress_vectors;
-           return detail::adapted<gradcomp::adacomp_compressor>(o, cfg);
-         };
-         return m;
+         return detail::compressor_mode<gradcomp::adacomp_compressor, gradcomp::adacomp_config>(
+             "adacomp", o, [o](auto& cfg, std::size_t) {
+               cfg.momentum = o.momentum;
+               cfg.policy.compress_vectors = o.compress_vectors;
+             });
        }},
       {"saef_topk",
        "Step-Ahead Error Feedback: worker momentum, top-k with error feedback on the workers' updates (the same "

@@ -395,84 +395,34 @@ TEST_CASE("AdaComp: registration picks the bin by layer kind; bad bins and confi
   std::vector<std::byte> out(c.max_message_bytes());
   REQUIRE(c.encode_message({}, span<std::byte>(out.data(), out.size())));
 
-  auto refused = [](adacomp_config bad) {
-    try {
-      adacomp_compressor<float> x(bad);
-      return false;
-    } catch (const error& e) {
-      return e.code() == errc::invalid_argument;
-    }
-  };
   adacomp_config bad;
   bad.momentum = 1.0;
-  CHECK(refused(bad));
+  CHECK(gradcomp_test::refuses<adacomp_compressor<float>>(bad));
   bad = adacomp_config{};
   bad.threads = 0;
-  CHECK(refused(bad));
+  CHECK(gradcomp_test::refuses<adacomp_compressor<float>>(bad));
   bad = adacomp_config{};
   bad.conv_bin = 0;
-  CHECK(refused(bad));
+  CHECK(gradcomp_test::refuses<adacomp_compressor<float>>(bad));
   bad = adacomp_config{};
   bad.fc_bin = std::size_t(1) << 32;
-  CHECK(refused(bad));
+  CHECK(gradcomp_test::refuses<adacomp_compressor<float>>(bad));
   bad = adacomp_config{};
   bad.momentum_form = momentum_kind::none;
-  CHECK(refused(bad));
-  CHECK(!refused(adacomp_config{}));
+  CHECK(gradcomp_test::refuses<adacomp_compressor<float>>(bad));
+  CHECK(!gradcomp_test::refuses<adacomp_compressor<float>>(adacomp_config{}));
 }
 
 // ---- snapshots ----
 
-namespace {
-
-template <class T>
-std::vector<std::byte> step(adacomp_compressor<T>& c, std::size_t s) {
-  const auto g = gradients<T>(s);
-  REQUIRE(c.compress(views(g)));
-  std::vector<std::byte> out(c.max_message_bytes());
-  out.resize(c.encode_message({}, span<std::byte>(out.data(), out.size())).value());
-  return out;
-}
-
-}  // namespace
-
-TEST_CASE_TEMPLATE("AdaComp snapshot: restore into a fresh compressor and continue bitwise", T, float, double) {
-  auto a = make<T>();
-  for (std::size_t s = 0; s < 4; ++s) (void)step(a, s);
-  const auto saved = save_snapshot(a);
-  CHECK(saved.size() == snapshot_bytes(a));
-  const auto header = wire::validate(bytes(saved));
-  REQUIRE(header);
-  CHECK(header->section_count == 1 + 3);  // the state, the residuals of the three compressed tensors
-
-  auto b = make<T>();
-  REQUIRE(restore_snapshot(b, bytes(saved)));
-  CHECK(b.step() == 4);
-  for (std::size_t s = 4; s < 8; ++s) {
-    CAPTURE(s);
-    CHECK(step(a, s) == step(b, s));
-  }
-  CHECK(save_snapshot(a) == save_snapshot(b));
-}
-
-TEST_CASE("AdaComp snapshot: a 1-bit SGD snapshot or damage change nothing") {
-  auto c = make<float>();
-  for (std::size_t s = 0; s < 3; ++s) (void)step(c, s);
-  const auto before = save_snapshot(c);
+TEST_CASE_TEMPLATE("AdaComp snapshot: restore and continue bitwise; a 1-bit SGD snapshot or damage change nothing", T,
+                   float, double) {
   // 1-bit SGD with the same compressed tensors has the same sections: the method tells them apart.
-  onebit_sgd_compressor<float> other(onebit_sgd_config{});
+  onebit_sgd_compressor<T> other(onebit_sgd_config{});
   for (std::size_t t = 0; t < kShapes.size(); ++t)
     other.add_tensor(tensor_name(t), kShapes[t], t == 2 ? tensor_mode::dense : tensor_mode::automatic);
-  const auto other_before = save_snapshot(other);
-  auto r = restore_snapshot(c, bytes(other_before));
-  CHECK(r.error() == errc::config_mismatch);
-  CHECK(std::string(r.detail()) == "selection");
-  CHECK(save_snapshot(c) == before);
-  CHECK(restore_snapshot(other, bytes(before)).error() == errc::config_mismatch);
-  for (std::size_t at = 0; at < before.size(); at += 53) {
-    auto bad = before;
-    bad[at] ^= std::byte{0x10};
-    CHECK(!restore_snapshot(c, bytes(bad)));
-  }
-  CHECK(save_snapshot(c) == before);
+  // The state section and the residuals of the three compressed tensors.
+  gradcomp_test::check_residual_snapshot(
+      [] { return make<T>(); }, [](auto& c, std::size_t s) { return gradcomp_test::encoded_step(c, gradients<T>(s)); },
+      3, other);
 }

@@ -348,14 +348,7 @@ TEST_CASE("1-bit SGD: a tensor's shape decides its columns") {
 }
 
 TEST_CASE("1-bit SGD: bad configurations are refused") {
-  auto refused = [](onebit_sgd_config cfg) {
-    try {
-      onebit_sgd_compressor<float> c(cfg);
-      return false;
-    } catch (const error& e) {
-      return e.code() == errc::invalid_argument;
-    }
-  };
+  auto refused = [](const onebit_sgd_config& cfg) { return gradcomp_test::refuses<onebit_sgd_compressor<float>>(cfg); };
   onebit_sgd_config cfg;
   cfg.momentum = 1.0;
   CHECK(refused(cfg));
@@ -372,66 +365,22 @@ TEST_CASE("1-bit SGD: bad configurations are refused") {
 
 // ---- snapshots ----
 
-namespace {
-
-// Compresses step s's gradients and encodes the step.
-template <class T>
-std::vector<std::byte> step(onebit_sgd_compressor<T>& c, std::size_t s) {
-  const auto g = gradients<T>(s);
-  REQUIRE(c.compress(views(g)));
-  std::vector<std::byte> out(c.max_message_bytes());
-  out.resize(c.encode_message({}, span<std::byte>(out.data(), out.size())).value());
-  return out;
-}
-
-}  // namespace
-
-TEST_CASE_TEMPLATE("1-bit SGD snapshot: restore into a fresh compressor and continue bitwise", T, float, double) {
-  auto a = make<T>(onebit_sgd_config{}, 1);
-  for (std::size_t s = 0; s < 4; ++s) (void)step(a, s);
-  const auto saved = save_snapshot(a);
-  CHECK(saved.size() == snapshot_bytes(a));
-  // The state section and the residuals of the quantised tensors (tensor 1 goes whole).
-  const auto header = wire::validate(bytes(saved));
-  REQUIRE(header);
-  CHECK(header->section_count == 1 + 3);
-
-  auto b = make<T>(onebit_sgd_config{}, 1);
-  REQUIRE(restore_snapshot(b, bytes(saved)));
-  CHECK(b.step() == 4);
-  for (std::size_t t = 0; t < a.num_tensors(); ++t)
-    CHECK(same_bits(b.error_feedback(t), std::vector<T>(a.error_feedback(t).begin(), a.error_feedback(t).end())));
-  for (std::size_t s = 4; s < 8; ++s) {
-    CAPTURE(s);
-    CHECK(step(a, s) == step(b, s));
-  }
-  CHECK(save_snapshot(a) == save_snapshot(b));
-}
-
-TEST_CASE("1-bit SGD snapshot: an EF-SignSGD snapshot, another layout or damage change nothing") {
-  auto c = make<float>(onebit_sgd_config{}, 1);
-  for (std::size_t s = 0; s < 3; ++s) (void)step(c, s);
-  const auto before = save_snapshot(c);
+TEST_CASE_TEMPLATE("1-bit SGD snapshot: restore and continue bitwise; an EF-SignSGD snapshot or damage change nothing",
+                   T, float, double) {
   // EF-SignSGD has the same sections (one error buffer per compressed tensor), but another
   // quantity in them: the recorded method tells them apart, both ways.
-  ef_signsgd_compressor<float> ef(ef_signsgd_config{});
+  ef_signsgd_compressor<T> ef(ef_signsgd_config{});
   for (std::size_t t = 0; t < kShapes.size(); ++t)
     ef.add_tensor(tensor_name(t), kShapes[t], t == 1 ? tensor_mode::dense : tensor_mode::automatic);
-  const auto ef_before = save_snapshot(ef);
-  auto r = restore_snapshot(c, bytes(ef_before));
-  CHECK(r.error() == errc::config_mismatch);
-  CHECK(std::string(r.detail()) == "selection");
-  CHECK(save_snapshot(c) == before);
-  CHECK(restore_snapshot(ef, bytes(before)).error() == errc::config_mismatch);
-  CHECK(save_snapshot(ef) == ef_before);
-  // Another split of the tensors.
+  // The state section and the residuals of the quantised tensors (tensor 1 goes whole).
+  gradcomp_test::check_residual_snapshot(
+      [] { return make<T>(onebit_sgd_config{}, 1); },
+      [](auto& c, std::size_t s) { return gradcomp_test::encoded_step(c, gradients<T>(s)); }, 3, ef);
+}
+
+TEST_CASE("1-bit SGD snapshot: a compressor with another split of the tensors refuses it") {
+  auto c = make<float>(onebit_sgd_config{}, 1);
+  (void)gradcomp_test::encoded_step(c, gradients<float>(0));
   auto all = make<float>(onebit_sgd_config{});
-  CHECK(restore_snapshot(all, bytes(before)).error() == errc::layout_mismatch);
-  // Damage anywhere: refused, nothing changed.
-  for (std::size_t at = 0; at < before.size(); at += 61) {
-    auto bad = before;
-    bad[at] ^= std::byte{0x10};
-    CHECK(!restore_snapshot(c, bytes(bad)));
-  }
-  CHECK(save_snapshot(c) == before);
+  CHECK(restore_snapshot(all, bytes(save_snapshot(c))).error() == errc::layout_mismatch);
 }

@@ -20,6 +20,7 @@
 
 #include "../config.hpp"
 #include "../detail/magnitude.hpp"
+#include "../detail/step_verdict.hpp"
 #include "../error.hpp"
 
 namespace gradcomp {
@@ -176,21 +177,8 @@ struct adacomp_ops;
 // The verdict, from the records, in tensor order: a NaN or an infinity in a gradient refuses the
 // step with errc::non_finite_input; otherwise a G or a scale that is not finite refuses it with
 // errc::state_overflow.
-GRADCOMP_HD inline void plan_adacomp_step(const adacomp_record* r, std::size_t count,
-                                          adacomp_step_record* step) noexcept {
-  step->status = static_cast<std::int32_t>(errc::ok);
-  for (std::size_t t = 0; t < count; ++t) {
-    if (r[t].g_finite == 0) {
-      step->status = static_cast<std::int32_t>(errc::non_finite_input);
-      return;
-    }
-  }
-  for (std::size_t t = 0; t < count; ++t) {
-    if (r[t].G_finite == 0) {
-      step->status = static_cast<std::int32_t>(errc::state_overflow);
-      return;
-    }
-  }
+GRADCOMP_HD inline void plan_adacomp_step(const adacomp_record* r, std::size_t count, adacomp_step_record* step) noexcept {
+  step->status = finite_verdict(r, count, &adacomp_record::g_finite, &adacomp_record::G_finite);
 }
 
 }  // namespace detail

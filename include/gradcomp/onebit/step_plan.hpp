@@ -15,6 +15,7 @@
 
 #include "../config.hpp"
 #include "../detail/magnitude.hpp"
+#include "../detail/step_verdict.hpp"
 #include "../error.hpp"
 
 namespace gradcomp {
@@ -148,19 +149,7 @@ struct onebit_ops;
 // step with errc::non_finite_input; otherwise a v or a column value that is not finite (in
 // binary32) refuses it with errc::state_overflow.
 GRADCOMP_HD inline void plan_onebit_step(const onebit_record* r, std::size_t count, onebit_step_record* step) noexcept {
-  step->status = static_cast<std::int32_t>(errc::ok);
-  for (std::size_t t = 0; t < count; ++t) {
-    if (r[t].g_finite == 0) {
-      step->status = static_cast<std::int32_t>(errc::non_finite_input);
-      return;
-    }
-  }
-  for (std::size_t t = 0; t < count; ++t) {
-    if (r[t].v_finite == 0) {
-      step->status = static_cast<std::int32_t>(errc::state_overflow);
-      return;
-    }
-  }
+  step->status = finite_verdict(r, count, &onebit_record::g_finite, &onebit_record::v_finite);
 }
 
 }  // namespace detail
