@@ -5,7 +5,7 @@
 # and the plot into docs/images/compressors.png (scripts/compressors_table.py), and the demo's
 # per-epoch plots into docs/images/fashion_mnist_{4,8}_workers.png. The demo's tables (the ones in
 # README.md and docs/fashion_mnist.md) are in $BUILD_DIR/compressors/demo_{4,8}_workers.txt.
-# About 17 minutes on two cores; run it on a quiet machine, the speeds are measured.
+# It trains every mode twice, then benchmarks; run it on a quiet machine, the speeds are measured.
 #
 # Environment:
 #   BUILD_DIR   build directory (default: build, next to this script's parent)
