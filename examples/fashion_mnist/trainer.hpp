@@ -136,7 +136,7 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
   std::unique_ptr<update_stage> server = spec.make_server ? spec.make_server() : nullptr;
   if (server)
     for (const auto& p : model.parameters()) server->add_tensor(p.name, p.shape, gradcomp::tensor_mode::automatic);
-  std::vector<std::vector<float>> weights(model.parameters().size());
+  std::vector<std::vector<float>> weights(model.parameters().size()), averaged(weights.size());
 
   const std::size_t features = train.features();
   std::vector<float> x(o.batch * features);
@@ -224,8 +224,13 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       for (std::size_t r = 0; r < o.workers; ++r) check(aggregator->add(net.received(r)), "decode");
       check(aggregator->finish(o.workers), "finish");
       if (server) {  // double-way compression: the average compressed again, on every replica
+        // (each update is valid until the next call: copied first)
         std::vector<gradcomp::span<const float>> mean;
-        for (std::size_t t = 0; t < model.parameters().size(); ++t) mean.push_back(aggregator->update(t));
+        for (std::size_t t = 0; t < averaged.size(); ++t) {
+          const auto u = aggregator->update(t);
+          averaged[t].assign(u.begin(), u.end());
+          mean.emplace_back(averaged[t].data(), averaged[t].size());
+        }
         check(server->step(mean), "server step");
       }
       compress_time += seconds(t1, clock::now());

@@ -411,7 +411,7 @@ void decode_seeds() {
   }
   {
     auto bad = words;
-    bad[wire::state_word::selection] = 6.0;  // no such method
+    bad[wire::state_word::selection] = 7.0;  // no such method
     write("decode", "semantic-state-method-range.bin", forge(message_kind::snapshot, {state_section(bad), res(0)}));
   }
   write("decode", "semantic-receiver-momentum-order.bin",
