@@ -19,7 +19,7 @@
 
 #include "../backend.hpp"
 #include "../cpu/adacomp_ops.hpp"
-#include "../detail/dense_quantiser.hpp"
+#include "../detail/quantiser_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
@@ -81,10 +81,10 @@ struct adacomp_config {
  */
 template <class T, class Backend = cpu_backend>
 class adacomp_compressor
-    : public detail::dense_quantiser<T, Backend, detail::adacomp_record, detail::adacomp_step_record> {
+    : public detail::quantiser_base<T, Backend, detail::adacomp_record, detail::adacomp_step_record> {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "adacomp_compressor supports float and double");
-  using base = detail::dense_quantiser<T, Backend, detail::adacomp_record, detail::adacomp_step_record>;
+  using base = detail::quantiser_base<T, Backend, detail::adacomp_record, detail::adacomp_step_record>;
   using kernels = detail::adacomp_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;

@@ -20,7 +20,7 @@
 
 #include "../backend.hpp"
 #include "../cpu/ef_sign_ops.hpp"
-#include "../detail/dense_quantiser.hpp"
+#include "../detail/quantiser_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
@@ -68,10 +68,10 @@ struct ef_signsgd_config {
  */
 template <class T, class Backend = cpu_backend>
 class ef_signsgd_compressor
-    : public detail::dense_quantiser<T, Backend, detail::ef_sign_record, detail::ef_sign_step_record> {
+    : public detail::quantiser_base<T, Backend, detail::ef_sign_record, detail::ef_sign_step_record> {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "ef_signsgd_compressor supports float and double");
-  using base = detail::dense_quantiser<T, Backend, detail::ef_sign_record, detail::ef_sign_step_record>;
+  using base = detail::quantiser_base<T, Backend, detail::ef_sign_record, detail::ef_sign_step_record>;
   using kernels = detail::ef_sign_ops<Backend>;
 
  public:

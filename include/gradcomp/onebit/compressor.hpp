@@ -19,7 +19,7 @@
 
 #include "../backend.hpp"
 #include "../cpu/onebit_ops.hpp"
-#include "../detail/dense_quantiser.hpp"
+#include "../detail/quantiser_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
@@ -76,10 +76,10 @@ struct onebit_sgd_config {
  */
 template <class T, class Backend = cpu_backend>
 class onebit_sgd_compressor
-    : public detail::dense_quantiser<T, Backend, detail::onebit_record, detail::onebit_step_record> {
+    : public detail::quantiser_base<T, Backend, detail::onebit_record, detail::onebit_step_record> {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "onebit_sgd_compressor supports float and double");
-  using base = detail::dense_quantiser<T, Backend, detail::onebit_record, detail::onebit_step_record>;
+  using base = detail::quantiser_base<T, Backend, detail::onebit_record, detail::onebit_step_record>;
   using kernels = detail::onebit_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;

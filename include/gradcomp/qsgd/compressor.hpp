@@ -21,7 +21,7 @@
 
 #include "../backend.hpp"
 #include "../cpu/qsgd_ops.hpp"
-#include "../detail/dense_quantiser.hpp"
+#include "../detail/quantiser_base.hpp"
 #include "../detail/rng.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
@@ -84,10 +84,10 @@ struct qsgd_config {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class qsgd_compressor : public detail::dense_quantiser<T, Backend, detail::qsgd_record, detail::qsgd_step_record> {
+class qsgd_compressor : public detail::quantiser_base<T, Backend, detail::qsgd_record, detail::qsgd_step_record> {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "qsgd_compressor supports float and double");
-  using base = detail::dense_quantiser<T, Backend, detail::qsgd_record, detail::qsgd_step_record>;
+  using base = detail::quantiser_base<T, Backend, detail::qsgd_record, detail::qsgd_step_record>;
   using kernels = detail::qsgd_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;

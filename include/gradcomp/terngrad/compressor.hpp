@@ -21,7 +21,7 @@
 
 #include "../backend.hpp"
 #include "../cpu/terngrad_ops.hpp"
-#include "../detail/dense_quantiser.hpp"
+#include "../detail/quantiser_base.hpp"
 #include "../detail/rng.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
@@ -84,10 +84,10 @@ struct terngrad_config {
  */
 template <class T, class Backend = cpu_backend>
 class terngrad_compressor
-    : public detail::dense_quantiser<T, Backend, detail::terngrad_record, detail::terngrad_step_record> {
+    : public detail::quantiser_base<T, Backend, detail::terngrad_record, detail::terngrad_step_record> {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "terngrad_compressor supports float and double");
-  using base = detail::dense_quantiser<T, Backend, detail::terngrad_record, detail::terngrad_step_record>;
+  using base = detail::quantiser_base<T, Backend, detail::terngrad_record, detail::terngrad_step_record>;
   using kernels = detail::terngrad_ops<Backend>;
   using record = detail::terngrad_record;
 

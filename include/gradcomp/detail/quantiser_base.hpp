@@ -61,7 +61,7 @@ inline void check_receiver_momentum(double momentum, momentum_kind form) {
 }
 
 template <class T, class Backend, class Record, class StepRecord>
-class dense_quantiser {
+class quantiser_base {
  protected:
   using ops = detail::ops<Backend>;
   using space = memory_space_t<Backend>;
@@ -83,7 +83,7 @@ class dense_quantiser {
   // `coding`: the value coding of compressed tensors; `error_feedback`: whether each compressed
   // tensor keeps an error buffer; `sparse`: whether compressed tensors are sent as the positions
   // the step selects. Throws errc::invalid_argument for threads == 0.
-  dense_quantiser(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback,
+  quantiser_base(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback,
                   bool sparse = false)
       : backend_(backend), coding_(coding), error_feedback_(error_feedback), sparse_(sparse) {
     if (threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
