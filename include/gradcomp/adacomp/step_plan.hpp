@@ -35,7 +35,7 @@ inline constexpr std::size_t adacomp_dense_bin = 4096;
 // registration; the step writes the rest.
 struct adacomp_record {
   std::uint64_t numel = 0;
-  std::uint64_t count = 0;     // entries the step measured would send
+  std::uint64_t count = 0;     // entries the step will send (a backend that counts in measure)
   std::uint64_t kept = 0;      // entries of the last step that was not refused
   double maxima_sum = 0.0;     // sum of the bins' gmax, in the fixed order
   float scale = 0.0f;          // the sent magnitude (0 for a tensor without bins)
@@ -86,17 +86,19 @@ GRADCOMP_HD bool adacomp_sends(T G, T g, key_t<T> gmax) noexcept {
   return magnitude_key(G) != 0 && magnitude_key(static_cast<T>(G + g)) >= gmax;
 }
 
-// Measures the bin of elements [begin, end): gmax and the largest key of g in one read, then the
-// count of the elements it sends in a second read of the same (cached) elements.
+// Measures the bin of elements [begin, end): gmax and the largest key of g in one read, then, with
+// `count_sent`, the count of the elements it sends in a second read of the same (cached) elements (a
+// backend that writes the bins one after the other counts as it writes instead).
 template <class T>
-GRADCOMP_HD adacomp_bin<T> adacomp_measure_bin(const T* g, const T* r, std::size_t begin, std::size_t end) noexcept {
+GRADCOMP_HD adacomp_bin<T> adacomp_measure_bin(const T* g, const T* r, std::size_t begin, std::size_t end,
+                                               bool count_sent = true) noexcept {
   adacomp_bin<T> b;
   for (std::size_t i = begin; i < end; ++i) {
     const key_t<T> kg = magnitude_key(g[i]), kG = magnitude_key(adacomp_G(g, r, i));
     b.top_g = kg > b.top_g ? kg : b.top_g;
     b.top_G = kG > b.top_G ? kG : b.top_G;
   }
-  if (r == nullptr) return b;
+  if (r == nullptr || !count_sent) return b;
   std::uint32_t count = 0;
   for (std::size_t i = begin; i < end; ++i) count += adacomp_sends(adacomp_G(g, r, i), g[i], b.top_G) ? 1u : 0u;
   b.count = count;
@@ -163,9 +165,9 @@ GRADCOMP_HD std::uint32_t adacomp_apply_bin(const T* g, T* r, std::size_t begin,
 
 // Per-backend kernels of AdaComp; each backend that runs it specialises this template:
 //   measure<T>(b, g, r, bin, bins, chunks, offsets, records, t): with bins of `bin` elements,
-//     bins[b], chunks[c] and records[t] (count, maxima_sum, scale, flags) from one read of g and r
-//     (r empty for a tensor sent whole); a backend whose apply writes bins in parallel also fills
-//     offsets with the exclusive scan of the bins' counts
+//     bins[b], chunks[c] and records[t] (maxima_sum, scale, flags) from one read of g and r (r
+//     empty for a tensor sent whole); a backend whose apply writes bins in parallel also counts
+//     (the bins' and the record's count) and fills offsets with the exclusive scan of the counts
 //   plan(b, records, step): plan_adacomp_step
 //   apply<T>(b, g, r, bin, indices, values, bins, offsets, records, t, step): if the verdict allows, a
 //     compressed tensor's selection in indices / values (ascending), r = G - sent, and

@@ -13,9 +13,8 @@ namespace detail {
 
 template <>
 struct adacomp_ops<cpu_backend> {
-  // Bin by bin (gmax and the count from two reads of the bin while it is in cache), then the
-  // chunks in the portable order and the tensor's record. The offsets are not needed: apply
-  // writes the bins one after the other.
+  // Bin by bin (gmax from one read; no count: apply writes the bins one after the other and counts
+  // as it goes), then the chunks in the portable order and the tensor's record.
   template <class T>
   static void measure(const cpu_backend&, span<const T> g, span<const T> r, std::size_t bin, span<adacomp_bin<T>> bins,
                       span<adacomp_chunk<T>> chunks, span<std::uint32_t>, span<adacomp_record> records,
@@ -23,7 +22,7 @@ struct adacomp_ops<cpu_backend> {
     const std::size_t n = g.size();
     const T* rp = r.empty() ? nullptr : r.data();
     for (std::size_t b = 0; b < bins.size(); ++b)
-      bins[b] = adacomp_measure_bin(g.data(), rp, b * bin, b * bin + bin < n ? b * bin + bin : n);
+      bins[b] = adacomp_measure_bin(g.data(), rp, b * bin, b * bin + bin < n ? b * bin + bin : n, false);
     for (std::size_t c = 0; c < chunks.size(); ++c) chunks[c] = adacomp_chunk_of(bins.data(), bins.size(), c);
     adacomp_fold(chunks.data(), chunks.size(), bins.size(), records[t]);
   }
@@ -44,10 +43,23 @@ struct adacomp_ops<cpu_backend> {
       return;
     }
     const T scale = static_cast<T>(rec.scale);
+    // adacomp_apply_bin's selection without a branch per element: every element is written at the
+    // next free entry, which only a sent one keeps (the entry stays below the element's own index,
+    // so within the buffers).
     std::size_t w = 0;
-    for (std::size_t b = 0; b < bins.size(); ++b)
-      w += adacomp_apply_bin(g.data(), r.data(), b * bin, b * bin + bin < n ? b * bin + bin : n, bins[b].top_G,
-                             scale, indices.data() + w, values.data() + w);
+    for (std::size_t b = 0; b < bins.size(); ++b) {
+      const key_t<T> gmax = bins[b].top_G;
+      const std::size_t last = b * bin + bin < n ? b * bin + bin : n;
+      for (std::size_t i = b * bin; i < last; ++i) {
+        const T G = static_cast<T>(r[i] + g[i]);
+        const bool sent = adacomp_sends(G, g[i], gmax);
+        const T v = G > T(0) ? scale : -scale;
+        indices[w] = static_cast<std::uint32_t>(i);
+        values[w] = v;
+        w += sent ? 1 : 0;
+        r[i] = sent ? static_cast<T>(G - v) : G;
+      }
+    }
     rec.kept = w;
   }
 };
