@@ -271,12 +271,7 @@ class saef_adapter final : public worker_compressor {
                                                gradcomp::span<std::byte> out) override {
     return c_.encode_message(opt, out);
   }
-  gradcomp::receiver_layout receiver() const override {
-    gradcomp::receiver_layout r = c_.receiver();
-    r.momentum = 0.0;
-    for (auto& t : r.tensors) t.momentum = false;
-    return r;
-  }
+  gradcomp::receiver_layout receiver() const override { return worker().receiver(); }
   bool steps_ahead() const override { return true; }
   void lookahead(std::size_t t, gradcomp::span<const float> x, gradcomp::span<float> out) override {
     if (!worker().lookahead(t, x, out)) throw std::logic_error("lookahead: the tensor's own length");

@@ -27,11 +27,6 @@
 
 namespace gradcomp {
 
-namespace detail {
-template <wire::snapshot_selection Method, bool Seeded>
-struct residual_snapshot_access;
-}  // namespace detail
-
 /// Everything that parameterises AdaComp. Gradients are always checked for NaN and infinity.
 struct adacomp_config {
   /// Bin size `L` of convolution kernels (tensors of rank 3 or more), the paper's 50.

@@ -28,9 +28,14 @@
 #include "../tensor_message.hpp"
 #include "../wire/device_section.hpp"
 #include "../wire/encode.hpp"
+#include "../wire/format.hpp"
 
 namespace gradcomp {
 namespace detail {
+
+// The snapshot access of the quantisers (residual_snapshot.hpp), which each befriends.
+template <wire::snapshot_selection Method, bool Seeded>
+struct residual_snapshot_access;
 
 // The entries a record says its tensor's step kept (records of sparse methods), else 0.
 template <class Record>

@@ -31,11 +31,6 @@
 
 namespace gradcomp {
 
-namespace detail {
-template <wire::snapshot_selection Method, bool Seeded>
-struct residual_snapshot_access;
-}  // namespace detail
-
 /// Everything that parameterises EF-SignSGD. Gradients are always checked for NaN and infinity:
 /// the check shares the step's first read, so it costs nothing measurable.
 struct ef_signsgd_config {

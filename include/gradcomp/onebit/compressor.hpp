@@ -27,11 +27,6 @@
 
 namespace gradcomp {
 
-namespace detail {
-template <wire::snapshot_selection Method, bool Seeded>
-struct residual_snapshot_access;
-}  // namespace detail
-
 /// Everything that parameterises 1-bit SGD. Gradients are always checked for NaN and infinity.
 struct onebit_sgd_config {
   /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).

@@ -30,11 +30,6 @@
 
 namespace gradcomp {
 
-namespace detail {
-template <wire::snapshot_selection Method, bool Seeded>
-struct residual_snapshot_access;
-}  // namespace detail
-
 /// Everything that parameterises TernGrad. Gradients are always checked for NaN and infinity.
 struct terngrad_config {
   /// Seed of the stochastic decisions; with `rank`, the key of every draw (docs/algorithms.md,
