@@ -19,6 +19,7 @@
 #include "ef_signsgd/compressor.hpp"
 #include "ef_signsgd/snapshot.hpp"
 #include "error.hpp"
+#include "isgq.hpp"
 #include "layout.hpp"
 #include "onebit/compressor.hpp"
 #include "onebit/snapshot.hpp"

@@ -29,6 +29,11 @@ struct tensor_message {
   /// The layout a coding with per-column (or per-bucket) parameters needs (`one_bit`'s column
   /// count); codings without such parameters ignore it.
   wire::coding_parameters parameters{};
+  /// A value payload its producer wrote, for a coding whose payload is not a function of values
+  /// (`isgq`: the two quantised factors of a product, written by `isgq_compressor`). Only with
+  /// `dense` true, `values` and `indices` empty and `coding` set to that coding; the encoder
+  /// checks it as a decoder does and copies it. Empty for every other coding.
+  span<const std::byte> payload;
 };
 
 }  // namespace gradcomp

@@ -27,8 +27,9 @@ std::vector<float> factor(std::size_t rows, std::size_t cols, std::uint64_t seed
   return w;
 }
 
-std::vector<double> product(const std::vector<float>& x, const std::vector<float>& d, std::size_t batch,
-                            std::size_t n_in, std::size_t n_out) {
+template <class U>
+std::vector<double> product(const std::vector<U>& x, const std::vector<U>& d, std::size_t batch, std::size_t n_in,
+                            std::size_t n_out) {
   std::vector<double> g(n_in * n_out, 0.0);
   isgq_add_product(x.data(), d.data(), batch, n_in, n_out, g.data());
   return g;
@@ -36,25 +37,32 @@ std::vector<double> product(const std::vector<float>& x, const std::vector<float
 
 std::vector<double> widened(const std::vector<float>& w) { return std::vector<double>(w.begin(), w.end()); }
 
+isgq_dithered_factor quantised(const std::vector<float>& w, std::size_t bucket, std::uint32_t s, std::uint64_t key,
+                               std::uint64_t step, std::uint32_t stream, std::uint32_t factor) {
+  isgq_dithered_factor f;
+  REQUIRE(isgq_dither_quantise(w.data(), w.size(), bucket, s, key, step, stream, factor, f));
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("ISGQ dithered factors: codes in [-s, s], error within half a step, exact zeros, the same on rebuild") {
   const auto w = factor(8, 50, 1, true);
   for (const std::uint32_t s : {1u, 3u, 7u}) {
     CAPTURE(s);
-    const auto q = isgq_dither_quantise(w.data(), w.size(), 64, s, 99, 5, 2, 0);
+    const auto q = quantised(w, 64, s, 99, 5, 2, 0);
     REQUIRE(q.scales.size() == (w.size() + 63) / 64);
-    const auto r = isgq_dither_rebuild<float>(q, 64, 99, 5, 2, 0);
+    const auto r = isgq_dither_rebuild(q, 64, s, 99, 5, 2, 0);
     std::size_t zeros = 0;
     for (std::size_t i = 0; i < w.size(); ++i) {
       if (w[i] == 0.0f) {
         ++zeros;
-        CHECK(q.codes[i] == isgq_zero_symbol);
+        CHECK(q.codes[i] == 0);
         CHECK(r[i] == 0.0f);
         continue;
       }
-      REQUIRE(q.codes[i] >= -static_cast<std::int32_t>(s));
-      REQUIRE(q.codes[i] <= static_cast<std::int32_t>(s));
+      REQUIRE(q.codes[i] >= 1);
+      REQUIRE(q.codes[i] <= 2 * s + 1);
       const double step = q.scales[i / 64];
       REQUIRE(std::fabs(static_cast<double>(r[i]) - w[i]) <= 0.5 * step * (1 + 1e-6));
       // The scale bounds the bucket: |w| / scale <= s.
@@ -62,7 +70,7 @@ TEST_CASE("ISGQ dithered factors: codes in [-s, s], error within half a step, ex
     }
     CHECK(zeros > 20);
     // Another step draws other dithers: other codes somewhere.
-    const auto other = isgq_dither_quantise(w.data(), w.size(), 64, s, 99, 6, 2, 0);
+    const auto other = quantised(w, 64, s, 99, 6, 2, 0);
     CHECK(other.codes != q.codes);
   }
 }
@@ -74,9 +82,9 @@ TEST_CASE("ISGQ dithered factors: X^^T Delta^ is an unbiased estimate of X^T Del
   std::vector<double> sum(exact.size(), 0.0), squares(exact.size(), 0.0);
   const std::uint32_t s = 1;  // the coarsest levels: the largest bias a wrong rebuild could show
   for (std::size_t k = 0; k < runs; ++k) {
-    const auto qx = isgq_dither_quantise(x.data(), x.size(), 8, s, 7, k, 0, 0);
-    const auto qd = isgq_dither_quantise(d.data(), d.size(), 8, s, 7, k, 0, 1);
-    const auto g = product(isgq_dither_rebuild<float>(qx, 8, 7, k, 0, 0), isgq_dither_rebuild<float>(qd, 8, 7, k, 0, 1),
+    const auto qx = quantised(x, 8, s, 7, k, 0, 0);
+    const auto qd = quantised(d, 8, s, 7, k, 0, 1);
+    const auto g = product(isgq_dither_rebuild(qx, 8, s, 7, k, 0, 0), isgq_dither_rebuild(qd, 8, s, 7, k, 0, 1),
                            batch, n_in, n_out);
     for (std::size_t e = 0; e < g.size(); ++e) {
       sum[e] += g[e];
@@ -84,8 +92,8 @@ TEST_CASE("ISGQ dithered factors: X^^T Delta^ is an unbiased estimate of X^T Del
     }
   }
   // Plain rounding to the nearest level (the same scales, no dither) is deterministic and biased.
-  const auto qx = isgq_dither_quantise(x.data(), x.size(), 8, s, 7, 0, 0, 0);
-  const auto qd = isgq_dither_quantise(d.data(), d.size(), 8, s, 7, 0, 0, 1);
+  const auto qx = quantised(x, 8, s, 7, 0, 0, 0);
+  const auto qd = quantised(d, 8, s, 7, 0, 0, 1);
   std::vector<float> px(x.size()), pd(d.size());
   for (std::size_t i = 0; i < x.size(); ++i) px[i] = qx.scales[i / 8] * std::nearbyint(x[i] / qx.scales[i / 8]);
   for (std::size_t i = 0; i < d.size(); ++i) pd[i] = qd.scales[i / 8] * std::nearbyint(d[i] / qd.scales[i / 8]);

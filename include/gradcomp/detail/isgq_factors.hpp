@@ -23,37 +23,31 @@
 #include <cstdint>
 #include <vector>
 
-#include "philox.hpp"
+#include "isgq_codec.hpp"
 
 namespace gradcomp {
 namespace detail {
 
 // ---- dithered ----
 
-// The dither of element i of factor `factor` (0: X, 1: Delta) of tensor t at a step, under `key`:
-// (draw + 1/2) / 2^32 - 1/2, symmetric in (-1/2, 1/2), its mean over all draws exactly 0.
-inline double isgq_dither(std::uint64_t key, std::uint64_t step, std::uint32_t tensor, std::uint32_t factor,
-                          std::uint32_t i) noexcept {
-  const std::uint32_t draw = element_draw(key, step, 2 * tensor + factor, i);
-  return (static_cast<double>(draw) + 0.5) * (1.0 / 4294967296.0) - 0.5;
-}
-
-// The zero symbol of a dithered code: an element that was exactly 0.
-inline constexpr std::int32_t isgq_zero_symbol = INT32_MIN;
-
-// One factor, dithered: its buckets' scales (binary32) and its codes (q, or the zero symbol).
+// One factor, dithered: its buckets' scales (binary32) and its codes as the wire carries them
+// (isgq_codec.hpp): 0 for an exact zero, q + s + 1 for level q in [-s, s].
 struct isgq_dithered_factor {
   std::vector<float> scales;
-  std::vector<std::int32_t> codes;
+  std::vector<std::uint8_t> codes;
 };
 
+// The level q of a non-zero code under s levels.
+inline std::int32_t isgq_code_level(std::uint8_t code, std::uint32_t s) noexcept {
+  return static_cast<std::int32_t>(code) - 1 - static_cast<std::int32_t>(s);
+}
+
 // Quantises the n values of `w` (a factor, row-major) in buckets of `bucket` with levels
-// q in [-s, s], the dithers of (key, step, tensor, factor). Values must be finite.
+// q in [-s, s] (s <= isgq_max_dither_levels), the dithers of (key, step, stream, factor). Values
+// must be finite; false when a scale does not fit binary32 (nothing else is then meaningful).
 template <class T>
-isgq_dithered_factor isgq_dither_quantise(const T* w, std::size_t n, std::size_t bucket, std::uint32_t s,
-                                          std::uint64_t key, std::uint64_t step, std::uint32_t tensor,
-                                          std::uint32_t factor) {
-  isgq_dithered_factor f;
+bool isgq_dither_quantise(const T* w, std::size_t n, std::size_t bucket, std::uint32_t s, std::uint64_t key,
+                          std::uint64_t step, std::uint32_t stream, std::uint32_t factor, isgq_dithered_factor& f) {
   f.scales.assign((n + bucket - 1) / bucket, 0.0f);
   f.codes.resize(n);
   for (std::size_t k = 0; k < f.scales.size(); ++k) {
@@ -63,32 +57,31 @@ isgq_dithered_factor isgq_dither_quantise(const T* w, std::size_t n, std::size_t
     // The scale rounded up to binary32, so that |w| / scale <= s holds for the rounded scale.
     float scale = static_cast<float>(top / s);
     if (static_cast<double>(scale) * s < top) scale = std::nextafter(scale, INFINITY);
+    if (!std::isfinite(scale)) return false;
     f.scales[k] = scale;
     for (std::size_t i = first; i < last; ++i) {
       if (w[i] == T(0)) {
-        f.codes[i] = isgq_zero_symbol;
+        f.codes[i] = 0;
         continue;
       }
-      const double u = isgq_dither(key, step, tensor, factor, static_cast<std::uint32_t>(i));
+      const double u = isgq_dither(key, step, stream, factor, static_cast<std::uint32_t>(i));
       const double q = std::floor(static_cast<double>(w[i]) / scale + u + 0.5);
-      f.codes[i] = static_cast<std::int32_t>(std::min<double>(s, std::max<double>(-static_cast<double>(s), q)));
+      const double clamped = std::min<double>(s, std::max<double>(-static_cast<double>(s), q));
+      f.codes[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(clamped) + 1 + static_cast<std::int32_t>(s));
     }
   }
-  return f;
+  return true;
 }
 
-// The rebuilt factor: scale * (q - u), exactly 0 for the zero symbol.
-template <class T>
-std::vector<T> isgq_dither_rebuild(const isgq_dithered_factor& f, std::size_t bucket, std::uint64_t key,
-                                   std::uint64_t step, std::uint32_t tensor, std::uint32_t factor) {
-  std::vector<T> w(f.codes.size());
+// The rebuilt factor: scale * (q - u) in binary64, exactly 0 for code 0 (as a receiver rebuilds it).
+inline std::vector<double> isgq_dither_rebuild(const isgq_dithered_factor& f, std::size_t bucket, std::uint32_t s,
+                                               std::uint64_t key, std::uint64_t step, std::uint32_t stream,
+                                               std::uint32_t factor) {
+  std::vector<double> w(f.codes.size(), 0.0);
   for (std::size_t i = 0; i < w.size(); ++i) {
-    if (f.codes[i] == isgq_zero_symbol) {
-      w[i] = T(0);
-      continue;
-    }
-    const double u = isgq_dither(key, step, tensor, factor, static_cast<std::uint32_t>(i));
-    w[i] = static_cast<T>(static_cast<double>(f.scales[i / bucket]) * (static_cast<double>(f.codes[i]) - u));
+    if (f.codes[i] == 0) continue;
+    const double u = isgq_dither(key, step, stream, factor, static_cast<std::uint32_t>(i));
+    w[i] = static_cast<double>(f.scales[i / bucket]) * (static_cast<double>(isgq_code_level(f.codes[i], s)) - u);
   }
   return w;
 }

@@ -59,6 +59,7 @@
 #include "bytes.hpp"
 #include "crc32c.hpp"
 #include "half.hpp"
+#include "isgq_codec.hpp"
 #include "qsgd_codec.hpp"
 
 namespace gradcomp {
@@ -586,7 +587,7 @@ struct codec_list {};
 
 // Every value coding this version reads and writes.
 using value_codecs = codec_list<fp32_codec, fp64_codec, fp16_codec, bf16_codec, scaled_sign_codec, ternary_codec,
-                                one_bit_codec, qsgd_codec, qsgd_gamma_codec>;
+                                one_bit_codec, qsgd_codec, qsgd_gamma_codec, isgq_codec>;
 
 // Whether a codec's values can be read one by one in any order (Codec::parallel, true unless the
 // codec says otherwise): what the device decoders need.
@@ -658,6 +659,25 @@ GRADCOMP_HD bool value_payload_fits(wire::value_coding c, const std::byte* p, st
 template <class... Codecs>
 GRADCOMP_HD constexpr bool is_known_coding(codec_list<Codecs...>, wire::value_coding c) noexcept {
   return ((c == Codecs::code) || ...);
+}
+
+// Whether a codec's payload is written by its producer (Codec::from_payload, false unless the
+// codec says otherwise): a coding of a whole tensor whose payload is not a function of its values
+// (isgq), carried in `tensor_message::payload`, only in dense sections.
+template <class Codec>
+constexpr auto codec_from_payload(int) -> decltype(static_cast<bool>(Codec::from_payload)) {
+  return Codec::from_payload;
+}
+template <class Codec>
+constexpr bool codec_from_payload(long) {
+  return false;
+}
+template <class... Codecs>
+GRADCOMP_HD constexpr bool is_payload_coding(codec_list<Codecs...>, wire::value_coding c) noexcept {
+  return ((c == Codecs::code && codec_from_payload<Codecs>(0)) || ...);
+}
+GRADCOMP_HD constexpr bool is_payload_coding(wire::value_coding c) noexcept {
+  return is_payload_coding(value_codecs{}, c);
 }
 
 // A codec's members that take the producer's coding_parameters, for the codings with a layout of

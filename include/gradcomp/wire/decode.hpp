@@ -113,6 +113,8 @@ GRADCOMP_HD inline errc parse_section_header(const std::byte* msg, std::uint64_t
   // The payload lies within the section, which lies within the message.
   if (!gradcomp::detail::value_payload_fits(s.values, p + section_header_bytes + s.index_bytes, s.value_bytes, s.kept))
     return errc::malformed_payload;
+  // A coding of a whole tensor (isgq) only in a dense section.
+  if (gradcomp::detail::is_payload_coding(s.values) && s.indices != index_coding::dense) return errc::malformed_payload;
   s.parameters = gradcomp::detail::value_parameters(s.values, p + section_header_bytes + s.index_bytes);
   const std::uint64_t k = s.kept, n = s.numel;
   switch (s.indices) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -44,12 +45,31 @@ struct section_plan {
   std::uint64_t bytes = 0;
 };
 
+// A section whose producer wrote its value payload (tensor_message::payload): dense, in a
+// coding that takes one, the payload checked as a decoder checks it.
+template <class T>
+result<section_plan> plan_payload_section(const tensor_message<T>& m) {
+  if (!m.dense || !m.values.empty() || !m.indices.empty() || !gradcomp::detail::is_payload_coding(m.coding))
+    return fail(errc::invalid_argument);
+  if (!gradcomp::detail::value_payload_fits(m.coding, m.payload.data(), m.payload.size(), m.numel))
+    return fail(errc::malformed_payload);
+  if (const errc e = gradcomp::detail::check_values<T>(m.payload.data(), m.coding, m.numel); e != errc::ok)
+    return fail(e);
+  section_plan p;
+  p.indices = index_coding::dense;
+  p.values = m.coding;
+  p.value_bytes = m.payload.size();
+  p.bytes = section_header_bytes + p.value_bytes;
+  return p;
+}
+
 // Checks one section and decides how it is written (reads the indices once).
 template <class T>
 result<section_plan> plan_section(const tensor_message<T>& m, const encode_options& opt) {
   constexpr std::uint64_t u32max = std::numeric_limits<std::uint32_t>::max();
   if (m.tensor > u32max || m.numel > u32max) return fail(errc::size_overflow);
   section_plan p;
+  if (!m.payload.empty()) return plan_payload_section(m);
   if (m.dense) {
     if (m.values.size() != m.numel || !m.indices.empty()) return fail(errc::size_mismatch);
     p.values = m.coding != value_coding::unspecified ? m.coding : opt.dense_values;
@@ -93,6 +113,7 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
         return fail(errc::invalid_argument);  // `dense` is not a coding for sparse sections
     }
   }
+  if (gradcomp::detail::is_payload_coding(p.values)) return fail(errc::invalid_argument);  // needs `payload`
   if (!gradcomp::detail::value_layout_fits(p.values, m.values.size(), m.parameters))
     return fail(errc::invalid_argument);
   // A known coding; qsgd picks its shorter form here.
@@ -198,7 +219,7 @@ errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan&
   store_le<std::uint64_t>(p, pl.bytes);
   store_le<std::uint32_t>(p + 8, static_cast<std::uint32_t>(m.tensor));
   store_le<std::uint32_t>(p + 12, static_cast<std::uint32_t>(m.numel));
-  store_le<std::uint32_t>(p + 16, static_cast<std::uint32_t>(m.values.size()));
+  store_le<std::uint32_t>(p + 16, static_cast<std::uint32_t>(m.payload.empty() ? m.values.size() : m.numel));
   p[20] = static_cast<std::byte>(pl.indices);
   p[21] = static_cast<std::byte>(pl.values);
   p[22] = static_cast<std::byte>(pl.rice_parameter);
@@ -216,6 +237,11 @@ errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan&
     default: break;
   }
   if (crc != nullptr) *crc = crc32c(span<const std::byte>(p, section_header_bytes + pl.index_bytes), *crc);
+  if (!m.payload.empty()) {
+    std::memcpy(idx, m.payload.data(), m.payload.size());
+    if (crc != nullptr) *crc = crc32c(m.payload, *crc);
+    return errc::ok;
+  }
   return write_values(m.values, pl.values, m.parameters, pl.value_bytes, idx + pl.index_bytes, crc);
 }
 
@@ -306,7 +332,8 @@ template <class T>
   for (const auto& m : sections) {
     encode_options o = opt;  // a section's own coding replaces the options'
     if (m.coding != value_coding::unspecified) o.values = o.dense_values = m.coding;
-    const auto b = max_section_bytes(m.numel, m.values.size(), m.dense, o, m.parameters);
+    const auto b = m.payload.empty() ? max_section_bytes(m.numel, m.values.size(), m.dense, o, m.parameters)
+                                     : result<std::uint64_t>(section_header_bytes + m.payload.size());
     if (!b) return fail(b.error());
     if (detail::add_overflows(total, *b)) return fail(errc::size_overflow);
   }

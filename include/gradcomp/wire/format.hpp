@@ -55,6 +55,7 @@ enum class value_coding : std::uint8_t {
   one_bit = 18,      ///< Two binary32 values per column, then one bit per value choosing its column's one.
   qsgd = 19,         ///< A binary32 norm per bucket, then a sign and a level per value in fixed-width codes.
   qsgd_gamma = 20,   ///< As `qsgd`, the non-zero levels and the gaps between them Elias-gamma coded.
+  isgq = 21,         ///< A dense section given as the two quantised factors of a product X^T Delta.
 };
 
 /// What a value coding with a layout of its own needs besides the values: the producer states it
