@@ -22,6 +22,15 @@ struct parameter {
   std::vector<float> values;
 };
 
+/// A fully connected layer's two factors of its last weight gradient (`gradient(...)`):
+/// the gradient is Delta^T X, with X (batch x n_in) the layer's input and Delta (batch x n_out) the
+/// error back-propagated to its output (the mean loss's 1 / batch included), both row-major.
+struct layer_factors {
+  const float* x = nullptr;
+  const float* delta = nullptr;
+  std::size_t batch = 0, n_in = 0, n_out = 0;
+};
+
 /// Loss and correct predictions of a batch or a split.
 struct eval_result {
   double loss = 0.0;          ///< mean cross-entropy
@@ -72,7 +81,11 @@ class mlp {
     eval_result r = softmax_loss(y, batch);  // acts_[L] now holds dLoss/dlogits
     const float inv_b = 1.0f / static_cast<float>(batch);
     matrix delta = acts_[L] * inv_b;
+    input_ = x;
+    batch_ = batch;
+    deltas_.resize(L);
     for (std::size_t l = L; l-- > 0;) {
+      deltas_[l] = delta;
       Eigen::Map<row_matrix> gw(grads[2 * l].data(), static_cast<Eigen::Index>(sizes_[l + 1]),
                                 static_cast<Eigen::Index>(sizes_[l]));
       gw.noalias() = delta * input_of(l, x, batch).transpose();
@@ -83,6 +96,18 @@ class mlp {
       delta = back.cwiseProduct((acts_[l].array() > 0.0f).cast<float>().matrix());
     }
     return r;
+  }
+
+  /// The factors of layer l's weight gradient of the last `gradient` call (valid until the next
+  /// call of `gradient` or `evaluate`, and while the images it read are).
+  layer_factors factors(std::size_t l) const {
+    layer_factors f;
+    f.x = input_of(l, input_, batch_).data();
+    f.delta = deltas_[l].data();
+    f.batch = batch_;
+    f.n_in = sizes_[l];
+    f.n_out = sizes_[l + 1];
+    return f;
   }
 
   /// Loss and accuracy over `count` images, evaluated in chunks.
@@ -156,6 +181,9 @@ class mlp {
   std::vector<std::size_t> sizes_;
   std::vector<parameter> params_;
   std::vector<matrix> acts_;  // acts_[0] unused (the input is mapped directly)
+  std::vector<matrix> deltas_;  // the last gradient's delta of each layer (n_out x batch)
+  const float* input_ = nullptr;  // the last gradient's images
+  std::size_t batch_ = 0;
 };
 
 }  // namespace fmnist

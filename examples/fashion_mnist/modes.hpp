@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "mlp.hpp"
+
 namespace fmnist {
 
 /// Everything one training run needs besides the mode.
@@ -100,6 +102,120 @@ class worker_compressor {
   virtual gradcomp::result<void> set_residuals(const std::vector<gradcomp::span<const float>>&) {
     return gradcomp::fail(gradcomp::errc::invalid_argument);
   }
+  /// ISGQ (`isgq_adapter`): whether the worker sends its fully connected layers' weight gradients
+  /// as their factors, which the trainer then hands over (one per layer, in order) before `compress`.
+  virtual bool uses_factors() const { return false; }
+  virtual void set_factors(const std::vector<layer_factors>&) {}
+};
+
+/// ISGQ (`gradcomp::isgq_compressor`): every weight matrix (a fully connected layer's) sent as its
+/// quantised factors X and Delta, the other tensors (biases) whole in fp32; the receiver averages
+/// and applies its momentum, as for the other quantisers.
+class isgq_adapter final : public worker_compressor {
+ public:
+  isgq_adapter(gradcomp::isgq_config cfg, std::size_t batch, double momentum)
+      : c_(cfg), batch_(batch), momentum_(momentum) {}
+  std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                         gradcomp::tensor_mode) override {
+    gradcomp::tensor_info t;
+    t.name = name;
+    t.shape = shape;
+    t.numel = 1;
+    for (const std::size_t d : shape) t.numel *= d;
+    t.compressed = shape.size() == 2;  // a weight matrix, out x in
+    layer_.push_back(t.compressed ? c_.add_layer(name, shape[1], shape[0], gradcomp::isgq_layout::out_in, info_.size())
+                                  : none);
+    info_.push_back(std::move(t));
+    return info_.size() - 1;
+  }
+  const gradcomp::tensor_info& info(std::size_t id) const override { return info_.at(id); }
+  void begin_step(std::size_t, double) override {}
+  double density() override { return 1.0; }
+  double final_density() const override { return 1.0; }
+  bool uses_factors() const override { return true; }
+  void set_factors(const std::vector<layer_factors>& f) override { factors_ = f; }
+  gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) override {
+    if (grads.size() != info_.size()) return gradcomp::fail(gradcomp::errc::wrong_tensor_count);
+    messages_.clear();
+    for (std::size_t t = 0; t < grads.size(); ++t) {
+      if (layer_[t] == none) {
+        gradcomp::tensor_message<float> m;
+        m.tensor = t;
+        m.numel = grads[t].size();
+        m.dense = true;
+        m.values = grads[t];
+        messages_.push_back(m);
+        continue;
+      }
+      if (layer_[t] >= factors_.size()) return gradcomp::fail(gradcomp::errc::invalid_argument);
+      const layer_factors& f = factors_[layer_[t]];
+      const auto m = c_.compress(layer_[t], gradcomp::span<const float>(f.x, f.batch * f.n_in),
+                                 gradcomp::span<const float>(f.delta, f.batch * f.n_out), f.batch);
+      if (!m) return gradcomp::fail(m.error());
+      messages_.push_back(*m);
+    }
+    ++steps_;
+    return {};
+  }
+  gradcomp::result<gradcomp::step_stats> stats() override {
+    gradcomp::step_stats s;
+    s.step = steps_ - 1;
+    s.density = 1.0;
+    for (const auto& t : info_) {
+      s.total_elements += t.numel;
+      (t.compressed ? s.target_elements : s.dense_elements) += t.numel;
+      if (t.compressed) s.kept_elements += t.numel;
+    }
+    return s;
+  }
+  std::size_t max_message_bytes(const gradcomp::wire::encode_options& opt) const override {
+    std::uint64_t total = gradcomp::wire::message_overhead_bytes(opt);
+    for (std::size_t t = 0; t < info_.size(); ++t) {
+      if (layer_[t] == none) {
+        total += gradcomp::wire::max_section_bytes(info_[t].numel, info_[t].numel, true, opt).value();
+        continue;
+      }
+      // The isgq payload of a batch of batch_: its block, scales and codes.
+      gradcomp::detail::isgq_block b;
+      b.batch = static_cast<std::uint32_t>(batch_);
+      b.n_in = static_cast<std::uint32_t>(info_[t].shape[1]);
+      b.n_out = static_cast<std::uint32_t>(info_[t].shape[0]);
+      b.levels = static_cast<std::uint16_t>(c_.config().levels);
+      b.bucket = c_.config().bucket;
+      b.variant = c_.config().method == gradcomp::isgq_method::dithered ? gradcomp::detail::isgq_variant::dithered
+                                                                          : gradcomp::detail::isgq_variant::levels;
+      total += gradcomp::wire::section_header_bytes + b.payload_bytes();
+    }
+    return static_cast<std::size_t>(total);
+  }
+  gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& opt,
+                                               gradcomp::span<std::byte> out) override {
+    return gradcomp::wire::encode(gradcomp::span<const gradcomp::tensor_message<float>>(messages_.data(), messages_.size()),
+                                  opt, out);
+  }
+  gradcomp::receiver_layout receiver() const override {
+    gradcomp::receiver_layout l;
+    l.momentum = momentum_;
+    for (const auto& t : info_) {
+      gradcomp::receiver_tensor r;
+      r.info = t;
+      r.dense = true;
+      r.momentum = true;
+      l.tensors.push_back(r);
+    }
+    return l;
+  }
+
+ private:
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  gradcomp::isgq_compressor<float> c_;
+  std::size_t batch_;
+  double momentum_;
+  std::vector<gradcomp::tensor_info> info_;
+  std::vector<std::size_t> layer_;  // the ISGQ layer of each tensor, or none
+  std::vector<layer_factors> factors_;
+  std::vector<gradcomp::tensor_message<float>> messages_;
+  std::size_t steps_ = 0;
 };
 
 /// The server side of double-way compression (SAEF): the averaged update compressed again; what
@@ -596,6 +712,21 @@ inline const std::vector<mode_entry>& modes() {
        "steps",
        [](const train_options& o, std::size_t steps_per_epoch) {
          return detail::saef_mode("saef_topk", o, [o, steps_per_epoch] { return detail::saef_topk(o, steps_per_epoch); });
+       }},
+      {"isgq",
+       "ISGQ: each weight matrix sent as its layer input X and back-propagated error Delta, dithered to 3 levels "
+       "(2 bits per factor element, buckets of 512), rebuilt X^T Delta by the receiver; biases in fp32; receiver "
+       "momentum",
+       [](const train_options& o, std::size_t) {
+         mode_spec m;
+         m.name = "isgq";
+         m.make_worker = [o](std::size_t rank) -> std::unique_ptr<worker_compressor> {
+           gradcomp::isgq_config cfg;
+           cfg.seed = o.seed;
+           cfg.rank = rank;
+           return std::make_unique<isgq_adapter>(cfg, o.batch, o.momentum);
+         };
+         return m;
        }},
       {"saef_sign",
        "Step-Ahead Error Feedback with scaled signs (1 bit per element) both ways, gradients at x - e, residuals "

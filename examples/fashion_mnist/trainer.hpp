@@ -196,6 +196,11 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         }
         const std::size_t own = sharing ? r : 0;
         const eval_result br = model.gradient(x.data(), y.data(), o.batch, grads[own]);
+        if (workers[r]->uses_factors()) {  // ISGQ: the layers' factors of this gradient
+          std::vector<layer_factors> f;
+          for (std::size_t l = 0; l < model.layers(); ++l) f.push_back(model.factors(l));
+          workers[r]->set_factors(f);
+        }
         loss_sum += br.loss;
         if (step == 0) res.first_loss += br.loss / double(o.workers);
         const auto t0 = clock::now();

@@ -147,9 +147,14 @@ class aggregator {
    *         the tensor), `errc::index_out_of_range`, `errc::indices_not_increasing` (indices
    *         must be strictly increasing, as on the wire), `errc::non_finite_input` (a NaN or an
    *         infinity among the values), `errc::state_overflow` (a sum would overflow); nothing
-   *         is added on error.
+   *         is added on error. A message whose producer wrote its payload
+   *         (`tensor_message::payload`, `isgq_compressor`'s) is checked as a decoder checks it
+   *         (`errc::invalid_argument` for a payload in a coding that takes none,
+   *         `errc::malformed_payload` and the payload errors of `wire::validate`), decoded on
+   *         the host and added as a dense message.
    */
   [[nodiscard]] result<void> add(const tensor_message<T, space>& msg) {
+    if (!msg.payload.empty()) return add_payload(msg);
     if (msg.tensor >= tensors_.size()) return fail(errc::unknown_tensor);
     tensor_state& st = tensors_[msg.tensor];
     if (msg.numel != st.info.numel || msg.dense != st.dense)
@@ -279,6 +284,30 @@ class aggregator {
   }
   static void commit(tensor_state& st) noexcept { st.bound = st.next_bound; }
 
+  // A message with a producer's payload: checked, decoded on the host, added as a dense message.
+  result<void> add_payload(const tensor_message<T, space>& msg) {
+    if (msg.tensor >= tensors_.size()) return fail(errc::unknown_tensor);
+    if (!msg.dense || !msg.values.empty() || !msg.indices.empty() || !detail::is_payload_coding(msg.coding))
+      return fail(errc::invalid_argument);
+    const tensor_state& st = tensors_[msg.tensor];
+    if (msg.numel != st.info.numel || !st.dense) return fail(errc::layout_mismatch);
+    const std::byte* p = msg.payload.data();
+    if (!detail::value_payload_fits(msg.coding, p, msg.payload.size(), msg.numel)) return fail(errc::malformed_payload);
+    if (const errc e = detail::check_values<T>(p, msg.coding, msg.numel); e != errc::ok) return fail(e);
+    decoded_.resize(msg.numel);
+    detail::decode_values<T>(p, msg.coding, msg.numel, decoded_.data());
+    tensor_message<T, space> dense = msg;
+    dense.payload = {};
+    dense.coding = wire::value_coding::unspecified;
+    if constexpr (host_memory) {
+      dense.values = span<const T>(decoded_.data(), decoded_.size());
+    } else {
+      ops::copy_to_backend(backend_, span<const T>(decoded_.data(), msg.numel), backend_values_.view().first(msg.numel));
+      dense.values = readonly(backend_values_.view()).first(msg.numel);
+    }
+    return add(dense);
+  }
+
   // Checks `message` completely against the format and the layout, then adds every section into
   // its sum: in place where the host can write the sums, else decoded on the host and added on
   // the backend.
@@ -364,6 +393,7 @@ class aggregator {
   // Other memory: one section staged on the host, then copied to the backend.
   std::vector<std::uint32_t> staged_indices_;
   std::vector<T> staged_values_;
+  std::vector<T> decoded_;  // a producer's payload, decoded (add_payload)
   buffer<std::uint32_t> backend_indices_;
   buffer<T> backend_values_;
 };

@@ -33,7 +33,7 @@ struct tensor_message {
   /// (`isgq`: the two quantised factors of a product, written by `isgq_compressor`). Only with
   /// `dense` true, `values` and `indices` empty and `coding` set to that coding; the encoder
   /// checks it as a decoder does and copies it. Empty for every other coding.
-  span<const std::byte> payload;
+  span<const std::byte> payload{};
 };
 
 }  // namespace gradcomp

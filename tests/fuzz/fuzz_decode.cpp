@@ -25,7 +25,10 @@
 //   - the throwing decode<T> agrees with validate<T> and decode_section;
 //   - a valid section re-encoded with its own codings gives back the same bytes where the coding
 //     admits a single encoding (raw_u32, bitmap, dense, delta_varint; rice when the encoder
-//     picks the same parameter).
+//     picks the same parameter; an isgq payload handed back as the producer's payload).
+// An isgq section states n_in x n_out values in far fewer bytes: an input with one whose
+// batch x n_in x n_out exceeds max_products is checked up to its section headers only (its
+// decoding would take that many operations).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -56,6 +59,7 @@ using namespace gradcomp_fuzz;
 // larger layouts; the sections themselves are bounded by the message length).
 constexpr std::uint64_t max_elements = std::uint64_t(1) << 20;
 constexpr std::uint32_t index_pattern = 0xa5a5a5a5u;
+constexpr std::uint64_t max_products = std::uint64_t(1) << 22;
 
 // ---------------------------------------------------------------------------------------------
 // Independent reference of the payload rules (written from the format description, not from the
@@ -67,6 +71,7 @@ struct reference_section {
   std::vector<std::uint32_t> indices;  // decoded positions (also for dense: 0..numel-1)
   std::vector<double> values;          // exact values of the payload, finite or not
   errc parameters = errc::ok;          // what the parameter block and padding are worth
+  double isgq_bound = -1.0;            // isgq: the bound of the values' magnitudes (sound payloads)
 };
 
 std::uint64_t le(const std::byte* p, int bytes) {
@@ -199,6 +204,7 @@ double reference_value(const std::byte* p, value_coding c, std::uint64_t j) {
     }
     case value_coding::qsgd:
     case value_coding::qsgd_gamma: return 0.0;  // reference_qsgd reads the whole payload
+    case value_coding::isgq: return 0.0;        // reference_isgq likewise
     case value_coding::unspecified: break;  // never accepted: falls to the check below
   }
   FUZZ_CHECK_MSG(false, "section header with an unknown value coding was accepted");
@@ -280,6 +286,77 @@ void reference_qsgd(const std::byte* p, const section_header& s, reference_secti
     if (bit(at) != 0) return void(r.parameters = errc::malformed_payload);
 }
 
+// ISGQ's payload bit by bit: the block, the parameters in order (finite, then a scale's sign bit),
+// the codes in order (within range; none but 0 under a zero scale), the padding; then the factors
+// rebuilt and the values X^^T Delta^ summed over the batch in order, and their bound.
+void reference_isgq(const std::byte* p, const section_header& s, reference_section& r) {
+  const std::uint64_t batch = le(p, 4), n_in = le(p + 4, 4), n_out = le(p + 8, 4);
+  const bool out_in = le(p + 12, 1) == 1, dithered = le(p + 13, 1) == 0;
+  const std::uint64_t levels = le(p + 14, 2), bucket = le(p + 16, 4), stream = le(p + 20, 4);
+  const std::uint64_t key = le(p + 24, 8), step = le(p + 32, 8);
+  const std::uint64_t elements[2] = {batch * n_in, batch * n_out};
+  std::uint64_t params[2];
+  for (int f = 0; f < 2; ++f) params[f] = dithered ? (elements[f] + bucket - 1) / bucket : levels;
+  auto parameter = [&](int f, std::uint64_t k) {
+    return static_cast<std::uint32_t>(le(p + 40 + 4 * ((f == 0 ? 0 : params[0]) + k), 4));
+  };
+  for (int f = 0; f < 2; ++f)
+    for (std::uint64_t k = 0; k < params[f]; ++k) {
+      const std::uint32_t bits = parameter(f, k);
+      if (!std::isfinite(float_from_bits(bits))) return void(r.parameters = errc::non_finite_input);
+      if (dithered && (bits >> 31) != 0) return void(r.parameters = errc::malformed_payload);
+    }
+  const std::uint64_t top = dithered ? 2 * levels + 1 : levels;
+  unsigned width = 0;
+  for (std::uint64_t x = top; x != 0; x >>= 1) ++width;
+  const std::byte* codes = p + 40 + 4 * (params[0] + params[1]);
+  auto bit = [&](std::uint64_t k) { return (static_cast<unsigned>(codes[k / 8]) >> (k % 8)) & 1u; };
+  std::vector<double> hat[2];
+  std::uint64_t at = 0;
+  for (int f = 0; f < 2; ++f) {
+    hat[f].assign(elements[f], 0.0);
+    for (std::uint64_t i = 0; i < elements[f]; ++i) {
+      std::uint64_t code = 0;
+      for (unsigned t = 0; t < width; ++t) code |= static_cast<std::uint64_t>(bit(at++)) << t;
+      if (code > top) return void(r.parameters = errc::malformed_payload);
+      if (dithered) {
+        const float scale = float_from_bits(parameter(f, i / bucket));
+        if (code != 0 && scale == 0.0f) return void(r.parameters = errc::malformed_payload);
+        if (code == 0) continue;
+        const std::uint32_t draw = gradcomp::detail::element_draw(
+            key, step, static_cast<std::uint32_t>(2 * stream + f), static_cast<std::uint32_t>(i));
+        const double u = (static_cast<double>(draw) + 0.5) / 4294967296.0 - 0.5;
+        hat[f][i] = static_cast<double>(scale) * (static_cast<double>(code) - 1.0 - static_cast<double>(levels) - u);
+      } else if (code < levels) {
+        hat[f][i] = static_cast<double>(float_from_bits(parameter(f, code)));
+      }
+    }
+  }
+  for (; at % 8 != 0; ++at)
+    if (bit(at) != 0) return void(r.parameters = errc::malformed_payload);
+  double bound = 0.0;
+  for (std::uint64_t b = 0; b < batch; ++b) {
+    double mx = 0.0, md = 0.0;
+    for (std::uint64_t i = 0; i < n_in; ++i) mx = std::max(mx, std::fabs(hat[0][b * n_in + i]));
+    for (std::uint64_t o = 0; o < n_out; ++o) md = std::max(md, std::fabs(hat[1][b * n_out + o]));
+    bound += mx * md;
+  }
+  r.isgq_bound = bound;
+  for (std::uint64_t i = 0; i < n_in; ++i)
+    for (std::uint64_t o = 0; o < n_out; ++o) {
+      double v = 0.0;
+      for (std::uint64_t b = 0; b < batch; ++b) v += hat[0][b * n_in + i] * hat[1][b * n_out + o];
+      r.values[out_in ? o * n_in + i : i * n_out + o] = v;
+    }
+  (void)s;
+}
+
+// The operations an isgq section's decoding takes (0 for other codings).
+std::uint64_t isgq_products(span<const std::byte> msg, const section_header& s) {
+  if (s.values != value_coding::isgq) return 0;
+  return le(msg.data() + s.offset + wire::section_header_bytes + s.index_bytes, 4) * std::uint64_t(s.kept);
+}
+
 reference_section reference_decode(span<const std::byte> msg, const section_header& s) {
   reference_section r;
   const std::byte* idx = msg.data() + s.offset + wire::section_header_bytes;
@@ -322,12 +399,17 @@ reference_section reference_decode(span<const std::byte> msg, const section_head
     if (r.parameters == errc::ok && last != 0) r.parameters = errc::malformed_payload;
   }
   if (s.values == value_coding::qsgd || s.values == value_coding::qsgd_gamma) reference_qsgd(val, s, r);
+  if (s.values == value_coding::isgq) reference_isgq(val, s, r);
   return r;
 }
 
 // The error decode_section<T> must report for the values, once the indices are sound.
 template <class T>
 errc reference_value_error(const reference_section& r) {
+  // isgq: refused when the bound exceeds half of T's largest value, whatever the values.
+  if (r.isgq_bound >= 0.0)
+    return r.isgq_bound <= 0.5 * static_cast<double>(std::numeric_limits<T>::max()) ? errc::ok
+                                                                                     : errc::value_out_of_range;
   for (const double v : r.values) {
     if (!std::isfinite(v)) return errc::non_finite_input;
     if (!std::isfinite(static_cast<T>(v))) return errc::value_out_of_range;
@@ -463,8 +545,9 @@ bool same_header(const message_header& a, const message_header& b) {
 void check_section_header(const section_header& s) {
   const std::uint64_t vsize = wire::value_bytes_per_element(s.values);
   const bool qsgd = s.values == value_coding::qsgd || s.values == value_coding::qsgd_gamma;
+  const bool isgq = s.values == value_coding::isgq;
   FUZZ_CHECK(vsize != 0 || s.values == value_coding::scaled_sign || s.values == value_coding::ternary ||
-             s.values == value_coding::one_bit || qsgd);
+             s.values == value_coding::one_bit || qsgd || isgq);
   FUZZ_CHECK(std::strcmp(wire::to_string(s.role), "unknown") != 0);
   FUZZ_CHECK(s.kept <= s.numel);
   FUZZ_CHECK(s.bytes == wire::section_header_bytes + s.index_bytes + s.value_bytes);
@@ -484,6 +567,10 @@ void check_section_header(const section_header& s) {
       FUZZ_CHECK(s.value_bytes == 12 + norms + (std::uint64_t(s.kept) * width + 7) / 8);
     else
       FUZZ_CHECK(s.value_bytes >= 20 + norms);
+  } else if (isgq) {
+    // Dense, the block's sizes fixing kept and the length (read back from the message by the
+    // caller's reference; here the invariants that need no payload).
+    FUZZ_CHECK(s.indices == index_coding::dense && s.value_bytes >= 40);
   } else {
     FUZZ_CHECK(s.parameters.columns == 1 && s.parameters.bucket == 0 && s.parameters.levels == 0);
     const std::uint64_t per_byte = s.values == value_coding::scaled_sign ? 8 : 4;  // of the packed codings
@@ -767,6 +854,12 @@ void check_reencode(span<const std::byte> msg, const section_header& s,
   if (!tm.dense) tm.indices = span<const std::uint32_t>(d.indices.data(), d.indices.size());
   tm.values = span<const double>(d.values.data(), d.values.size());
   tm.parameters = s.parameters;
+  if (s.values == value_coding::isgq) {
+    // The producer's payload, handed back as it was: the same bytes.
+    tm.values = {};
+    tm.coding = value_coding::isgq;
+    tm.payload = span<const std::byte>(msg.data() + s.offset + wire::section_header_bytes, s.value_bytes);
+  }
   // QSGD's norms, which the values alone do not state, as the producer gives them.
   const bool qsgd = s.values == value_coding::qsgd || s.values == value_coding::qsgd_gamma;
   std::vector<float> norms;
@@ -894,26 +987,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(offset + (walked->has_checksum() ? wire::checksum_bytes : 0) == size);
 
   // ---- every section: decode_section<float> and <double> against the reference ----
+  for (const auto& s : m.sections)
+    if (isgq_products(m.msg, s) > max_products) return 0;
   for (const auto& s : m.sections) {
-    FUZZ_CHECK(s.kept <= size);  // header lengths are bounded by the message, so allocating is safe
+    // Header lengths are bounded by the message (isgq's by max_products), so allocating is safe.
+    FUZZ_CHECK(s.kept <= size || s.values == value_coding::isgq);
     const reference_section ref = reference_decode(m.msg, s);
     m.as_double.push_back(decode_and_check<double>(m.msg, s, ref));
     m.as_float.push_back(decode_and_check<float>(m.msg, s, ref));
     const errc ed = m.as_double.back().error, ef = m.as_float.back().error;
     // float refuses whatever double refuses, and in addition only fp64 values beyond its range
     // (which may come before the value double refuses).
+    const bool wider = s.values == value_coding::fp64 || s.values == value_coding::isgq;  // values beyond float
     if (ed != errc::ok) {
       if (ef != ed) {
         FUZZ_CHECK_ERRC(ef, errc::value_out_of_range);
-        FUZZ_CHECK(s.values == value_coding::fp64);
+        FUZZ_CHECK(wider);
       }
     } else if (ef != errc::ok) {
       FUZZ_CHECK_ERRC(ef, errc::value_out_of_range);
-      FUZZ_CHECK(s.values == value_coding::fp64);
+      FUZZ_CHECK(wider);
     }
-    if (ed == errc::ok && ef == errc::ok && s.values != value_coding::fp64) {
+    if (ed == errc::ok && ef == errc::ok) {
       for (std::size_t j = 0; j < s.kept; ++j)
-        FUZZ_CHECK(static_cast<double>(m.as_float.back().values[j]) == m.as_double.back().values[j]);
+        FUZZ_CHECK(wider ? m.as_float.back().values[j] == static_cast<float>(m.as_double.back().values[j])
+                         : static_cast<double>(m.as_float.back().values[j]) == m.as_double.back().values[j]);
     }
   }
 

@@ -112,7 +112,7 @@ value_coding pick_value_coding(unsigned sel) {
     case 12: return value_coding::scaled_sign;
     case 13: return value_coding::ternary;
     case 14: return value_coding::one_bit;
-    default: return static_cast<value_coding>(21);  // reserved range
+    default: return static_cast<value_coding>(22);  // reserved range
   }
 }
 

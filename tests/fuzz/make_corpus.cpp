@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <gradcomp/detail/qsgd_codec.hpp>
+#include <gradcomp/isgq.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 
@@ -282,6 +283,54 @@ void decode_seeds() {
         write("decode", "damaged-qsgd_gamma-gap.bin", gap);
       }
     }
+  }
+
+  // isgq: a dithered (s = 1, buckets of 8) and a minimum-MSE (4 levels) section of a 7 x 5 layer
+  // over a batch of 3, with and without a checksum, next to a dense fp32 section; then, for the
+  // dithered form, a negative scale, a zero scale under non-zero codes, a sparse index coding and a
+  // layer of another element count; for the level form a code above the top one.
+  for (const bool levels : {false, true}) {
+    const std::size_t batch = 3, n_in = 7, n_out = 5;
+    std::vector<float> x(batch * n_in), d(batch * n_out);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 4 == 0 ? 0.0f : 0.25f * static_cast<float>(i % 9) - 1.0f;
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = 0.125f * static_cast<float>(i % 7) - 0.375f;
+    gradcomp::isgq_config cfg;
+    cfg.method = levels ? gradcomp::isgq_method::min_mse : gradcomp::isgq_method::dithered;
+    cfg.levels = levels ? 4 : 1;
+    cfg.bucket = 8;
+    gradcomp::isgq_compressor<float> c(cfg);
+    c.add_layer("fc", n_in, n_out);
+    const tensor_message<float> m = c.compress(0, span<const float>(x.data(), x.size()),
+                                               span<const float>(d.data(), d.size()), batch).value();
+    const std::vector<float> bias = {0.5f, -0.25f};
+    tensor_message<float> b;
+    b.tensor = 1;
+    b.numel = 2;
+    b.dense = true;
+    b.values = span<const float>(bias.data(), bias.size());
+    const std::string form = levels ? "-isgq-levels" : "-isgq-dithered";
+    for (const bool crc : {false, true}) {
+      wire::encode_options opt;
+      opt.checksum = crc;
+      write("decode", "valid" + form + (crc ? "-crc" : "") + ".bin", encode({m, b}, opt));
+    }
+    const bytes good = encode({m, b}, wire::encode_options{});
+    const std::size_t v0 = wire::message_header_bytes + wire::section_header_bytes;
+    if (levels) {
+      bytes above = good;  // the first code 7, above L = 4 (codes of 3 bits)
+      above[v0 + 40 + 2 * 4 * 4] |= std::byte{0x07};
+      write("decode", "damaged-isgq-code-above.bin", above);
+      continue;
+    }
+    bytes negative = good, zero_scale = good, sparse = good, other_size = good;
+    put_le(negative, v0 + 40, 0xbf800000u, 4);
+    put_le(zero_scale, v0 + 40, 0u, 4);
+    sparse[wire::message_header_bytes + 20] = static_cast<std::byte>(index_coding::bitmap);
+    put_le(other_size, v0 + 4, 6u, 4);
+    write("decode", "damaged-isgq-negative-scale.bin", negative);
+    write("decode", "damaged-isgq-zero-scale.bin", zero_scale);
+    write("decode", "damaged-isgq-sparse.bin", sparse);
+    write("decode", "damaged-isgq-other-size.bin", other_size);
   }
 
   // Several sections: automatic codings, a dense one, two tensors sharing nothing.

@@ -3,6 +3,7 @@
 // workers is unbiased (Monte Carlo through the wire); exact zeros stay exact; the minimum-MSE
 // method's error never increases and is what the receiver sees; layouts, determinism, shapes and
 // bad input; the decoder's rejection rules for forged payloads.
+#include <gradcomp/aggregator.hpp>
 #include <gradcomp/detail/isgq_factors.hpp>
 #include <gradcomp/isgq.hpp>
 #include <gradcomp/wire/accumulate.hpp>
@@ -353,4 +354,46 @@ TEST_CASE("ISGQ on the wire: the encoder checks a producer's payload, the decode
   auto sparse = encoded;
   sparse[wire::message_header_bytes + 20] = static_cast<std::byte>(wire::index_coding::raw_u32);
   CHECK(wire::validate(span<const std::byte>(sparse.data(), sparse.size())).error() == errc::malformed_payload);
+}
+
+TEST_CASE("ISGQ: an aggregator adds a message directly or encoded alike, and refuses a damaged payload") {
+  const std::size_t batch = 4, n_in = 6, n_out = 5;
+  const auto x = factor(batch, n_in, 11, true), d = factor(batch, n_out, 12, false);
+  isgq_compressor<float> c(isgq_config{});
+  c.add_layer("fc", n_in, n_out);
+  const auto m = c.compress(0, view(x), view(d), batch).value();
+  receiver_layout layout;
+  receiver_tensor t;
+  t.info.name = "fc";
+  t.info.shape = {n_out, n_in};
+  t.info.numel = n_in * n_out;
+  t.dense = true;
+  layout.tensors.push_back(t);
+  aggregator<float> direct(layout), wired(layout);
+  direct.begin();
+  wired.begin();
+  REQUIRE(direct.add(m));
+  const auto bytes = encode_one(m, wire::encode_options{}).value();
+  REQUIRE(wired.add(span<const std::byte>(bytes.data(), bytes.size())));
+  REQUIRE(direct.finish(1));
+  REQUIRE(wired.finish(1));
+  const auto a = direct.update(0), b = wired.update(0);
+  const auto expected = received(m);
+  for (std::size_t j = 0; j < expected.size(); ++j) {
+    REQUIRE(gradcomp_test::same_bits(a[j], expected[j]));
+    REQUIRE(gradcomp_test::same_bits(b[j], expected[j]));
+  }
+  direct.begin();
+  std::vector<std::byte> damaged(m.payload.begin(), m.payload.end());
+  damaged[13] = std::byte{7};  // no such variant
+  tensor_message<float> bad = m;
+  bad.payload = span<const std::byte>(damaged.data(), damaged.size());
+  CHECK(direct.add(bad).error() == errc::malformed_payload);
+  bad = m;
+  bad.numel += 1;
+  CHECK(direct.add(bad).error() == errc::layout_mismatch);
+  bad = m;
+  bad.coding = wire::value_coding::fp32;
+  CHECK(direct.add(bad).error() == errc::invalid_argument);
+  CHECK(direct.finish(1).error() == errc::invalid_argument);  // nothing was added
 }

@@ -3,6 +3,7 @@
 // they must keep decoding to exactly this content for as long as format version 1 is supported.
 #pragma once
 
+#include <gradcomp/detail/isgq_codec.hpp>
 #include <gradcomp/tensor_message.hpp>
 #include <gradcomp/wire/encode.hpp>
 
@@ -22,6 +23,7 @@ struct golden_section {
   std::uint32_t bucket = 0;   // qsgd's layout
   std::uint32_t levels = 0;
   std::vector<float> scales{};  // qsgd's norms (empty: each bucket's largest magnitude)
+  std::vector<std::byte> payload{};  // isgq: the producer's payload (`values`: what it decodes to)
 };
 
 struct golden_message {
@@ -48,6 +50,48 @@ inline std::vector<float> qsgd_gamma_values() {
   v[9] = 3.0f;
   v[29] = -3.5f;
   return v;
+}
+
+// An isgq payload of the minimum-MSE form (variant 1): a 3-input, 2-output layer over a batch of 2
+// in the out_in layout, 2 levels per factor. X^ = [[-1, 0, 0.5], [0.5, -1, 0]] (levels -1 and 0.5,
+// codes 0 2 1 / 1 0 2, code 2 an exact zero); Delta^ = [[2, -0.25], [0, 2]] (levels -0.25 and 2,
+// codes 1 0 / 2 1).
+inline std::vector<std::byte> isgq_levels_payload() {
+  gradcomp::detail::isgq_block b;
+  b.batch = 2;
+  b.n_in = 3;
+  b.n_out = 2;
+  b.layout = 1;
+  b.variant = gradcomp::detail::isgq_variant::levels;
+  b.levels = 2;
+  const float px[2] = {-1.0f, 0.5f}, pd[2] = {-0.25f, 2.0f};
+  const std::uint8_t cx[6] = {0, 2, 1, 1, 0, 2}, cd[4] = {1, 0, 2, 1};
+  std::vector<std::byte> p(b.payload_bytes());
+  gradcomp::detail::isgq_write_payload(b, px, pd, cx, cd, p.data());
+  return p;
+}
+
+// An isgq payload of the dithered form (variant 0), as isgq_compressor writes it for X = [0.5, -1]
+// and Delta = [0.25, 0] (a batch of 1, a 2 x 2 layer, in_out), s = 1, buckets of 4, stream 1, key
+// 0x0123456789abcdef, step 5: scales 1 and 0.25, codes 2 1 (levels 0, -1) and 3 0 (level 1, an
+// exact zero).
+inline std::vector<std::byte> isgq_dithered_payload() {
+  gradcomp::detail::isgq_block b;
+  b.batch = 1;
+  b.n_in = 2;
+  b.n_out = 2;
+  b.layout = 0;
+  b.variant = gradcomp::detail::isgq_variant::dithered;
+  b.levels = 1;
+  b.bucket = 4;
+  b.stream = 1;
+  b.key = 0x0123456789abcdefull;
+  b.step = 5;
+  const float px[1] = {1.0f}, pd[1] = {0.25f};
+  const std::uint8_t cx[2] = {2, 1}, cd[2] = {3, 0};
+  std::vector<std::byte> p(b.payload_bytes());
+  gradcomp::detail::isgq_write_payload(b, px, pd, cx, cd, p.data());
+  return p;
 }
 
 inline std::vector<golden_message> golden_messages() {
@@ -83,6 +127,12 @@ inline std::vector<golden_message> golden_messages() {
       {"qsgd_crc.gcwf", golden_options(index_coding::raw_u32, value_coding::qsgd, true),
        {{0, 6, true, {}, {0.5f, -1.0f, 1.5f, -0.5f, 2.0f, -1.0f}, 1, 4, 3, {1.5f, 3.0f}},
         {1, 40, true, {}, qsgd_gamma_values(), 1, 16, 7, {7.0f, 3.5f, 0.0f}}}},
+      // The values each payload decodes to: section 0 exactly (small dyadic levels), section 1
+      // through the dithers u = -0.40922..., 0.13734... of X's elements and -0.49719... of Delta's
+      // first (the sums rounded to binary32).
+      {"isgq_crc.gcwf", golden_options(index_coding::automatic, value_coding::fp32, true),
+       {{0, 6, true, {}, {-2.0f, 0.0f, 1.0f, 1.25f, -2.0f, -0.125f}, 1, 0, 0, {}, isgq_levels_payload()},
+        {1, 4, true, {}, {0x1.39b162p-3f, 0.0f, -0x1.b3ec96p-2f, 0.0f}, 1, 0, 0, {}, isgq_dithered_payload()}}},
   };
 }
 
@@ -100,6 +150,11 @@ inline std::vector<gradcomp::tensor_message<float>> as_messages(const golden_mes
     m.parameters.bucket = s.bucket;
     m.parameters.levels = s.levels;
     m.parameters.scales = s.scales.empty() ? nullptr : s.scales.data();
+    if (!s.payload.empty()) {  // the producer's payload; `values` is what it decodes to
+      m.values = {};
+      m.payload = gradcomp::span<const std::byte>(s.payload.data(), s.payload.size());
+      m.coding = gradcomp::wire::value_coding::isgq;
+    }
     out.push_back(m);
   }
   return out;

@@ -135,7 +135,7 @@ TEST_CASE("unknown codings, roles and kinds") {
   b[kSection0 + 21] = std::byte{0};
   CHECK(check(b) == errc::unknown_coding);
   for (int code = 5; code < 256; ++code) {  // every code but the known ones is reserved or invalid
-    if (code >= 16 && code <= 20) continue;  // scaled_sign, ternary, one_bit, qsgd, qsgd_gamma
+    if (code >= 16 && code <= 21) continue;  // scaled_sign, ternary, one_bit, qsgd, qsgd_gamma, isgq
     CAPTURE(code);
     b = f.make();
     b[kSection0 + 21] = static_cast<std::byte>(code);

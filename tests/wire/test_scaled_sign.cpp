@@ -87,11 +87,11 @@ TEST_CASE_TEMPLATE("scaled_sign: dense and sparse sections round-trip exactly, s
 TEST_CASE("scaled_sign: payload length, name, and no fixed size per value") {
   for (std::uint64_t k = 0; k < 40; ++k) CHECK(*wire::value_payload_bytes(wire::value_coding::scaled_sign, k) == 4 + (k + 7) / 8);
   CHECK(*wire::value_payload_bytes(wire::value_coding::fp16, 5) == 10);
-  CHECK(wire::value_payload_bytes(static_cast<wire::value_coding>(21), 5).error() == errc::unknown_coding);
+  CHECK(wire::value_payload_bytes(static_cast<wire::value_coding>(22), 5).error() == errc::unknown_coding);
   CHECK(wire::value_bytes_per_element(wire::value_coding::scaled_sign) == 0);
   CHECK(std::strcmp(wire::to_string(wire::value_coding::scaled_sign), "scaled_sign") == 0);
   CHECK(wire::is_known(wire::value_coding::scaled_sign));
-  CHECK(!wire::is_known(static_cast<wire::value_coding>(21)));
+  CHECK(!wire::is_known(static_cast<wire::value_coding>(22)));
   // The bound of max_section_bytes holds the payload.
   CHECK(*wire::max_section_bytes(100, 100, true, sign_options()) == wire::section_header_bytes + 4 + 13);
 }

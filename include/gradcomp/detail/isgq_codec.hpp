@@ -2,7 +2,7 @@
 // a dense section of a fully connected layer's weight gradient G = X^T Delta (n_in x n_out, or its
 // transpose), carried as its two quantised factors X^ (B x n_in) and Delta^ (B x n_out) instead of
 // its n_in * n_out values. Value j of the section is sum over b of X^[b][i] * Delta^[b][o], in
-// binary64 in ascending b, rounded to the receiver's type, with (i, o) = (j / n_out, j % n_out) for
+// binary64 from +0 in ascending b, rounded to the receiver's type, with (i, o) = (j / n_out, j % n_out) for
 // the in_out layout and (j % n_in, j / n_in) for out_in.
 //
 // The payload: a 40-byte block (B, n_in, n_out as u32; layout, variant as u8; the level count as
@@ -28,6 +28,7 @@
 #include <limits>
 #include <vector>
 
+#include "../config.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
 #include "../wire/format.hpp"
@@ -67,29 +68,29 @@ struct isgq_block {
   std::uint32_t bucket = 0, stream = 0;
   std::uint64_t key = 0, step = 0;
 
-  bool dithered() const noexcept { return variant == isgq_variant::dithered; }
+  GRADCOMP_HD bool dithered() const noexcept { return variant == isgq_variant::dithered; }
   // Elements of factor f (0: X, 1: Delta).
-  std::uint64_t elements(unsigned f) const noexcept {
+  GRADCOMP_HD std::uint64_t elements(unsigned f) const noexcept {
     return static_cast<std::uint64_t>(batch) * (f == 0 ? n_in : n_out);
   }
   // binary32 parameters of factor f: scales (one per bucket) or level values.
-  std::uint64_t parameters(unsigned f) const noexcept {
+  GRADCOMP_HD std::uint64_t parameters(unsigned f) const noexcept {
     return dithered() ? (elements(f) + bucket - 1) / bucket : levels;
   }
-  unsigned code_bits() const noexcept { return bit_width32(dithered() ? 2u * levels + 1u : levels); }
-  std::uint64_t code_bytes() const noexcept { return ((elements(0) + elements(1)) * code_bits() + 7) / 8; }
-  std::uint64_t payload_bytes() const noexcept {
+  GRADCOMP_HD unsigned code_bits() const noexcept { return bit_width32(dithered() ? 2u * levels + 1u : levels); }
+  GRADCOMP_HD std::uint64_t code_bytes() const noexcept { return ((elements(0) + elements(1)) * code_bits() + 7) / 8; }
+  GRADCOMP_HD std::uint64_t payload_bytes() const noexcept {
     return isgq_block_bytes + 4 * (parameters(0) + parameters(1)) + code_bytes();
   }
   // Whether the fields are ones a payload may hold (sizes not yet checked against a length).
-  bool valid() const noexcept {
+  GRADCOMP_HD bool valid() const noexcept {
     if (batch == 0 || n_in == 0 || n_out == 0 || layout > 1) return false;
     if (dithered()) return levels >= 1 && levels <= isgq_max_dither_levels && bucket != 0;
     return variant == isgq_variant::levels && levels >= 2 && levels <= isgq_max_levels && bucket == 0 &&
            stream == 0 && key == 0 && step == 0;
   }
 
-  static isgq_block read(const std::byte* p) noexcept {
+  GRADCOMP_HD static isgq_block read(const std::byte* p) noexcept {
     isgq_block b;
     b.batch = load_le<std::uint32_t>(p);
     b.n_in = load_le<std::uint32_t>(p + 4);
@@ -150,17 +151,16 @@ struct isgq_codec {
   static constexpr bool from_payload = true;
 
   // Not a function of the value count: the producer states the length (tensor_message::payload).
-  static constexpr std::uint64_t payload_bytes(std::uint64_t) noexcept { return 0; }
+  GRADCOMP_HD static constexpr std::uint64_t payload_bytes(std::uint64_t) noexcept { return 0; }
 
   // The block's fields valid, n_in * n_out == kept, and the length exactly the block's.
-  static bool payload_fits(const std::byte* p, std::uint64_t bytes, std::uint64_t kept) noexcept {
+  GRADCOMP_HD static bool payload_fits(const std::byte* p, std::uint64_t bytes, std::uint64_t kept) noexcept {
     if (bytes < isgq_block_bytes) return false;
     const isgq_block b = isgq_block::read(p);
     if (!b.valid()) return false;
     if (static_cast<std::uint64_t>(b.n_in) * b.n_out != kept) return false;
     // Each factor's elements below 2^32 (the dither's element index), so no size below overflows.
-    if (b.elements(0) > std::numeric_limits<std::uint32_t>::max() ||
-        b.elements(1) > std::numeric_limits<std::uint32_t>::max())
+    if (b.elements(0) > 0xffffffffull || b.elements(1) > 0xffffffffull)
       return false;
     return bytes == b.payload_bytes();
   }
@@ -267,10 +267,11 @@ struct isgq_codec {
     return v;
   }
 
-  // Parameters and codes, then a bound of the values' magnitudes: sum over b of the largest
-  // magnitudes of row b of each factor. Below half of T's largest value every value fits T and
-  // `largest` is that bound (an upper bound of the largest magnitude, not the magnitude itself);
-  // above it, every value is formed and must fit T (value_out_of_range otherwise).
+  // Parameters and codes, then a bound of the values' magnitudes: the sum over b of the largest
+  // magnitudes of row b of each factor. A payload whose bound exceeds half of T's largest value is
+  // refused with value_out_of_range (whether or not a value would overflow: the check stays
+  // O(B (n_in + n_out)), however large the product); below it every value fits T, and `largest`
+  // is the bound (an upper bound of the largest magnitude, not the magnitude itself).
   template <class T>
   static errc check(const std::byte* p, std::size_t kept, double& largest) {
     largest = 0.0;
@@ -284,21 +285,9 @@ struct isgq_codec {
       for (std::size_t o = 0; o < b.n_out; ++o) md = std::max(md, std::fabs(h.delta[k * b.n_out + o]));
       bound += mx * md;
     }
-    if (bound <= 0.5 * static_cast<double>(std::numeric_limits<T>::max())) {
-      largest = bound;
-      return errc::ok;
-    }
-    errc e = errc::ok;
-    double top = 0.0;
-    for_each_row(p, 0, kept, [&](std::size_t, const double* sums, std::size_t cols) {
-      for (std::size_t c = 0; c < cols && e == errc::ok; ++c) {
-        const T t = static_cast<T>(sums[c]);
-        if (!std::isfinite(t)) e = errc::value_out_of_range;
-        top = std::max(top, std::fabs(static_cast<double>(t)));
-      }
-    });
-    if (e == errc::ok) largest = top;
-    return e;
+    if (!(bound <= 0.5 * static_cast<double>(std::numeric_limits<T>::max()))) return errc::value_out_of_range;
+    largest = bound;
+    return errc::ok;
   }
 
   // Values alone cannot be written in this coding: the producer writes the payload.

@@ -287,7 +287,8 @@ result<std::size_t> encode_message(span<const tensor_message<T>> sections,
  * `message_overhead_bytes(opt)` always succeeds (barring invalid input). `params` is the layout
  * of a coding that has one (`one_bit`'s column count), as in `tensor_message::parameters`.
  * @return the bound, or `errc::size_overflow` (`numel` above 2^32 - 1, which no section holds),
- *         `errc::kept_exceeds_numel`.
+ *         `errc::kept_exceeds_numel`, `errc::invalid_argument` (a coding whose payload its
+ *         producer writes, `isgq`: its section is 32 bytes plus the payload's length).
  */
 inline result<std::uint64_t> max_section_bytes(std::uint64_t numel, std::uint64_t kept, bool dense,
                                                const encode_options& opt,

@@ -37,10 +37,12 @@ inline std::size_t value_bytes_per_element(value_coding c) noexcept {
  * @brief The length of a value payload of `kept` values in coding `c`, parameter block included
  * (for `scaled_sign`: 4 + ceil(kept / 8)), laid out as `params` says where the coding has a layout
  * of its own (`one_bit`: 4 + 8 columns + ceil(kept / 8)).
- * @return the length, or `errc::unknown_coding`.
+ * @return the length, or `errc::unknown_coding`, `errc::invalid_argument` (a coding whose payload
+ *         its producer writes, `isgq`: its length is the payload's, not a function of `kept`).
  */
 inline result<std::uint64_t> value_payload_bytes(value_coding c, std::uint64_t kept,
                                                  const coding_parameters& params = {}) noexcept {
+  if (gradcomp::detail::is_payload_coding(c)) return fail(errc::invalid_argument);
   bool known = false;
   const std::uint64_t bytes = gradcomp::detail::value_payload_bytes(c, kept, known, params);
   if (!known) return fail(errc::unknown_coding);
