@@ -9,7 +9,11 @@
 // <mode> names the demo's modes: dense (every tensor fp32, dgc_compressor with dense tensors),
 // dgc (density 0.001 from the first step, the demo's settings: momentum correction, masking,
 // clipping), ef_signsgd, terngrad, onebit_sgd, qsgd, adacomp (bins of 500, biases compressed as
-// in the demo). Counters:
+// in the demo), saef_topk and saef_sign (a Step-Ahead Error Feedback worker's step: its momentum,
+// then top-k at density 0.001 or scaled signs with error feedback), isgq (each weight matrix as its
+// factors over a batch of 32, dithered with s = 3, the biases fp32; the step takes eight factor
+// sets in turn: inputs with half their entries exact zeros, as after a ReLU, and Student-t errors).
+// Counters:
 //   items_per_second     model parameters per second
 //   message_bytes        the step's message, headers and checksum included
 //   bits_per_element     8 * message_bytes / parameters
@@ -23,6 +27,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <random>
 #include <type_traits>
 #include <utility>
@@ -134,6 +139,112 @@ double bin_offset_bits(C& c) {
   }
   return bits;
 }
+
+// A Step-Ahead Error Feedback worker around a compressor, with the compressor's interface: a step
+// is the worker's (its momentum, then the compressor on eta * M).
+template <class C>
+class saef_model {
+ public:
+  explicit saef_model(C c) : c_(std::make_unique<C>(std::move(c))) {
+    gradcomp::saef_config cfg;
+    cfg.learning_rate = 0.1;
+    w_ = std::make_unique<gradcomp::saef_worker<C>>(*c_, cfg);
+  }
+  gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& g) { return w_->step(g); }
+  auto stats() { return c_->stats(); }
+  std::size_t max_message_bytes(const gradcomp::wire::encode_options& o) const { return c_->max_message_bytes(o); }
+  auto encode_message(const gradcomp::wire::encode_options& o, gradcomp::span<std::byte> out) {
+    return c_->encode_message(o, out);
+  }
+  gradcomp::receiver_layout receiver() const { return w_->receiver(); }
+
+ private:
+  std::unique_ptr<C> c_;
+  std::unique_ptr<gradcomp::saef_worker<C>> w_;
+};
+
+// ISGQ on the model's three weight matrices with the common interface's calls: a step quantises a
+// factor set (taken in turn) and sends the biases of the gradients it is given in fp32.
+class isgq_model {
+ public:
+  static constexpr std::size_t batch = 32;
+  isgq_model() : c_(config()) {
+    std::mt19937_64 rng(13);
+    std::student_t_distribution<float> dist(3.0f);
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    for (std::size_t l = 0; l < 3; ++l) c_.add_layer("t" + std::to_string(2 * l), kModel[2 * l][1], kModel[2 * l][0],
+                                                      gradcomp::isgq_layout::out_in, 2 * l);
+    for (std::size_t s = 0; s < 8; ++s) {
+      std::vector<std::vector<float>> x, d;
+      for (std::size_t l = 0; l < 3; ++l) {
+        std::vector<float> xl(batch * kModel[2 * l][1]), dl(batch * kModel[2 * l][0]);
+        for (auto& v : xl) v = unit(rng) < 0.5f ? 0.0f : unit(rng);
+        for (auto& v : dl) v = 1e-3f * dist(rng);
+        x.push_back(std::move(xl));
+        d.push_back(std::move(dl));
+      }
+      x_.push_back(std::move(x));
+      d_.push_back(std::move(d));
+    }
+  }
+  gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& g) {
+    const std::size_t s = step_++ % 8;
+    messages_.clear();
+    for (std::size_t t = 0; t < kModel.size(); ++t) {
+      if (t % 2 == 0) {
+        const auto m = c_.compress(t / 2, gradcomp::span<const float>(x_[s][t / 2].data(), x_[s][t / 2].size()),
+                                   gradcomp::span<const float>(d_[s][t / 2].data(), d_[s][t / 2].size()), batch);
+        if (!m) return gradcomp::fail(m.error());
+        messages_.push_back(*m);
+      } else {
+        gradcomp::tensor_message<float> m;
+        m.tensor = t;
+        m.numel = g[t].size();
+        m.dense = true;
+        m.values = g[t];
+        messages_.push_back(m);
+      }
+    }
+    return {};
+  }
+  gradcomp::result<void> stats() const { return {}; }
+  std::size_t max_message_bytes(const gradcomp::wire::encode_options& o) const {
+    // The payloads are as long as the step's; a first step sizes them.
+    isgq_model probe;
+    (void)probe.compress(gradients().views[0]);
+    return gradcomp::wire::max_encoded_bytes(
+               gradcomp::span<const gradcomp::tensor_message<float>>(probe.messages_.data(), probe.messages_.size()), o)
+        .value();
+  }
+  gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& o, gradcomp::span<std::byte> out) {
+    return gradcomp::wire::encode(
+        gradcomp::span<const gradcomp::tensor_message<float>>(messages_.data(), messages_.size()), o, out);
+  }
+  gradcomp::receiver_layout receiver() const {
+    gradcomp::receiver_layout l;
+    for (std::size_t t = 0; t < kModel.size(); ++t) {
+      gradcomp::receiver_tensor r;
+      r.info.name = "t" + std::to_string(t);
+      r.info.shape = kModel[t];
+      r.info.numel = 1;
+      for (std::size_t d : kModel[t]) r.info.numel *= d;
+      r.dense = true;
+      l.tensors.push_back(r);
+    }
+    return l;
+  }
+
+ private:
+  static gradcomp::isgq_config config() {
+    gradcomp::isgq_config cfg;
+    cfg.levels = 3;
+    return cfg;
+  }
+  gradcomp::isgq_compressor<float> c_;
+  std::vector<std::vector<std::vector<float>>> x_, d_;
+  std::vector<gradcomp::tensor_message<float>> messages_;
+  std::size_t step_ = 0;
+};
 
 // A compressor from `make()` after eight steps, its last one ready to encode.
 template <class Make>
@@ -252,6 +363,25 @@ const bool registered = [] {
     add_model(c, gradcomp::tensor_mode::automatic);
     return c;
   });
+  register_mode("saef_topk", [] {
+    gradcomp::dgc_config cfg;
+    cfg.momentum_correction = false;
+    cfg.momentum_masking = false;
+    cfg.selection = gradcomp::selection_method::exact_topk;
+    cfg.policy.compress_vectors = true;
+    cfg.schedule = gradcomp::warmup_schedule::constant(0.001);
+    gradcomp::dgc_compressor<float> c(cfg);
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return saef_model<gradcomp::dgc_compressor<float>>(std::move(c));
+  });
+  register_mode("saef_sign", [] {
+    gradcomp::ef_signsgd_config cfg;
+    cfg.learning_rate = 1.0;
+    gradcomp::ef_signsgd_compressor<float> c(cfg);
+    add_model(c, gradcomp::tensor_mode::automatic);
+    return saef_model<gradcomp::ef_signsgd_compressor<float>>(std::move(c));
+  });
+  register_mode("isgq", [] { return isgq_model(); });
   return true;
 }();
 

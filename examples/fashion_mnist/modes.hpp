@@ -714,9 +714,9 @@ inline const std::vector<mode_entry>& modes() {
          return detail::saef_mode("saef_topk", o, [o, steps_per_epoch] { return detail::saef_topk(o, steps_per_epoch); });
        }},
       {"isgq",
-       "ISGQ: each weight matrix sent as its layer input X and back-propagated error Delta, dithered to 3 levels "
-       "(2 bits per factor element, buckets of 512), rebuilt X^T Delta by the receiver; biases in fp32; receiver "
-       "momentum",
+       "ISGQ: each weight matrix sent as its layer input X and back-propagated error Delta (a row per image of "
+       "the batch), dithered to 7 levels (3 bits per factor element, buckets of 512), the receiver rebuilding "
+       "X^T Delta; biases in fp32; receiver momentum",
        [](const train_options& o, std::size_t) {
          mode_spec m;
          m.name = "isgq";
@@ -724,6 +724,7 @@ inline const std::vector<mode_entry>& modes() {
            gradcomp::isgq_config cfg;
            cfg.seed = o.seed;
            cfg.rank = rank;
+           cfg.levels = 3;  // q in [-3, 3]: 3 bits with the zero code
            return std::make_unique<isgq_adapter>(cfg, o.batch, o.momentum);
          };
          return m;

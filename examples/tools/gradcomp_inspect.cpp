@@ -85,7 +85,7 @@ double per_kept_bits(std::uint64_t bytes, std::uint32_t kept) {
   return kept == 0 ? 0.0 : 8.0 * static_cast<double>(bytes) / static_cast<double>(kept);
 }
 
-void print_section(std::uint32_t i, const wire::section_header& s) {
+void print_section(gradcomp::span<const std::byte> msg, std::uint32_t i, const wire::section_header& s) {
   std::printf("  section %" PRIu32 " at offset %" PRIu64 ", %" PRIu64 " bytes\n", i, s.offset,
               s.bytes);
   std::printf("    tensor %" PRIu32 ", role %s\n", s.tensor, wire::to_string(s.role));
@@ -106,6 +106,15 @@ void print_section(std::uint32_t i, const wire::section_header& s) {
   if (s.values == wire::value_coding::qsgd || s.values == wire::value_coding::qsgd_gamma)
     std::printf(", buckets of %" PRIu32 ", %" PRIu32 " level%s", s.parameters.bucket, s.parameters.levels,
                 s.parameters.levels == 1 ? "" : "s");
+  if (s.values == wire::value_coding::isgq) {  // the block of a payload read_section_header sized
+    const auto b = gradcomp::detail::isgq_block::read(msg.data() + s.offset + wire::section_header_bytes + s.index_bytes);
+    std::printf(", factors %" PRIu32 " x %" PRIu32 " and %" PRIu32 " x %" PRIu32 " (%s), ", b.batch, b.n_in, b.batch,
+                b.n_out, b.layout == 0 ? "in_out" : "out_in");
+    if (b.dithered())
+      std::printf("dithered, s = %u, buckets of %" PRIu32, static_cast<unsigned>(b.levels), b.bucket);
+    else
+      std::printf("%u levels", static_cast<unsigned>(b.levels));
+  }
   std::printf("\n");
   if (s.kept > 0)
     std::printf("    section %.3f bits per kept element\n", per_kept_bits(s.bytes, s.kept));
@@ -220,7 +229,7 @@ gradcomp::errc inspect(gradcomp::span<const std::byte> msg) {
       all_read = false;
       break;
     }
-    print_section(i, *s);
+    print_section(msg, i, *s);
     if (rules_ok) {
       const gradcomp::errc e = rules.section(*s);
       if (e != gradcomp::errc::ok) {

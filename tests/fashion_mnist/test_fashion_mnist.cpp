@@ -400,13 +400,13 @@ TEST_CASE("every mode of the registry trains: the loss falls and the messages ha
       CHECK(r.bytes_per_step_run < 0.25 * r.dense_bytes);
     }
     if (mode == "isgq") {
-      // Each weight matrix as its factors over the batch of 16, 2 bits per element (X 16 x 40 and
+      // Each weight matrix as its factors over the batch of 16, 3 bits per element (X 16 x 40 and
       // Delta 16 x 32, then X 16 x 32 and Delta 16 x 10), a 40-byte block and a scale per bucket of
       // 512 of each factor; the biases in fp32; a header and a checksum.
       const std::size_t h = gradcomp::wire::section_header_bytes;
       const double expected = static_cast<double>(gradcomp::wire::message_header_bytes + gradcomp::wire::checksum_bytes +
-                                                  (h + 40 + 4 * (2 + 1) + 16 * (40 + 32) * 2 / 8) + (h + 4 * 32) +
-                                                  (h + 40 + 4 * (1 + 1) + 16 * (32 + 10) * 2 / 8) + (h + 4 * 10));
+                                                  (h + 40 + 4 * (2 + 1) + 16 * (40 + 32) * 3 / 8) + (h + 4 * 32) +
+                                                  (h + 40 + 4 * (1 + 1) + 16 * (32 + 10) * 3 / 8) + (h + 4 * 10));
       CHECK(r.bytes_per_step_run == expected);
     }
     if (mode == "qsgd") {

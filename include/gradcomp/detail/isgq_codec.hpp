@@ -50,6 +50,28 @@ inline double isgq_dither(std::uint64_t key, std::uint64_t step, std::uint32_t s
   return isgq_dither_of_draw(element_draw(key, step, 2 * stream + factor, i));
 }
 
+// The dithers of a factor's elements in order: one Philox call per four elements.
+class isgq_dither_stream {
+ public:
+  isgq_dither_stream(std::uint64_t key, std::uint64_t step, std::uint32_t stream, std::uint32_t factor) noexcept
+      : key_(key), step_(step), counter_(2 * stream + factor) {}
+  // The dither of element i (any order; consecutive elements share a call).
+  double operator()(std::uint32_t i) noexcept {
+    if (i / 4 != block_ || !filled_) {
+      block_ = i / 4;
+      filled_ = true;
+      draws_ = element_block(key_, step_, counter_, block_);
+    }
+    return isgq_dither_of_draw(draws_.w[i % 4]);
+  }
+
+ private:
+  std::uint64_t key_, step_;
+  std::uint32_t counter_, block_ = 0;
+  bool filled_ = false;
+  philox_block draws_{};
+};
+
 // The quantiser of a payload (block offset 13).
 enum class isgq_variant : std::uint8_t { dithered = 0, levels = 1 };
 
@@ -208,11 +230,12 @@ struct isgq_codec {
     for (unsigned f = 0; f < 2; ++f) {
       std::vector<double>& out = f == 0 ? h.x : h.delta;
       out.assign(static_cast<std::size_t>(b.elements(f)), 0.0);
+      isgq_dither_stream dither(b.key, b.step, b.stream, f);
       for (std::uint64_t i = 0; i < b.elements(f); ++i, at += w) {
         const std::uint32_t code = load_bits(c, at, w);
         if (b.dithered()) {
           if (code == 0) continue;
-          const double u = isgq_dither(b.key, b.step, b.stream, f, static_cast<std::uint32_t>(i));
+          const double u = dither(static_cast<std::uint32_t>(i));
           const double q = static_cast<double>(code) - 1.0 - b.levels;
           out[i] = static_cast<double>(parameter(p, b, f, i / b.bucket)) * (q - u);
         } else if (code < b.levels) {

@@ -50,6 +50,7 @@ bool isgq_dither_quantise(const T* w, std::size_t n, std::size_t bucket, std::ui
                           std::uint64_t step, std::uint32_t stream, std::uint32_t factor, isgq_dithered_factor& f) {
   f.scales.assign((n + bucket - 1) / bucket, 0.0f);
   f.codes.resize(n);
+  isgq_dither_stream dither(key, step, stream, factor);
   for (std::size_t k = 0; k < f.scales.size(); ++k) {
     const std::size_t first = k * bucket, last = std::min(n, first + bucket);
     double top = 0.0;
@@ -64,7 +65,7 @@ bool isgq_dither_quantise(const T* w, std::size_t n, std::size_t bucket, std::ui
         f.codes[i] = 0;
         continue;
       }
-      const double u = isgq_dither(key, step, stream, factor, static_cast<std::uint32_t>(i));
+      const double u = dither(static_cast<std::uint32_t>(i));
       const double q = std::floor(static_cast<double>(w[i]) / scale + u + 0.5);
       const double clamped = std::min<double>(s, std::max<double>(-static_cast<double>(s), q));
       f.codes[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(clamped) + 1 + static_cast<std::int32_t>(s));

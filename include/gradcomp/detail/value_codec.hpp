@@ -665,11 +665,11 @@ GRADCOMP_HD constexpr bool is_known_coding(codec_list<Codecs...>, wire::value_co
 // codec says otherwise): a coding of a whole tensor whose payload is not a function of its values
 // (isgq), carried in `tensor_message::payload`, only in dense sections.
 template <class Codec>
-constexpr auto codec_from_payload(int) -> decltype(static_cast<bool>(Codec::from_payload)) {
+GRADCOMP_HD constexpr auto codec_from_payload(int) -> decltype(static_cast<bool>(Codec::from_payload)) {
   return Codec::from_payload;
 }
 template <class Codec>
-constexpr bool codec_from_payload(long) {
+GRADCOMP_HD constexpr bool codec_from_payload(long) {
   return false;
 }
 template <class... Codecs>

@@ -17,14 +17,15 @@
 /// For every message the error is the one `wire::decode_accumulate` reports for the same bytes and
 /// accumulators: the first fault in message order, a checksum mismatch before any other.
 ///
-/// Every index coding and every value coding but `qsgd_gamma` is decoded. Raw, bitmap and
+/// Every index coding and every value coding but `qsgd_gamma` and `isgq` is decoded. Raw, bitmap and
 /// delta_varint indices and the value codings are decoded by one thread per byte of the message,
 /// with two scans (the positions of bitmap bits and varint ends, then the varint gaps); a
 /// Rice-coded section is decoded by one thread (its codes have no boundaries a thread could find
 /// on its own), so a receiver on a device should ask its peers for the other codings. A
-/// `qsgd_gamma` section (Elias-gamma codes, read in order only) refuses the message with
+/// `qsgd_gamma` section (Elias-gamma codes, read in order only) or an `isgq` section (ISGQ's
+/// factors, whose product is formed on the host) refuses the message with
 /// `errc::unknown_coding`: peers send QSGD's fixed-width `qsgd` form to such a receiver
-/// (`encode_options::device_readable`).
+/// (`encode_options::device_readable`), and ISGQ's messages to host receivers.
 ///
 /// This header includes Thrust; the umbrella header does not include it.
 #pragma once
@@ -148,7 +149,7 @@ struct walk_headers {
       section_header s;
       if (const errc e = parse_section_header(msg, size, offset, end, s); e != errc::ok) return e;
       if (!gradcomp::detail::is_known_coding(gradcomp::detail::parallel_value_codecs{}, s.values))
-        return errc::unknown_coding;  // qsgd_gamma: read in order only, by the host decoder
+        return errc::unknown_coding;  // qsgd_gamma, isgq: read by the host decoder only
       if (s.role != section_role::gradient) return errc::section_not_allowed;
       if (s.tensor < count && seen[s.tensor] != 0) return errc::duplicate_tensor;
       if (s.tensor >= count) return errc::unknown_tensor;
