@@ -18,6 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "backend.hpp"
+#include "cpu/isgq_ops.hpp"
+#include "cpu/ops.hpp"
 #include "detail/isgq_factors.hpp"
 #include "detail/rng.hpp"
 #include "error.hpp"
@@ -80,7 +83,7 @@ struct isgq_layer_info {
 /**
  * @brief The sending side of ISGQ (Abdi, Fekri, "Indirect Stochastic Gradient Quantization and
  * its Application in Distributed Deep Learning", AAAI 2020) for the fully connected layers of a
- * model, on one worker, in host memory.
+ * model, on one worker.
  *
  * `compress(layer, x, delta, batch)` quantises the layer's input X and back-propagated error Delta
  * and returns a dense `tensor_message` of the layer's weight gradient in the value coding
@@ -95,19 +98,34 @@ struct isgq_layer_info {
  * product is then the gradient itself. ISGQ keeps no error: a layer's only state is its step
  * counter, which keys the dithers together with the seed, the rank and the layer's tensor id.
  *
- * @tparam T float or double: the type of X and Delta.
+ * X and Delta are read in the backend's memory. The dithered quantiser runs there (one thread per
+ * bucket on the Thrust backend, bitwise the CPU's scales and codes), and the host copies the
+ * scales and codes into the message (one synchronisation per message); the minimum-MSE fit runs
+ * on the host, on copies of the factors where the backend's memory is not the host's. The message
+ * is in host memory.
+ *
+ * @tparam T       float or double: the type of X and Delta.
+ * @tparam Backend where X and Delta live and the dithered quantiser runs (docs/backends.md).
  */
-template <class T = float>
+template <class T = float, class Backend = cpu_backend>
 class isgq_compressor {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "isgq_compressor supports float and double");
+  using ops = detail::ops<Backend>;
+  using kernels = detail::isgq_ops<Backend>;
+  template <class U>
+  using buffer = typename ops::template buffer<U>;
+  static constexpr bool host_memory = is_host_accessible_v<memory_space_t<Backend>>;
 
  public:
+  /// A factor (X or Delta) in the backend's memory.
+  using factor_view = backend_span<const T, Backend>;
+
   /// `add_layer`'s tensor id when none is given: the layer's registration index.
   static constexpr std::size_t registration_order = std::numeric_limits<std::size_t>::max();
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
-  explicit isgq_compressor(isgq_config cfg) : cfg_(cfg) {
+  explicit isgq_compressor(isgq_config cfg, Backend backend = Backend{}) : cfg_(cfg), backend_(backend) {
     if (cfg_.method == isgq_method::dithered) {
       if (cfg_.levels == 0 || cfg_.levels > detail::isgq_max_dither_levels)
         throw error(errc::invalid_argument, "levels must be in [1, 127] for the dithered method");
@@ -164,7 +182,7 @@ class isgq_compressor {
    *         (a NaN or an infinity in x or delta), `errc::state_overflow` (a scale or level beyond
    *         binary32). Nothing is modified on error.
    */
-  [[nodiscard]] result<tensor_message<T>> compress(std::size_t id, span<const T> x, span<const T> delta,
+  [[nodiscard]] result<tensor_message<T>> compress(std::size_t id, factor_view x, factor_view delta,
                                                    std::size_t batch) {
     if (id >= layers_.size()) return fail(errc::unknown_tensor);
     layer_state& l = layers_[id];
@@ -172,10 +190,8 @@ class isgq_compressor {
     if (batch == 0) return fail(errc::invalid_argument);
     if (batch > std::numeric_limits<std::uint32_t>::max() / std::max(n_in, n_out)) return fail(errc::size_overflow);
     if (x.size() != batch * n_in || delta.size() != batch * n_out) return fail(errc::size_mismatch);
-    for (const T v : x)
-      if (!std::isfinite(v)) return fail(errc::non_finite_input);
-    for (const T v : delta)
-      if (!std::isfinite(v)) return fail(errc::non_finite_input);
+    if (std::isnan(ops::largest_magnitude(backend_, x)) || std::isnan(ops::largest_magnitude(backend_, delta)))
+      return fail(errc::non_finite_input);
 
     detail::isgq_block b;
     b.batch = static_cast<std::uint32_t>(batch);
@@ -192,19 +208,27 @@ class isgq_compressor {
       b.stream = static_cast<std::uint32_t>(l.info.tensor);
       b.key = detail::derive_seed(cfg_.seed, cfg_.rank, 0x69736771ull);
       b.step = l.info.steps;
-      detail::isgq_dithered_factor fx, fd;
-      if (!detail::isgq_dither_quantise(x.data(), x.size(), cfg_.bucket, cfg_.levels, b.key, b.step, b.stream, 0, fx) ||
-          !detail::isgq_dither_quantise(delta.data(), delta.size(), cfg_.bucket, cfg_.levels, b.key, b.step, b.stream,
-                                        1, fd))
-        return fail(errc::state_overflow);
-      px = std::move(fx.scales);
-      pd = std::move(fd.scales);
-      cx = std::move(fx.codes);
-      cd = std::move(fd.codes);
+      dither(l.x, x, b, 0, px, cx);
+      dither(l.delta, delta, b, 1, pd, cd);
+      ops::synchronize(backend_);
+      for (const float v : px)
+        if (!detail::isgq_finite(v)) return fail(errc::state_overflow);
+      for (const float v : pd)
+        if (!detail::isgq_finite(v)) return fail(errc::state_overflow);
     } else {
       b.variant = detail::isgq_variant::levels;
-      if (const errc e = fit_levels(x, delta, batch, n_in, n_out, px, pd, cx, cd, errors); e != errc::ok)
-        return fail(e);
+      errc e = errc::ok;
+      if constexpr (host_memory) {
+        e = fit_levels(x, delta, batch, n_in, n_out, px, pd, cx, cd, errors);
+      } else {
+        std::vector<T> hx(x.size()), hd(delta.size());
+        ops::copy_to_host(backend_, x, span<T>(hx.data(), hx.size()));
+        ops::copy_to_host(backend_, delta, span<T>(hd.data(), hd.size()));
+        ops::synchronize(backend_);
+        e = fit_levels(span<const T>(hx.data(), hx.size()), span<const T>(hd.data(), hd.size()), batch, n_in, n_out,
+                       px, pd, cx, cd, errors);
+      }
+      if (e != errc::ok) return fail(e);
     }
     l.payload.resize(static_cast<std::size_t>(b.payload_bytes()));
     detail::isgq_write_payload(b, px.data(), pd.data(), cx.data(), cd.data(), l.payload.data());
@@ -231,11 +255,32 @@ class isgq_compressor {
   }
 
  private:
+  // A factor's scales and codes in the backend's memory (the dithered quantiser's output).
+  struct factor_buffers {
+    buffer<float> scales;
+    buffer<std::uint8_t> codes;
+  };
   struct layer_state {
     isgq_layer_info info;
     std::vector<std::byte> payload;
     std::vector<double> errors;
+    factor_buffers x, delta;
   };
+
+  // Factor f (0: X, 1: Delta) dithered on the backend into `room` (grown as needed), its scales
+  // and codes copied to the host (complete after the next synchronisation).
+  void dither(factor_buffers& room, factor_view w, const detail::isgq_block& b, std::uint32_t f,
+              std::vector<float>& scales, std::vector<std::uint8_t>& codes) {
+    const std::size_t count = (w.size() + cfg_.bucket - 1) / cfg_.bucket;
+    if (room.scales.view().size() != count) room.scales = ops::template allocate<float>(backend_, count);
+    if (room.codes.view().size() != w.size()) room.codes = ops::template allocate<std::uint8_t>(backend_, w.size());
+    kernels::dither(backend_, w, cfg_.bucket, cfg_.levels, b.key, b.step, b.stream, f, room.scales.view(),
+                    room.codes.view());
+    scales.resize(count);
+    codes.resize(w.size());
+    ops::copy_to_host(backend_, readonly(room.scales.view()), span<float>(scales.data(), scales.size()));
+    ops::copy_to_host(backend_, readonly(room.codes.view()), span<std::uint8_t>(codes.data(), codes.size()));
+  }
 
   // The minimum-MSE levels of both factors and their codes (L for an exact zero); the errors of
   // the assignment and of each refit.
@@ -271,6 +316,7 @@ class isgq_compressor {
   }
 
   isgq_config cfg_;
+  Backend backend_;
   std::vector<layer_state> layers_;
 };
 

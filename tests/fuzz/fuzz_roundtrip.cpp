@@ -519,6 +519,7 @@ std::uint64_t model_value_bytes(value_coding c, std::uint64_t kept, std::uint64_
     case value_coding::scaled_sign: return 4 + (kept + 7) / 8;
     case value_coding::ternary: return 4 + (kept + 3) / 4;
     case value_coding::one_bit: return 4 + 8 * columns + (kept + 7) / 8;
+    case value_coding::isgq: break;         // a producer's payload, never drawn here
     case value_coding::unspecified: break;  // never on the wire
   }
   return 0;
@@ -581,6 +582,7 @@ bool model_value(T x, value_coding c, double* out) {
     case value_coding::qsgd:
     case value_coding::qsgd_gamma: *out = xd == 0.0 ? 0.0 : xd; return true;
     case value_coding::one_bit: *out = xd; return true;  // likewise
+    case value_coding::isgq: break;         // a producer's payload, never drawn here
     case value_coding::unspecified: break;  // never on the wire
   }
   return false;
@@ -718,6 +720,7 @@ void check_values(const tensor_message<T>& m, value_coding c, const std::vector<
         break;
       }
       case value_coding::unspecified: FUZZ_CHECK_MSG(false, "a section without a coding was written"); break;
+      case value_coding::isgq: FUZZ_CHECK_MSG(false, "values written as a producer's payload"); break;
     }
     FUZZ_CHECK(std::isfinite(got[j]));
   }

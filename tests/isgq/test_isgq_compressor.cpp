@@ -349,7 +349,12 @@ TEST_CASE("ISGQ on the wire: the encoder checks a producer's payload, the decode
   CHECK(encode_one(bad, wire::encode_options{}).error() == errc::invalid_argument);
   bad = gradcomp_test::dense(values);
   bad.coding = wire::value_coding::isgq;
-  CHECK(encode_one(bad, wire::encode_options{}).error() == errc::invalid_argument);
+  const span<const tensor_message<float>> one(&bad, 1);
+  CHECK(wire::max_encoded_bytes(one, wire::encode_options{}).error() == errc::invalid_argument);
+  CHECK(wire::encoded_bytes(one, wire::encode_options{}).error() == errc::invalid_argument);
+  std::vector<std::byte> room(4096);
+  CHECK(wire::encode(one, wire::encode_options{}, span<std::byte>(room.data(), room.size())).error() ==
+        errc::invalid_argument);
   // A sparse section in isgq: the decoder refuses it.
   auto sparse = encoded;
   sparse[wire::message_header_bytes + 20] = static_cast<std::byte>(wire::index_coding::raw_u32);

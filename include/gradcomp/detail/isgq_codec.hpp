@@ -42,7 +42,7 @@ namespace detail {
 
 // The dither of element i of factor `factor` (0: X, 1: Delta) of stream `stream` at a step, under
 // `key`: (draw + 1/2) / 2^32 - 1/2, symmetric in (-1/2, 1/2), its mean over all draws exactly 0.
-inline double isgq_dither_of_draw(std::uint32_t draw) noexcept {
+GRADCOMP_HD inline double isgq_dither_of_draw(std::uint32_t draw) noexcept {
   return (static_cast<double>(draw) + 0.5) * (1.0 / 4294967296.0) - 0.5;
 }
 inline double isgq_dither(std::uint64_t key, std::uint64_t step, std::uint32_t stream, std::uint32_t factor,
@@ -53,10 +53,11 @@ inline double isgq_dither(std::uint64_t key, std::uint64_t step, std::uint32_t s
 // The dithers of a factor's elements in order: one Philox call per four elements.
 class isgq_dither_stream {
  public:
-  isgq_dither_stream(std::uint64_t key, std::uint64_t step, std::uint32_t stream, std::uint32_t factor) noexcept
+  GRADCOMP_HD isgq_dither_stream(std::uint64_t key, std::uint64_t step, std::uint32_t stream,
+                                 std::uint32_t factor) noexcept
       : key_(key), step_(step), counter_(2 * stream + factor) {}
   // The dither of element i (any order; consecutive elements share a call).
-  double operator()(std::uint32_t i) noexcept {
+  GRADCOMP_HD double operator()(std::uint32_t i) noexcept {
     if (i / 4 != block_ || !filled_) {
       block_ = i / 4;
       filled_ = true;

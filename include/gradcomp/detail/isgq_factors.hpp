@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../config.hpp"
+#include "bytes.hpp"
 #include "isgq_codec.hpp"
 
 namespace gradcomp {
@@ -42,6 +44,47 @@ inline std::int32_t isgq_code_level(std::uint8_t code, std::uint32_t s) noexcept
   return static_cast<std::int32_t>(code) - 1 - static_cast<std::int32_t>(s);
 }
 
+// ISGQ's kernels on a backend (cpu/isgq_ops.hpp, thrust/isgq_ops.hpp): `dither` quantises a
+// factor in the backend's memory, one bucket at a time (isgq_dither_bucket).
+template <class Backend>
+struct isgq_ops;
+
+// Whether a binary32 value is finite (for devices too).
+GRADCOMP_HD inline bool isgq_finite(float f) noexcept { return (float_bits(f) & 0x7f800000u) != 0x7f800000u; }
+
+// Bucket [first, last) of a factor: its scale max |w| / s rounded up to binary32 (infinite when
+// beyond binary32) and each element's code, the dithers of (key, step, stream, factor) drawn one
+// Philox block per four elements. Every backend's kernel (one thread per bucket on Thrust).
+template <class T>
+GRADCOMP_HD void isgq_dither_bucket(const T* w, std::size_t first, std::size_t last, std::uint32_t s,
+                                    std::uint64_t key, std::uint64_t step, std::uint32_t stream, std::uint32_t factor,
+                                    float* scale_out, std::uint8_t* codes) noexcept {
+  double top = 0.0;
+  for (std::size_t i = first; i < last; ++i) {
+    const double a = w[i] < T(0) ? -static_cast<double>(w[i]) : static_cast<double>(w[i]);
+    top = a > top ? a : top;
+  }
+  // Rounded up, so that |w| / scale <= s holds for the rounded scale.
+  float scale = static_cast<float>(top / s);
+  if (static_cast<double>(scale) * s < top) scale = bits_float(float_bits(scale) + 1u);
+  *scale_out = scale;
+  if (!isgq_finite(scale)) return;  // beyond binary32: the caller refuses the step
+  isgq_dither_stream dither(key, step, stream, factor);
+  for (std::size_t i = first; i < last; ++i) {
+    if (w[i] == T(0)) {
+      codes[i] = 0;
+      continue;
+    }
+    // floor(w / scale + u + 1/2), within [-s - 1/2, s + 1): never outside [-s, s] but clamped.
+    const double x = static_cast<double>(w[i]) / scale + dither(static_cast<std::uint32_t>(i)) + 0.5;
+    auto q = static_cast<std::int64_t>(x);
+    if (static_cast<double>(q) > x) --q;
+    const auto limit = static_cast<std::int64_t>(s);
+    q = q < -limit ? -limit : (q > limit ? limit : q);
+    codes[i] = static_cast<std::uint8_t>(q + limit + 1);
+  }
+}
+
 // Quantises the n values of `w` (a factor, row-major) in buckets of `bucket` with levels
 // q in [-s, s] (s <= isgq_max_dither_levels), the dithers of (key, step, stream, factor). Values
 // must be finite; false when a scale does not fit binary32 (nothing else is then meaningful).
@@ -50,28 +93,13 @@ bool isgq_dither_quantise(const T* w, std::size_t n, std::size_t bucket, std::ui
                           std::uint64_t step, std::uint32_t stream, std::uint32_t factor, isgq_dithered_factor& f) {
   f.scales.assign((n + bucket - 1) / bucket, 0.0f);
   f.codes.resize(n);
-  isgq_dither_stream dither(key, step, stream, factor);
+  bool fits = true;
   for (std::size_t k = 0; k < f.scales.size(); ++k) {
-    const std::size_t first = k * bucket, last = std::min(n, first + bucket);
-    double top = 0.0;
-    for (std::size_t i = first; i < last; ++i) top = std::max(top, std::fabs(static_cast<double>(w[i])));
-    // The scale rounded up to binary32, so that |w| / scale <= s holds for the rounded scale.
-    float scale = static_cast<float>(top / s);
-    if (static_cast<double>(scale) * s < top) scale = std::nextafter(scale, INFINITY);
-    if (!std::isfinite(scale)) return false;
-    f.scales[k] = scale;
-    for (std::size_t i = first; i < last; ++i) {
-      if (w[i] == T(0)) {
-        f.codes[i] = 0;
-        continue;
-      }
-      const double u = dither(static_cast<std::uint32_t>(i));
-      const double q = std::floor(static_cast<double>(w[i]) / scale + u + 0.5);
-      const double clamped = std::min<double>(s, std::max<double>(-static_cast<double>(s), q));
-      f.codes[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(clamped) + 1 + static_cast<std::int32_t>(s));
-    }
+    isgq_dither_bucket(w, k * bucket, std::min(n, (k + 1) * bucket), s, key, step, stream, factor, &f.scales[k],
+                       f.codes.data());
+    fits = fits && isgq_finite(f.scales[k]);
   }
-  return true;
+  return fits;
 }
 
 // The rebuilt factor: scale * (q - u) in binary64, exactly 0 for code 0 (as a receiver rebuilds it).

@@ -65,6 +65,7 @@
 #include "adacomp_ops.hpp"
 #include "dgc_kernels.hpp"
 #include "ef_sign_ops.hpp"
+#include "isgq_ops.hpp"
 #include "onebit_ops.hpp"
 #include "qsgd_ops.hpp"
 #include "terngrad_ops.hpp"

@@ -1,0 +1,64 @@
+// detail::isgq_ops<thrust_backend<System>>: ISGQ's dithered factor quantiser on the portable
+// Thrust backend, one thread per bucket with the CPU's arithmetic (detail/isgq_factors.hpp), so
+// every scale and code is bitwise the CPU backend's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "../config.hpp"
+#include "../detail/isgq_factors.hpp"
+#include "../span.hpp"
+#include "system_memory.hpp"
+
+namespace gradcomp {
+
+template <class System>
+struct thrust_backend;
+template <class System>
+struct thrust_space;
+
+namespace detail {
+namespace thrust_impl {
+
+template <class T>
+struct isgq_dither_op {
+  const T* w;
+  std::size_t n, bucket;
+  std::uint32_t s;
+  std::uint64_t key, step;
+  std::uint32_t stream, factor;
+  float* scales;
+  std::uint8_t* codes;
+  GRADCOMP_HD void operator()(std::size_t k) const {
+    const std::size_t first = k * bucket, last = n - first < bucket ? n : first + bucket;
+    isgq_dither_bucket(w, first, last, s, key, step, stream, factor, scales + k, codes);
+  }
+};
+
+}  // namespace thrust_impl
+
+/// ISGQ's dithered quantiser on the Thrust backend: the scales and codes stay in the system's
+/// memory until the host copies them into the message.
+template <class System>
+struct isgq_ops<thrust_backend<System>> {
+  using backend = thrust_backend<System>;
+  template <class T>
+  using view = span<T, thrust_space<System>>;
+
+  template <class T>
+  static void dither(const backend& on, view<const T> w, std::size_t bucket, std::uint32_t s, std::uint64_t key,
+                     std::uint64_t step, std::uint32_t stream, std::uint32_t factor, view<float> scales,
+                     view<std::uint8_t> codes) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0),
+                       scales.size(),
+                       thrust_impl::isgq_dither_op<T>{w.data(), w.size(), bucket, s, key, step, stream, factor,
+                                                      scales.data(), codes.data()});
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp
