@@ -11,6 +11,12 @@
 //                                              count, then its selection and r), 24 bytes
 // ratio_to_stream = stream time / step time; wire_bits_per_element: the step's message (encoded on
 // the host from the staged copy, untimed), its section per element.
+//   BM_cuda_isgq_step/<n>  ISGQ, dithered (s = 3, buckets of 512): compress() of one layer of n
+//                          inputs and n outputs over a batch of 32 (X and Delta, 64 n elements):
+//                          the finiteness reads, one thread per bucket, the codes and scales
+//                          copied to the host and packed there; against a read of X and Delta
+//                          (4 bytes per element), a write of a byte per element and its copy to
+//                          the host. wire_bits_per_element: the payload per factor element.
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime_api.h>
@@ -24,6 +30,7 @@
 #include <gradcomp/thrust/backend.hpp>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
 #include <thrust/system/cuda/execution_policy.h>
 
@@ -147,6 +154,61 @@ void BM_cuda_quantiser_step(benchmark::State& state) {
   }
 }
 
+// The streaming loop of an ISGQ step over `n` factor elements: a reduction over them, a byte
+// written per element, and those bytes copied to the host.
+struct to_byte {
+  __host__ __device__ std::uint8_t operator()(float x) const { return static_cast<std::uint8_t>(x > 0.0f); }
+};
+struct isgq_stream_reference {
+  backend_buffer w;
+  gradcomp::backend_buffer<std::uint8_t, backend> codes;
+  std::vector<std::uint8_t> host;
+  std::size_t n;
+  isgq_stream_reference(const backend& b, std::size_t count)
+      : w(ops::allocate<float>(b, count)), codes(ops::allocate<std::uint8_t>(b, count)), host(count), n(count) {}
+  void operator()() {
+    float* wp = w.view().data();
+    benchmark::DoNotOptimize(thrust::transform_reduce(cuda_system{}, wp, wp + n, absolute{}, 0.0f, larger{}));
+    thrust::transform(cuda_system{}, wp, wp + n, codes.view().data(), to_byte{});
+    ops::copy_to_host(backend{}, gradcomp::readonly(codes.view()), gradcomp::span<std::uint8_t>(host.data(), n));
+  }
+};
+
+// args: n (the layer's inputs and outputs).
+void BM_cuda_isgq_step(benchmark::State& state) {
+  if (!gradcomp_bench::have_device(state)) return;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  constexpr std::size_t batch = 32;
+  const backend b{};
+  std::vector<float> host(batch * n);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto x = ops::allocate<float>(b, host.size());
+  auto d = ops::allocate<float>(b, host.size());
+  for (auto& v : host) v = normal(rng) < 0.0f ? 0.0f : normal(rng);  // half exact zeros, as after a ReLU
+  ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), host.size()), x.view());
+  for (auto& v : host) v = 1e-3f * normal(rng);
+  ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), host.size()), d.view());
+  gradcomp::isgq_config cfg;
+  cfg.levels = 3;
+  gradcomp::isgq_compressor<float, backend> c(cfg, b);
+  c.add_layer("fc", n, n);
+  bool ok = true;
+  std::size_t payload = 0;
+  auto step = [&] {
+    const auto m = c.compress(0, gradcomp::readonly(x.view()), gradcomp::readonly(d.view()), batch);
+    ok &= static_cast<bool>(m);
+    payload = m ? m->payload.size() : 0;
+  };
+  isgq_stream_reference stream(b, 2 * batch * n);
+  const double ratio = gradcomp_bench::timed_against(state, step, stream);
+  if (!ok) state.SkipWithError("compress failed");
+  state.counters["ratio_to_stream"] = ratio;
+  state.counters["wire_bits_per_element"] = 8.0 * static_cast<double>(payload) / static_cast<double>(2 * batch * n);
+  state.counters["elements_per_s"] =
+      benchmark::Counter(static_cast<double>(2 * batch * n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (const long n : {1L << 20, 1L << 24})
     for (const long method : {0L, 1L, 2L, 3L, 4L}) b->Args({n, method});
@@ -155,3 +217,4 @@ void sizes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_cuda_quantiser_step)->Apply(sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cuda_isgq_step)->Arg(1 << 12)->Arg(1 << 14)->UseManualTime()->Unit(benchmark::kMicrosecond);
