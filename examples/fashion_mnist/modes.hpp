@@ -713,6 +713,10 @@ inline const std::vector<mode_entry>& modes() {
        [](const train_options& o, std::size_t steps_per_epoch) {
          return detail::saef_mode("saef_topk", o, [o, steps_per_epoch] { return detail::saef_topk(o, steps_per_epoch); });
        }},
+      {"saef_sign",
+       "Step-Ahead Error Feedback with scaled signs (1 bit per element) both ways, gradients at x - e, residuals "
+       "averaged every 20 steps",
+       [](const train_options& o, std::size_t) { return detail::saef_mode("saef_sign", o, [] { return detail::saef_sign(); }); }},
       {"isgq",
        "ISGQ: each weight matrix sent as its layer input X and back-propagated error Delta (a row per image of "
        "the batch), dithered to 7 levels (3 bits per factor element, buckets of 512), the receiver rebuilding "
@@ -729,10 +733,6 @@ inline const std::vector<mode_entry>& modes() {
          };
          return m;
        }},
-      {"saef_sign",
-       "Step-Ahead Error Feedback with scaled signs (1 bit per element) both ways, gradients at x - e, residuals "
-       "averaged every 20 steps",
-       [](const train_options& o, std::size_t) { return detail::saef_mode("saef_sign", o, [] { return detail::saef_sign(); }); }},
   };
   return all;
 }
