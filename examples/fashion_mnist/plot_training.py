@@ -53,10 +53,14 @@ def main():
         sys.exit(f"plot_training.py: {e}")
 
     fig, (acc_ax, bytes_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for mode, rows in runs.items():
+    # One colour and marker per mode (the default cycle repeats after ten modes).
+    colours = plt.get_cmap("tab20").colors
+    markers = "osD^v<>ph*"
+    for k, (mode, rows) in enumerate(runs.items()):
         epochs = [r[0] for r in rows]
-        acc_ax.plot(epochs, [r[1] for r in rows], marker="o", label=mode)
-        bytes_ax.plot(epochs, [r[2] for r in rows], marker="o", label=mode)
+        style = dict(marker=markers[k % len(markers)], color=colours[(2 * k) % 20 + (k // 10) % 2], label=mode)
+        acc_ax.plot(epochs, [r[1] for r in rows], **style)
+        bytes_ax.plot(epochs, [r[2] for r in rows], **style)
     for ax in (acc_ax, bytes_ax):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     acc_ax.set_xlabel("epoch")
