@@ -1,5 +1,6 @@
 /// @file isgq.hpp
-/// @brief Indirect Stochastic Gradient Quantization (docs/algorithms.md, "ISGQ"):
+/// @brief Indirect Stochastic Gradient Quantization (docs/algorithms.md, "Indirect Stochastic
+/// Gradient Quantization"):
 /// `isgq_compressor`, which sends a fully connected layer's weight gradient as its two quantised
 /// factors.
 ///
@@ -10,11 +11,13 @@
 /// per-worker batch B is small against n_in n_out / (n_in + n_out).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 

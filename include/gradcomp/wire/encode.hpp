@@ -373,7 +373,10 @@ template <class T>
  *         `errc::non_finite_input`, `errc::value_out_of_range`, `errc::unknown_coding`,
  *         `errc::invalid_argument` (index coding `dense` for a sparse section),
  *         `errc::duplicate_tensor` (two sections for one tensor: a gradient message carries each
- *         tensor at most once), `errc::size_overflow`. On error the content of `out` is
+ *         tensor at most once), `errc::size_overflow`, and for a producer's payload
+ *         (`tensor_message::payload`) `errc::invalid_argument` (a coding that takes none, or
+ *         values given too) or any payload error a decoder reports (`errc::malformed_payload`,
+ *         `errc::non_finite_input`, `errc::value_out_of_range`). On error the content of `out` is
  *         unspecified.
  */
 template <class T>
