@@ -35,6 +35,18 @@
 //                     before each step, untimed): each bin's largest |r + g| and its count in two
 //                     reads of the bin, then its selection and r = G - sent; against
 //                     BM_stream_sign (24 bytes; the step moves 20 and writes only what it sends)
+//   BM_stream_codes   a read of the factor elements that checks them, then a byte written per
+//                     element from a second read: 9 bytes/element
+//   BM_isgq_step      isgq_compressor::compress of a 4096 x 4096 layer whose factors X and Delta
+//                     hold n elements together (a batch of n / 8192), dithered with s = 3 and
+//                     buckets of 512: the finiteness reads, each bucket's scale and codes (a
+//                     Philox block per four elements), the codes packed into the message; against
+//                     BM_stream_codes (the step also packs 3 bits per element)
+//   BM_saef_step      saef_worker::step around dgc_compressor (exact top-k at density 0.001, no
+//                     momentum correction): the worker's momentum M = m M + g, then u = eta M
+//                     through the compressor's error feedback and selection; against
+//                     BM_stream_dgc (the same 20 bytes per element: g, M and the residual read,
+//                     M and the residual written)
 // The quantisers' steps report wire_bits_per_element: their last message's section per element.
 //   BM_dgc_model      every tensor of ResNet-50 (bench/data/resnet50.txt, 161 tensors, 25.6 M
 //                     parameters) in one compress call, DGC's defaults with clipping, 8 workers;
@@ -63,8 +75,10 @@
 #include <gradcomp/cpu/fused_kernels.hpp>
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/ef_signsgd/compressor.hpp>
+#include <gradcomp/isgq.hpp>
 #include <gradcomp/onebit/compressor.hpp>
 #include <gradcomp/qsgd/compressor.hpp>
+#include <gradcomp/saef.hpp>
 #include <gradcomp/terngrad/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 
@@ -343,6 +357,66 @@ void bm_qsgd_step(benchmark::State& state, std::size_t n) {
   quantiser_step<stream_ternary>(state, n, c, 12);
 }
 
+// ISGQ's step over factors of n elements: a read that checks them, then a code byte per element.
+struct stream_codes {
+  explicit stream_codes(std::size_t n, bool = false) : g(gradient(n, 1)), codes(n, 0) {}
+  void operator()() {
+    if (!finite_read(g)) return;
+    const float* gp = g.data();
+    std::uint8_t* cp = codes.data();
+    for (std::size_t i = 0, n = g.size(); i < n; ++i) cp[i] = static_cast<std::uint8_t>(gp[i] > 0.0f);
+    benchmark::ClobberMemory();
+  }
+  std::vector<float> g;
+  std::vector<std::uint8_t> codes;
+};
+
+void bm_stream_codes(benchmark::State& state, std::size_t n) {
+  stream_codes s(n);
+  timed(state, n, 9, s);
+}
+
+void bm_isgq_step(benchmark::State& state, std::size_t n) {
+  constexpr std::size_t width = 4096;
+  const std::size_t batch = n / (2 * width);
+  gradcomp::isgq_config cfg;
+  cfg.levels = 3;
+  gradcomp::isgq_compressor<float> c(cfg);
+  c.add_layer("fc", width, width);
+  // Inputs after a ReLU (half exact zeros) and back-propagated errors.
+  std::vector<float> x = gradient(batch * width, 2), d = gradient(batch * width, 3);
+  for (std::size_t i = 0; i < x.size(); i += 2) x[i] = 0.0f;
+  bool ok = true;
+  std::size_t payload = 0;
+  timed_against_streams<stream_codes>(state, n, 9, false, [&] {
+    const auto m = c.compress(0, gradcomp::span<const float>(x.data(), x.size()),
+                              gradcomp::span<const float>(d.data(), d.size()), batch);
+    ok &= static_cast<bool>(m);
+    payload = m ? m->payload.size() : 0;
+  }, {});
+  if (!ok) state.SkipWithError("compress failed");
+  state.counters["wire_bits_per_element"] = 8.0 * static_cast<double>(payload) / static_cast<double>(n);
+}
+
+void bm_saef_step(benchmark::State& state, std::size_t n) {
+  gradcomp::dgc_config cfg;
+  cfg.momentum_correction = false;
+  cfg.momentum_masking = false;
+  cfg.selection = gradcomp::selection_method::exact_topk;
+  cfg.schedule = gradcomp::warmup_schedule::constant(0.001);
+  gradcomp::dgc_compressor<float> c(cfg);
+  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+  gradcomp::saef_config scfg;
+  scfg.learning_rate = 0.1;
+  gradcomp::saef_worker<gradcomp::dgc_compressor<float>> w(c, scfg);
+  noisy_gradient g(n);
+  const std::vector<gradcomp::span<const float>> grads = {gradcomp::span<const float>(g.values.data(), n)};
+  bool ok = true;
+  timed_against_streams<stream_dgc>(state, n, 20, false, [&] { ok &= static_cast<bool>(w.step(grads)); },
+                                    [&] { g.new_signs(); });
+  if (!ok) state.SkipWithError("step failed");
+}
+
 void bm_adacomp_step(benchmark::State& state, std::size_t n) {
   gradcomp::adacomp_compressor<float> c(gradcomp::adacomp_config{});
   c.add_tensor("w", {n}, 500, gradcomp::tensor_mode::compressed);
@@ -491,6 +565,12 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("BM_qsgd_step/float/cpu/" + size).c_str(), bm_qsgd_step, n)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_adacomp_step/float/cpu/" + size).c_str(), bm_adacomp_step, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_saef_step/float/cpu/" + size).c_str(), bm_saef_step, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_stream_codes/float/reference/" + size).c_str(), bm_stream_codes, n)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_isgq_step/float/cpu/" + size).c_str(), bm_isgq_step, n)
         ->Unit(benchmark::kMillisecond);
   }
   try {
