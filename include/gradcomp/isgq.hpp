@@ -202,8 +202,9 @@ class isgq_compressor {
     b.n_out = static_cast<std::uint32_t>(n_out);
     b.layout = static_cast<std::uint8_t>(l.info.layout);
     b.levels = static_cast<std::uint16_t>(cfg_.levels);
-    std::vector<float> px, pd;
-    std::vector<std::uint8_t> cx, cd;
+    // The factors' parameters and codes on the host (the layer's scratch, kept between calls).
+    std::vector<float>&px = l.x.host_parameters, &pd = l.delta.host_parameters;
+    std::vector<std::uint8_t>&cx = l.x.host_codes, &cd = l.delta.host_codes;
     std::vector<double> errors;
     if (cfg_.method == isgq_method::dithered) {
       b.variant = detail::isgq_variant::dithered;
@@ -258,10 +259,13 @@ class isgq_compressor {
   }
 
  private:
-  // A factor's scales and codes in the backend's memory (the dithered quantiser's output).
+  // A factor's scales and codes in the backend's memory (the dithered quantiser's output), and
+  // its parameters and codes on the host, where the message is packed.
   struct factor_buffers {
     buffer<float> scales;
     buffer<std::uint8_t> codes;
+    std::vector<float> host_parameters;
+    std::vector<std::uint8_t> host_codes;
   };
   struct layer_state {
     isgq_layer_info info;
@@ -290,6 +294,8 @@ class isgq_compressor {
   errc fit_levels(span<const T> x, span<const T> delta, std::size_t batch, std::size_t n_in, std::size_t n_out,
                   std::vector<float>& px, std::vector<float>& pd, std::vector<std::uint8_t>& cx,
                   std::vector<std::uint8_t>& cd, std::vector<double>& errors) const {
+    px.clear();
+    pd.clear();
     const std::vector<double> xd(x.begin(), x.end()), dd(delta.begin(), delta.end());
     detail::isgq_level_factor fx = detail::isgq_assign_levels(x.data(), x.size(), cfg_.levels);
     detail::isgq_level_factor fd = detail::isgq_assign_levels(delta.data(), delta.size(), cfg_.levels);

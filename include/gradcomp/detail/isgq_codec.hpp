@@ -151,13 +151,25 @@ inline void isgq_write_payload(const isgq_block& b, const float* x_parameters, c
     const float* v = f == 0 ? x_parameters : delta_parameters;
     for (std::uint64_t k = 0; k < b.parameters(f); ++k, q += 4) store_le<std::uint32_t>(q, float_bits(v[k]));
   }
-  bit_writer out(q, b.code_bytes());
+  // The codes of both factors in one stream of w-bit codes, least significant bit first: whole
+  // 32-bit words while they fill, the last bytes at the end.
   const unsigned w = b.code_bits();
+  std::uint64_t acc = 0;
+  unsigned fill = 0;
   for (unsigned f = 0; f < 2; ++f) {
     const std::uint8_t* c = f == 0 ? x_codes : delta_codes;
-    for (std::uint64_t i = 0; i < b.elements(f); ++i) out.put(c[i], w);
+    for (std::uint64_t i = 0, n = b.elements(f); i < n; ++i) {
+      acc |= static_cast<std::uint64_t>(c[i]) << fill;
+      fill += w;
+      if (fill >= 32) {
+        store_le<std::uint32_t>(q, static_cast<std::uint32_t>(acc));
+        q += 4;
+        acc >>= 32;
+        fill -= 32;
+      }
+    }
   }
-  out.flush();
+  for (; fill > 0; fill = fill > 8 ? fill - 8 : 0, acc >>= 8) *q++ = static_cast<std::byte>(acc & 0xffu);
 }
 
 // A payload's rebuilt factors, in binary64: X^ (B x n_in) and Delta^ (B x n_out), row-major.

@@ -26,6 +26,7 @@
 #include "../config.hpp"
 #include "bytes.hpp"
 #include "isgq_codec.hpp"
+#include "magnitude.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -59,11 +60,14 @@ template <class T>
 GRADCOMP_HD void isgq_dither_bucket(const T* w, std::size_t first, std::size_t last, std::uint32_t s,
                                     std::uint64_t key, std::uint64_t step, std::uint32_t stream, std::uint32_t factor,
                                     float* scale_out, std::uint8_t* codes) noexcept {
-  double top = 0.0;
+  // The largest magnitude, as the largest magnitude key (an integer maximum, which compilers
+  // vectorise; the values are finite).
+  key_t<T> largest = 0;
   for (std::size_t i = first; i < last; ++i) {
-    const double a = w[i] < T(0) ? -static_cast<double>(w[i]) : static_cast<double>(w[i]);
-    top = a > top ? a : top;
+    const key_t<T> k = magnitude_key(w[i]);
+    largest = k > largest ? k : largest;
   }
+  const double top = static_cast<double>(value_of_key<T>(largest));
   // Rounded up, so that |w| / scale <= s holds for the rounded scale.
   float scale = static_cast<float>(top / s);
   if (static_cast<double>(scale) * s < top) scale = bits_float(float_bits(scale) + 1u);
