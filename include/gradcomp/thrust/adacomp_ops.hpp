@@ -5,27 +5,13 @@
 // at the exclusive scan of the counts before it, which keeps the indices ascending.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 #include <thrust/scan.h>
 
 #include "../adacomp/step_plan.hpp"
-#include "../config.hpp"
-#include "../error.hpp"
-#include "../span.hpp"
-#include "system_memory.hpp"
+#include "kernel_support.hpp"
 
 namespace gradcomp {
-
-template <class System>
-struct thrust_backend;
-template <class System>
-struct thrust_space;
-
 namespace detail {
 namespace thrust_impl {
 

@@ -5,28 +5,14 @@
 #pragma once
 
 #include <cmath>
-#include <cstddef>
-#include <cstdint>
 #include <limits>
 
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
-
-#include "../config.hpp"
 #include "../cpu/ef_sign_ops.hpp"
 #include "../detail/magnitude.hpp"
 #include "../ef_signsgd/step_plan.hpp"
-#include "../error.hpp"
-#include "../span.hpp"
-#include "system_memory.hpp"
+#include "kernel_support.hpp"
 
 namespace gradcomp {
-
-template <class System>
-struct thrust_backend;
-template <class System>
-struct thrust_space;
-
 namespace detail {
 namespace thrust_impl {
 

@@ -3,24 +3,10 @@
 // every scale and code is bitwise the CPU backend's.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
-
-#include "../config.hpp"
 #include "../detail/isgq_factors.hpp"
-#include "../span.hpp"
-#include "system_memory.hpp"
+#include "kernel_support.hpp"
 
 namespace gradcomp {
-
-template <class System>
-struct thrust_backend;
-template <class System>
-struct thrust_space;
-
 namespace detail {
 namespace thrust_impl {
 

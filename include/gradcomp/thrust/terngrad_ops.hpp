@@ -4,28 +4,13 @@
 // Philox block per four elements), so every message is bitwise the CPU backend's.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
-
-#include "../config.hpp"
 #include "../cpu/terngrad_ops.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/philox.hpp"
-#include "../error.hpp"
-#include "../span.hpp"
 #include "../terngrad/step_plan.hpp"
-#include "system_memory.hpp"
+#include "kernel_support.hpp"
 
 namespace gradcomp {
-
-template <class System>
-struct thrust_backend;
-template <class System>
-struct thrust_space;
-
 namespace detail {
 namespace thrust_impl {
 
