@@ -52,46 +52,32 @@ inline std::vector<float> qsgd_gamma_values() {
   return v;
 }
 
-// An isgq payload of the minimum-MSE form (variant 1): a 3-input, 2-output layer over a batch of 2
-// in the out_in layout, 2 levels per factor. X^ = [[-1, 0, 0.5], [0.5, -1, 0]] (levels -1 and 0.5,
-// codes 0 2 1 / 1 0 2, code 2 an exact zero); Delta^ = [[2, -0.25], [0, 2]] (levels -0.25 and 2,
-// codes 1 0 / 2 1).
-inline std::vector<std::byte> isgq_levels_payload() {
-  gradcomp::detail::isgq_block b;
-  b.batch = 2;
-  b.n_in = 3;
-  b.n_out = 2;
-  b.layout = 1;
-  b.variant = gradcomp::detail::isgq_variant::levels;
-  b.levels = 2;
-  const float px[2] = {-1.0f, 0.5f}, pd[2] = {-0.25f, 2.0f};
-  const std::uint8_t cx[6] = {0, 2, 1, 1, 0, 2}, cd[4] = {1, 0, 2, 1};
+// An isgq payload: the block's fields (batch, n_in, n_out, layout, variant, levels, bucket, stream,
+// key, step), then each factor's parameters and codes.
+inline std::vector<std::byte> isgq_payload(const gradcomp::detail::isgq_block& b, const std::vector<float>& px,
+                                           const std::vector<float>& pd, const std::vector<std::uint8_t>& cx,
+                                           const std::vector<std::uint8_t>& cd) {
   std::vector<std::byte> p(b.payload_bytes());
-  gradcomp::detail::isgq_write_payload(b, px, pd, cx, cd, p.data());
+  gradcomp::detail::isgq_write_payload(b, px.data(), pd.data(), cx.data(), cd.data(), p.data());
   return p;
 }
 
-// An isgq payload of the dithered form (variant 0), as isgq_compressor writes it for X = [0.5, -1]
-// and Delta = [0.25, 0] (a batch of 1, a 2 x 2 layer, in_out), s = 1, buckets of 4, stream 1, key
+// The minimum-MSE form (variant 1): a 3-input, 2-output layer over a batch of 2 in the out_in
+// layout, 2 levels per factor. X^ = [[-1, 0, 0.5], [0.5, -1, 0]] (levels -1 and 0.5, codes 0 2 1 /
+// 1 0 2, code 2 an exact zero); Delta^ = [[2, -0.25], [0, 2]] (levels -0.25 and 2, codes 1 0 / 2 1).
+inline std::vector<std::byte> isgq_levels_payload() {
+  const gradcomp::detail::isgq_block b{2, 3, 2, 1, gradcomp::detail::isgq_variant::levels, 2, 0, 0, 0, 0};
+  return isgq_payload(b, {-1.0f, 0.5f}, {-0.25f, 2.0f}, {0, 2, 1, 1, 0, 2}, {1, 0, 2, 1});
+}
+
+// The dithered form (variant 0), as isgq_compressor writes it for X = [0.5, -1] and
+// Delta = [0.25, 0] (a batch of 1, a 2 x 2 layer, in_out), s = 1, buckets of 4, stream 1, key
 // 0x0123456789abcdef, step 5: scales 1 and 0.25, codes 2 1 (levels 0, -1) and 3 0 (level 1, an
 // exact zero).
 inline std::vector<std::byte> isgq_dithered_payload() {
-  gradcomp::detail::isgq_block b;
-  b.batch = 1;
-  b.n_in = 2;
-  b.n_out = 2;
-  b.layout = 0;
-  b.variant = gradcomp::detail::isgq_variant::dithered;
-  b.levels = 1;
-  b.bucket = 4;
-  b.stream = 1;
-  b.key = 0x0123456789abcdefull;
-  b.step = 5;
-  const float px[1] = {1.0f}, pd[1] = {0.25f};
-  const std::uint8_t cx[2] = {2, 1}, cd[2] = {3, 0};
-  std::vector<std::byte> p(b.payload_bytes());
-  gradcomp::detail::isgq_write_payload(b, px, pd, cx, cd, p.data());
-  return p;
+  const gradcomp::detail::isgq_block b{1, 2, 2, 0, gradcomp::detail::isgq_variant::dithered, 1, 4, 1,
+                                       0x0123456789abcdefull, 5};
+  return isgq_payload(b, {1.0f}, {0.25f}, {2, 1}, {3, 0});
 }
 
 inline std::vector<golden_message> golden_messages() {
