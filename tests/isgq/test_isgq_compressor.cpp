@@ -402,3 +402,26 @@ TEST_CASE("ISGQ: an aggregator adds a message directly or encoded alike, and ref
   CHECK(direct.add(bad).error() == errc::invalid_argument);
   CHECK(direct.finish(1).error() == errc::invalid_argument);  // nothing was added
 }
+
+TEST_CASE("ISGQ on the wire: a product below float's range decodes to a zero of its sign, and adds as one") {
+  // One weight, X^ = [1e-30] and Delta^ = [-1e-30] (level form): the value -1e-60 in binary64.
+  const detail::isgq_block b{1, 1, 1, 0, detail::isgq_variant::levels, 2, 0, 0, 0, 0};
+  const float px[2] = {1e-30f, 1.0f}, pd[2] = {-1e-30f, 1.0f};
+  const std::uint8_t cx[1] = {0}, cd[1] = {0};
+  std::vector<std::byte> payload(b.payload_bytes());
+  detail::isgq_write_payload(b, px, pd, cx, cd, payload.data());
+  tensor_message<float> m;
+  m.numel = 1;
+  m.dense = true;
+  m.coding = wire::value_coding::isgq;
+  m.payload = span<const std::byte>(payload.data(), payload.size());
+  const auto msg = encode_one(m, wire::encode_options{}).value();
+  const span<const std::byte> view(msg.data(), msg.size());
+  const auto as_float = wire::decode<float>(view);
+  REQUIRE(as_float[0].values.size() == 1);
+  CHECK(as_float[0].values[0] == 0.0f);
+  CHECK(std::signbit(as_float[0].values[0]));
+  CHECK(wire::decode<double>(view)[0].values[0] == static_cast<double>(1e-30f) * static_cast<double>(-1e-30f));
+  // Added into an accumulator of +0: +0 + -0 is +0.
+  CHECK(gradcomp_test::same_bits(received(m)[0], 0.0f));
+}

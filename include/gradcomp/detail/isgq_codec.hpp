@@ -291,15 +291,20 @@ struct isgq_codec {
       for (std::size_t j = lo; j < hi; ++j) acc[at(j - first)] += static_cast<T>(sums[j - r * cols]);
     });
   }
+  // The values themselves (a sum below T's range rounds to a zero of its sign, as in value()).
   template <class T>
   static void values(const std::byte* p, std::size_t count, T* out) {
-    std::fill(out, out + count, T(0));
-    add<T>(p, 0, count, out, [](std::size_t j) { return j; });
+    for_each_row(p, 0, count, [&](std::size_t r, const double* sums, std::size_t cols) {
+      const std::size_t lo = r * cols, hi = std::min(count, (r + 1) * cols);
+      for (std::size_t j = lo; j < hi; ++j) out[j] = static_cast<T>(sums[j - lo]);
+    });
   }
   template <class T>
   static T value(const std::byte* p, std::size_t j) {
     T v = T(0);
-    add<T>(p, j, 1, &v, [](std::size_t) { return std::size_t(0); });
+    for_each_row(p, j, 1, [&](std::size_t r, const double* sums, std::size_t cols) {
+      v = static_cast<T>(sums[j - r * cols]);
+    });
     return v;
   }
 
