@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <gradcomp/backend_memory.hpp>
+#include <gradcomp/isgq.hpp>
 #include <gradcomp/thrust/wire_decode.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
@@ -331,6 +332,26 @@ TEST_CASE_TEMPLATE("device_accumulator: qsgd_gamma, which only the host decoder 
   auto twice = host;
   REQUIRE(host_accumulate<float>(gamma, gamma.size(), twice, {}) == errc::ok);
   CHECK(static_cast<errc>(r.accumulate(gamma, gamma.size(), true)[0]) == errc::unknown_coding);
+  CHECK(same(r.read(), host));
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: isgq, whose product only the host decoder forms, is refused", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  // Tensor 0 (37 elements) as a 37-input, 1-output layer's ISGQ factors over a batch of 2: the host
+  // decoder adds the product; the device decoder refuses the coding and changes nothing.
+  gradcomp::isgq_compressor<float> c(gradcomp::isgq_config{});
+  c.add_layer("t0", 37, 1, gradcomp::isgq_layout::out_in, 0);
+  const auto x = gradcomp_test::gaussian<float>(2 * 37, 3), d = gradcomp_test::gaussian<float>(2, 4);
+  const auto m = c.compress(0, gradcomp::span<const float>(x.data(), x.size()),
+                            gradcomp::span<const float>(d.data(), d.size()), 2)
+                     .value();
+  const auto msg = wire::encode(gradcomp::span<const gradcomp::tensor_message<float>>(&m, 1), wire::encode_options{});
+  auto host = initial_accumulators<float>(5);
+  receiver<float, Backend> r(host, 1 << 14, {});
+  auto added = host;
+  REQUIRE(host_accumulate<float>(msg, msg.size(), added, {}) == errc::ok);
+  CHECK(!same(added, host));
+  CHECK(static_cast<errc>(r.accumulate(msg, msg.size(), true)[0]) == errc::unknown_coding);
   CHECK(same(r.read(), host));
 }
 
