@@ -7,8 +7,9 @@
 //                                              12 bytes per element
 //   BM_cuda_quantiser_step/<n>/2  1-bit SGD    as EF-SignSGD (256 columns), 24 bytes per element
 //   BM_cuda_quantiser_step/<n>/3  QSGD         as TernGrad (the bucket norms first), 12 bytes
-//   BM_cuda_quantiser_step/<n>/4  AdaComp      as EF-SignSGD (bins of 500: each bin's maximum and
-//                                              count, then its selection and r), 24 bytes
+//   BM_cuda_quantiser_step/<n>/4  AdaComp      as EF-SignSGD (n / 512 rows of 512, bins of 500:
+//                                              each bin's maximum and count, then its selection
+//                                              and r), 24 bytes
 // ratio_to_stream = stream time / step time; wire_bits_per_element: the step's message (encoded on
 // the host from the staged copy, untimed), its section per element.
 //   BM_cuda_isgq_step/<n>  ISGQ, dithered (s = 3, buckets of 512): compress() of one layer of n
@@ -147,7 +148,7 @@ void BM_cuda_quantiser_step(benchmark::State& state) {
     }
     default: {
       gradcomp::adacomp_compressor<float, backend> c(gradcomp::adacomp_config{}, b);
-      c.add_tensor("w", {n / 500, 500}, gradcomp::tensor_mode::compressed);
+      c.add_tensor("w", {n / 512, 512}, gradcomp::tensor_mode::compressed);
       run(state, c, n, true);
       break;
     }

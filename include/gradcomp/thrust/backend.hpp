@@ -346,9 +346,7 @@ struct ops<thrust_backend<System>> : one_tensor_at_a_time {
   static buffer<T> allocate(const backend& on, std::size_t n) {
     static_assert(std::is_trivially_copyable<T>::value, "backend buffers hold trivially copyable types");
     buffer<T> b(n);
-    if (n != 0)
-      thrust::fill_n(thrust_impl::exec<System>(on.stream), reinterpret_cast<unsigned char*>(b.view().data()),
-                     n * sizeof(T), static_cast<unsigned char>(0));
+    thrust_impl::zero_bytes<System>(on.stream, b.view().data(), n * sizeof(T));
     return b;
   }
   // The copies are complete when they return (thrust/system_memory.hpp), after the work queued

@@ -238,6 +238,8 @@ void issue_l2_norm(stream_t stream, const T* g, std::size_t n, norm_scratch<T>* 
 template <class T, class System>
 cpu::norm_result l2_norm(stream_t stream, const T* g, std::size_t n) {
   scratch<norm_scratch<T>, System> w(stream, 1);
+  // The result is copied back whole: its padding, which the norm does not write, starts zeroed.
+  zero_bytes<System>(stream, &w.data()->result, sizeof(cpu::norm_result));
   issue_l2_norm<T, System>(stream, g, n, w.data());
   return read_value<System>(stream, &w.data()->result);
 }

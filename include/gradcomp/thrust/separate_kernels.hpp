@@ -55,8 +55,7 @@ void separate_memory<Kernels>::release(void* p) noexcept {
 }
 template <class Kernels>
 void separate_memory<Kernels>::zero(stream_type s, void* p, std::size_t bytes) {
-  thrust::fill_n(thrust_impl::exec<typename kernels_system<Kernels>::type>(s), static_cast<unsigned char*>(p), bytes,
-                 static_cast<unsigned char>(0));
+  thrust_impl::zero_bytes<typename kernels_system<Kernels>::type>(s, p, bytes);
 }
 template <class Kernels>
 void separate_memory<Kernels>::copy_within(stream_type s, const void* from, void* to, std::size_t bytes) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include <thrust/copy.h>
+#include <thrust/fill.h>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/memory.h>
@@ -138,6 +139,13 @@ void copy_bytes_to_system(stream_t stream, const void* from, void* to, std::size
   if (bytes == 0) return;
   note_host_transfer();
   execution<System>::copy_to_system(stream, from, to, bytes);
+}
+
+// Sets `bytes` bytes at `p` in System's memory to zero, in order on `stream`.
+template <class System>
+void zero_bytes(stream_t stream, void* p, std::size_t bytes) {
+  if (bytes == 0) return;
+  thrust::fill_n(exec<System>(stream), static_cast<unsigned char*>(p), bytes, static_cast<unsigned char>(0));
 }
 
 // A value a Thrust call returned to the host (the host waited for it on a device system).
