@@ -318,6 +318,11 @@ std::vector<gradcomp::sampled_threshold_config> sampled_configs() {
   c.sample_ratio = 1.0;  // every element sampled
   c.sampling = gradcomp::sampling_mode::uniform;
   out.push_back(c);
+  c = {};
+  c.lower_bound = 1.0;  // many rounds, each a little lower: the device counts them in several passes
+  c.threshold_decay = 0.999;
+  c.max_rounds = 40;
+  out.push_back(c);
   return out;
 }
 
@@ -326,8 +331,8 @@ std::vector<gradcomp::sampled_threshold_config> sampled_configs() {
 TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection result, every branch", T, float, double) {
   const auto configs = sampled_configs();
   // The branches the inputs reached, so that the comparison cannot pass on one path alone.
-  bool plain_radix = false, several_rounds = false, exact_of_all = false, exact_of_candidates = false,
-       first_k = false, accepted = false;
+  bool plain_radix = false, several_rounds = false, more_rounds_than_a_pass = false, exact_of_all = false,
+       exact_of_candidates = false, first_k = false, accepted = false;
   for (const std::size_t n : {std::size_t(1000), std::size_t(40000), std::size_t(300007)})
     for (const auto s : {shape::gaussian, shape::few_levels, shape::mostly_zero, shape::heavy_tail}) {
       const auto v = input<T>(n, s, 7 * n + static_cast<std::uint64_t>(s));
@@ -344,6 +349,7 @@ TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection re
             const auto& r = o.res;
             plain_radix |= r.exact && r.sample_count == 0;
             several_rounds |= r.rounds > 1;
+            more_rounds_than_a_pass |= r.rounds > gradcomp::detail::thrust_impl::rounds_per_count;
             exact_of_all |= r.exact && r.sample_count > 0 && r.rounds > 1;
             exact_of_candidates |= r.exact && r.sample_count > 0 && r.rounds == 1;
             first_k |= !r.exact && r.count == k && configs[c].truncation == gradcomp::truncation_mode::index_order;
@@ -352,6 +358,7 @@ TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection re
     }
   CHECK(plain_radix);
   CHECK(several_rounds);
+  CHECK(more_rounds_than_a_pass);
   CHECK(exact_of_all);
   CHECK(exact_of_candidates);
   CHECK(first_k);

@@ -13,7 +13,10 @@
 // - Rounds: the CPU's thresholds of every round are known in advance (each is the one before it
 //   times the decay, in the CPU's arithmetic), and they do not increase, so one pass counts, for
 //   every element, the first round whose threshold it reaches (a histogram of max_rounds bins):
-//   the count of round r is the sum of the first r bins. One thread then replays the CPU's loop
+//   the count of round r is the sum of the first r bins. The histogram is a reduction (a sum of
+//   one-hot counts, rounds_per_count bins per pass; the default ten rounds take one), not an
+//   atomic increment per element: most elements reach the last round's threshold, and ten
+//   counters updated by every thread of the device serialise. One thread then replays the CPU's loop
 //   over these counts and decides: the exact top-k of the whole input (more than the candidate
 //   capacity pass), the exact top-k of the candidates, the first k by index, or acceptance. A NaN
 //   anywhere is refused (the CPU refuses it in its first round whichever way that round goes).
@@ -111,18 +114,38 @@ struct sampled_device_state {
   std::int32_t rounds;
   std::int32_t exact_all_gate;         // 0 (errc::ok): the exact top-k of the whole input runs
   std::int32_t exact_candidates_gate;  // 0: the exact top-k of the candidates runs
-  std::uint32_t nan;
-  std::uint32_t reserved;
 };
 
-// One thread: the state set up, the thresholds of every round (the CPU's arithmetic), the
-// histogram of rounds cleared.
+// Rounds counted by one reduction pass over the input.
+constexpr int rounds_per_count = 16;
+
+// The counts of one pass: of the elements whose first round reached is `first + j` (j <
+// rounds_per_count), and of NaNs (counted by the first pass only). Each is at most n < 2^32.
+struct round_counts {
+  std::uint32_t level[rounds_per_count];
+  std::uint32_t nan;
+};
+
+struct add_round_counts {
+  GRADCOMP_HD round_counts operator()(const round_counts& a, const round_counts& b) const {
+    round_counts r;
+    for (int j = 0; j < rounds_per_count; ++j) r.level[j] = a.level[j] + b.level[j];
+    r.nan = a.nan + b.nan;
+    return r;
+  }
+};
+
+// The passes that count `rounds` rounds.
+inline std::size_t round_count_passes(int rounds) {
+  return (static_cast<std::size_t>(rounds) + rounds_per_count - 1) / rounds_per_count;
+}
+
+// One thread: the state set up, the thresholds of every round (the CPU's arithmetic).
 template <class T>
 struct sampled_start {
   sampled_device_state* s;
   const key_t<T>* rank_key;  // the sorted sample's rank-th key
   key_t<T>* thresholds;
-  std::uint32_t* levels;
   int rounds;
   double decay;
   const std::int32_t* gate;
@@ -130,8 +153,6 @@ struct sampled_start {
     s->count = 0;
     s->compacted = 0;
     s->rounds = 0;
-    s->nan = 0;
-    s->reserved = 0;
     s->action = static_cast<std::int32_t>(gate_open(gate) ? sampled_action::undecided : sampled_action::skip);
     s->exact_all_gate = 1;
     s->exact_candidates_gate = 1;
@@ -139,36 +160,38 @@ struct sampled_start {
     s->chosen = key;
     for (int r = 0; r < rounds; ++r) {
       thresholds[r] = key;
-      levels[r] = 0;
       key = magnitude_key(static_cast<T>(value_of_key<T>(key) * decay));
     }
   }
 };
 
-// Per element: the first round whose threshold its key reaches (the thresholds do not increase);
-// a NaN is flagged.
+// Per element, as one pass's counts: a one at the first round whose threshold its key reaches
+// (the thresholds do not increase) where that round is one of the pass's [first, last); a NaN
+// counted by the first pass. Nothing where the gate was closed.
 template <class T>
 struct round_of_element {
   const T* v;
   const key_t<T>* thresholds;
-  int rounds;
-  std::uint32_t* levels;
-  sampled_device_state* s;
-  GRADCOMP_HD void operator()(std::size_t i) const {
-    if (s->action == static_cast<std::int32_t>(sampled_action::skip)) return;
+  int first;
+  int last;
+  const sampled_device_state* s;
+  GRADCOMP_HD round_counts operator()(std::size_t i) const {
+    round_counts c = {};
+    if (s->action == static_cast<std::int32_t>(sampled_action::skip)) return c;
     const key_t<T> key = magnitude_key(v[i]);
     if (is_nan_key<T>(key)) {
-      atomic_set(&s->nan);
-      return;
+      c.nan = first == 0 ? 1 : 0;
+      return c;
     }
-    if (key < thresholds[rounds - 1]) return;
-    int lo = 0, hi = rounds - 1;
+    if (key < thresholds[last - 1] || (first > 0 && key >= thresholds[first - 1])) return c;
+    int lo = first, hi = last - 1;
     while (lo < hi) {
       const int mid = lo + (hi - lo) / 2;
       if (key >= thresholds[mid]) hi = mid;
       else lo = mid + 1;
     }
-    atomic_increment(levels + lo);
+    c.level[lo - first] = 1;
+    return c;
   }
 };
 
@@ -177,7 +200,7 @@ template <class T>
 struct sampled_decide {
   sampled_device_state* s;
   const key_t<T>* thresholds;
-  const std::uint32_t* levels;
+  const round_counts* counts;  // round_count_passes(rounds) of them
   int rounds;
   std::uint64_t k;
   std::uint64_t cap;
@@ -187,7 +210,7 @@ struct sampled_decide {
   selection_sink<T> sink;
   GRADCOMP_HD void operator()(std::size_t) const {
     if (s->action == static_cast<std::int32_t>(sampled_action::skip)) return;
-    if (s->nan != 0) {
+    if (counts[0].nan != 0) {
       s->action = static_cast<std::int32_t>(sampled_action::refuse_nan);
       *sink.status = static_cast<std::int32_t>(errc::nan_input);
       return;
@@ -195,7 +218,7 @@ struct sampled_decide {
     const double kd = static_cast<double>(k);
     std::uint64_t count = 0;
     for (int r = 0; r < rounds; ++r) {
-      count += levels[r];
+      count += counts[r / rounds_per_count].level[r % rounds_per_count];
       s->rounds = r + 1;
       s->chosen = thresholds[r];
       s->count = count;
@@ -302,7 +325,7 @@ template <class T>
 std::size_t sampled_fixed_bytes(const sampled_threshold_config& cfg, const cpu::sample_plan& p) {
   const auto rounds = static_cast<std::size_t>(cfg.max_rounds);
   std::size_t bytes = workspace_slot_bytes<sampled_device_state>(1) + workspace_slot_bytes<key_t<T>>(rounds) +
-                      workspace_slot_bytes<std::uint32_t>(rounds);
+                      workspace_slot_bytes<round_counts>(round_count_passes(cfg.max_rounds));
   if (cfg.sampling == sampling_mode::uniform)
     bytes += workspace_slot_bytes<std::uint32_t>(p.max_samples + uniform_slack);
   return bytes;
@@ -344,7 +367,7 @@ result<void> issue_sampled_threshold(stream_t stream, const T* values, std::size
   const int rounds = cfg.max_rounds;
   auto* st = carver.take<sampled_device_state>(1);
   key_type* thresholds = carver.take<key_type>(static_cast<std::size_t>(rounds));
-  std::uint32_t* levels = carver.take<std::uint32_t>(static_cast<std::size_t>(rounds));
+  round_counts* counts = carver.take<round_counts>(round_count_passes(rounds));
   std::uint32_t* positions =
       cfg.sampling == sampling_mode::uniform ? carver.take<std::uint32_t>(plan.max_samples + uniform_slack) : nullptr;
   workspace_carver exact_part = carver;  // the exact top-k of the whole input, or:
@@ -353,7 +376,7 @@ result<void> issue_sampled_threshold(stream_t stream, const T* values, std::size
   auto* cstate = carver.take<radix_state<key_type>>(1);
   auto* chist = carver.take<std::uint32_t>(hist_entries);
   auto* cblocks = carver.take<std::uint32_t>(block_count_entries(plan.candidate_cap));
-  if (st == nullptr || thresholds == nullptr || levels == nullptr || keys == nullptr || candidates == nullptr ||
+  if (st == nullptr || thresholds == nullptr || counts == nullptr || keys == nullptr || candidates == nullptr ||
       cstate == nullptr || chist == nullptr || cblocks == nullptr ||
       (cfg.sampling == sampling_mode::uniform && positions == nullptr))
     return fail(errc::workspace_too_small);
@@ -377,12 +400,17 @@ result<void> issue_sampled_threshold(stream_t stream, const T* values, std::size
 
   // 2. The thresholds of every round, from the sample's rank-th largest key.
   thrust::sort(sys, keys, keys + s, thrust::greater<key_type>());
-  run_once<System>(stream, sampled_start<T>{st, keys + (cpu::sample_rank(s, k, n) - 1), thresholds, levels, rounds,
+  run_once<System>(stream, sampled_start<T>{st, keys + (cpu::sample_rank(s, k, n) - 1), thresholds, rounds,
                                     cfg.threshold_decay, gate});
 
-  // 3. The rounds' counts in one pass, and the CPU's decision.
-  thrust::for_each_n(sys, first, n, round_of_element<T>{values, thresholds, rounds, levels, st});
-  run_once<System>(stream, sampled_decide<T>{st, thresholds, levels, rounds, k, plan.candidate_cap, plan.upper,
+  // 3. The rounds' counts (one pass per rounds_per_count rounds), and the CPU's decision.
+  for (std::size_t p = 0; p < round_count_passes(rounds); ++p) {
+    const int from = static_cast<int>(p) * rounds_per_count;
+    const round_of_element<T> per_element{values, thresholds, from, std::min(rounds, from + rounds_per_count), st};
+    execution<System>::reduce_into(stream, thrust::make_transform_iterator(first, per_element), n, round_counts{},
+                                   add_round_counts{}, counts + p);
+  }
+  run_once<System>(stream, sampled_decide<T>{st, thresholds, counts, rounds, k, plan.candidate_cap, plan.upper,
                                      cfg.lower_bound, cfg.truncation == truncation_mode::index_order, sink});
 
   // 4. Far more than the candidates' capacity: the exact top-k of the whole input (which reuses
