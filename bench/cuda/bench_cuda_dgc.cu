@@ -8,6 +8,10 @@
 // memory by encode_message, or on the GPU into device memory by a wire::device_encoder (raw_u32
 // indices), its length read back: the step of a whole model as a trainer runs it; the stream
 // covers all its elements.
+// BM_cuda_saef_step: saef_worker::step around dgc_compressor (exact top-k, no momentum
+// correction): the worker's momentum M = m M + g and u = eta M, then the compressor's error
+// feedback and selection on u; against the same stream (20 bytes per element: g, M and the
+// residual read, M and the residual written), as BM_saef_step of bench_dgc on the CPU.
 // The list is read from $GRADCOMP_BENCH_DATA if set (a GPU machine's copy of bench/data), else
 // from the source tree this binary was built from.
 #include <benchmark/benchmark.h>
@@ -66,12 +70,7 @@ void BM_cuda_dgc_step(benchmark::State& state) {
   const backend b{};
   gradcomp::dgc_compressor<float, backend> c(cfg, b);
   c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
-  std::vector<float> host(n);
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (auto& x : host) x = normal(rng);
-  auto g = ops::allocate<float>(b, n);
-  ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), n), g.view());
+  const auto g = gradcomp_bench::gaussian_gradient(b, n);
   const std::vector<gradcomp::backend_span<const float, backend>> grads = {gradcomp::readonly(g.view())};
   bool ok = true;
   double kept = 0;
@@ -158,6 +157,33 @@ void BM_cuda_dgc_model(benchmark::State& state) {
   state.counters["tensors"] = static_cast<double>(model.size());
 }
 
+// args: n, density per million.
+void BM_cuda_saef_step(benchmark::State& state) {
+  if (!gradcomp_bench::have_device(state)) return;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  gradcomp::dgc_config cfg;
+  cfg.momentum_correction = false;
+  cfg.momentum_masking = false;
+  cfg.selection = gradcomp::selection_method::exact_topk;
+  cfg.schedule = gradcomp::warmup_schedule::constant(static_cast<double>(state.range(1)) * 1e-6);
+  const backend b{};
+  gradcomp::dgc_compressor<float, backend> c(cfg, b);
+  c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
+  gradcomp::saef_config scfg;
+  scfg.learning_rate = 0.1;
+  gradcomp::saef_worker<gradcomp::dgc_compressor<float, backend>> w(c, scfg);
+  const auto g = gradcomp_bench::gaussian_gradient(b, n);
+  const std::vector<gradcomp::backend_span<const float, backend>> grads = {gradcomp::readonly(g.view())};
+  bool ok = true;
+  auto step = [&] { ok &= static_cast<bool>(w.step(grads)); };
+  stream_reference stream(b, n);
+  const double ratio = gradcomp_bench::timed_against(state, step, stream);
+  if (!ok) state.SkipWithError("step failed");
+  state.counters["ratio_to_stream"] = ratio;
+  state.counters["elements_per_s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void step_sizes(benchmark::internal::Benchmark* b) {
   for (const long n : {1L << 20, 1L << 24, 1L << 26})
     for (const long per_million : {1000L, 10000L})
@@ -167,6 +193,12 @@ void step_sizes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_cuda_dgc_step)->Apply(step_sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cuda_saef_step)
+    ->Args({1L << 20, 1000})
+    ->Args({1L << 24, 1000})
+    ->Args({1L << 26, 1000})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cuda_dgc_model)
     ->Args({1000, 0, 0})
     ->Args({1000, 1, 0})

@@ -90,12 +90,7 @@ struct stream_reference {
 template <class C>
 void run(benchmark::State& state, C& c, std::size_t n, bool with_error) {
   const backend b{};
-  std::vector<float> host(n);
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (auto& x : host) x = normal(rng);
-  auto g = ops::allocate<float>(b, n);
-  ops::copy_to_backend(b, gradcomp::span<const float>(host.data(), n), g.view());
+  const auto g = gradcomp_bench::gaussian_gradient(b, n);
   const std::vector<gradcomp::backend_span<const float, backend>> grads = {gradcomp::readonly(g.view())};
   bool ok = true;
   auto step = [&] {

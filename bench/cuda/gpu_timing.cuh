@@ -1,4 +1,4 @@
-// Timing helpers of the GPU benchmarks.
+// Timing and input helpers of the GPU benchmarks.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -6,11 +6,15 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <exception>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <gradcomp/backend_memory.hpp>
 
 #include "../model_list.hpp"
 
@@ -26,6 +30,19 @@ inline bool have_device(benchmark::State& state) {
   if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return true;
   state.SkipWithError("no CUDA device");
   return false;
+}
+
+// n standard normal floats (the generator seeded with 7) in `b`'s memory: one tensor's gradient.
+template <class Backend>
+gradcomp::backend_buffer<float, Backend> gaussian_gradient(const Backend& b, std::size_t n) {
+  std::vector<float> host(n);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& x : host) x = normal(rng);
+  auto g = gradcomp::allocate_buffer<float>(b, n);
+  if (!gradcomp::copy_to_backend(b, gradcomp::span<const float>(host.data(), n), g.view()))
+    throw std::runtime_error("gaussian_gradient: the copy to the backend failed");
+  return g;
 }
 
 // The ResNet-50 tensor list: bench/data/resnet50.txt from $GRADCOMP_BENCH_DATA if set (a GPU

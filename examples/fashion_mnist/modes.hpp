@@ -596,8 +596,8 @@ inline gradcomp::ef_signsgd_compressor<float> saef_sign() {
   return gradcomp::ef_signsgd_compressor<float>(cfg);
 }
 // A SAEF mode: the worker's and the server's compressor from make(), residuals averaged every 20
-// steps. SAEF's helpers read host memory: its compressors are the CPU backend's whatever --backend
-// says (which then only places the replica's sums).
+// steps. The demo runs SAEF's compressors on the CPU backend whatever --backend says (which then
+// only places the replica's sums).
 template <class Make>
 mode_spec saef_mode(const std::string& name, const train_options& o, Make make) {
   mode_spec m;

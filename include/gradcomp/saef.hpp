@@ -22,6 +22,10 @@
 /// 6. every p steps (`saef_worker::averaging_due`), the workers average their residuals and each
 ///    takes the mean (`saef_worker::residuals`, an all-reduce of the caller's, then
 ///    `saef_worker::set_residuals`).
+///
+/// Both sides run on the compressor's backend: M, u and D' live in its memory and the element-wise
+/// steps are its kernels (`detail::saef_ops`: the CPU backend's in `cpu/saef_ops.hpp`, the Thrust
+/// backend's in `thrust/saef_ops.hpp`), bitwise the same on every backend.
 #pragma once
 
 #include <cmath>
@@ -33,8 +37,11 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "backend_memory.hpp"
 #include "compressor.hpp"
+#include "cpu/saef_ops.hpp"
 #include "detail/bytes.hpp"
+#include "detail/saef_arithmetic.hpp"
 #include "error.hpp"
 #include "layout.hpp"
 #include "snapshot.hpp"
@@ -57,9 +64,11 @@ struct saef_config {
 
 namespace detail {
 
-// A compressor's value type.
+// A compressor's value type and backend.
 template <class C>
 using compressor_value_t = typename C::tensor_view::value_type;
+template <class C>
+using compressor_backend_t = std::decay_t<decltype(std::declval<const C&>().backend())>;
 
 // A compressor's residual: `error_feedback(id)`, or DGC's residual accumulator `residual(id)`.
 template <class C, class = void>
@@ -94,18 +103,6 @@ void check_saef_compressor(const C& c) {
   if constexpr (has_own_learning_rate<C>::value)
     if (c.config().learning_rate != 1.0)
       throw error(errc::invalid_argument, "SAEF compressors take eta * M as their input: set their learning rate to 1");
-}
-
-// The last step's message of tensor t as a dense vector.
-template <class T, class C>
-void expand_message(C& c, std::size_t t, std::vector<T>& out) {
-  const auto m = c.message(t);
-  out.assign(c.info(t).numel, T(0));
-  if (m.dense) {
-    for (std::size_t i = 0; i < m.values.size(); ++i) out[i] = m.values[i];
-  } else {
-    for (std::size_t j = 0; j < m.indices.size(); ++j) out[m.indices[j]] = m.values[j];
-  }
 }
 
 // A compressor's snapshot with its residual sections' values replaced by `values[tensor]` (the
@@ -151,7 +148,8 @@ errc replace_residuals(std::vector<std::byte>& snap, const std::vector<span<cons
 /**
  * @brief The worker side of Step-Ahead Error Feedback (Xu, Huo and Huang, "Step-Ahead Error
  * Feedback for Distributed Training with Compressed Gradient", AAAI 2021) around a compressor of
- * the library, on a backend whose memory the host reads (the CPU's).
+ * the library, on the compressor's backend (the CPU's or the Thrust backend, whose memory may be a
+ * GPU's: every span below is in that backend's memory).
  *
  * It keeps the worker's momentum buffer M and feeds `u = eta * M` to the compressor, whose own
  * error feedback keeps the residual e (top-k: `dgc_compressor` with momentum correction off;
@@ -165,17 +163,22 @@ errc replace_residuals(std::vector<std::byte>& snap, const std::vector<span<cons
  * The compressor stays the caller's (it must outlive the worker); register its tensors first.
  * Not thread-safe; one per worker.
  *
- * @tparam C a compressor (`is_compressor_v<C>`) of float or double on a host-memory backend.
+ * @tparam C a compressor (`is_compressor_v<C>`) of float or double on a backend with SAEF's
+ * kernels (`detail::saef_ops`: the CPU backend and the Thrust backend).
  */
 template <class C>
 class saef_worker {
   static_assert(is_compressor_v<C>, "saef_worker needs a gradcomp compressor");
-  static_assert(is_host_accessible_v<typename C::tensor_view::memory_space>,
-                "saef_worker runs on a backend whose memory the host reads");
 
  public:
   /// The compressor's value type.
   using value_type = detail::compressor_value_t<C>;
+  /// The compressor's backend.
+  using backend_type = detail::compressor_backend_t<C>;
+  /// A view of `value_type`s in the backend's memory (`span<const value_type>` on the CPU).
+  using const_view = backend_span<const value_type, backend_type>;
+  /// A writable view in the backend's memory.
+  using view = backend_span<value_type, backend_type>;
 
   /**
    * @brief A worker around `c` (its tensors registered). Throws `gradcomp::error`
@@ -188,12 +191,13 @@ class saef_worker {
     set_learning_rate(cfg_.learning_rate);
     if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0)) throw error(errc::invalid_argument, "momentum must be in [0, 1)");
     for (std::size_t t = 0; t < c.num_tensors(); ++t) {
-      m_.emplace_back(c.info(t).numel, value_type(0));
-      u_.emplace_back(c.info(t).numel, value_type(0));
+      const std::size_t n = c.info(t).numel;
+      m_.push_back(allocate_buffer<value_type>(c.backend(), n));
+      u_.push_back(allocate_buffer<value_type>(c.backend(), n));
+      next_m_.push_back(allocate_buffer<value_type>(c.backend(), n));
+      next_u_.push_back(allocate_buffer<value_type>(c.backend(), n));
     }
-    next_m_ = m_;
-    next_u_ = u_;
-    for (const auto& u : next_u_) views_.emplace_back(u.data(), u.size());
+    refresh_views();
   }
 
   /// The learning rate of the next steps (finite and positive; throws `errc::invalid_argument`).
@@ -210,13 +214,12 @@ class saef_worker {
   std::size_t steps() const noexcept { return steps_; }
 
   /// Where to take tensor `id`'s gradient for a step-ahead step: `out = x - e` (`out = x` for a
-  /// tensor without a residual). `x` and `out` have the tensor's length (`errc::size_mismatch`)
-  /// and may be the same memory.
-  [[nodiscard]] result<void> lookahead(std::size_t id, span<const value_type> x, span<value_type> out) const {
-    const auto e = detail::residual_of(*c_, id);
+  /// tensor without a residual), issued on the backend. `x` and `out` have the tensor's length
+  /// (`errc::size_mismatch`) and may be the same memory.
+  [[nodiscard]] result<void> lookahead(std::size_t id, const_view x, view out) const {
     const std::size_t n = c_->info(id).numel;
     if (x.size() != n || out.size() != n) return fail(errc::size_mismatch);
-    for (std::size_t i = 0; i < n; ++i) out[i] = e.empty() ? x[i] : static_cast<value_type>(x[i] - e[i]);
+    kernels::difference(c_->backend(), x, detail::residual_of(*c_, id), out);
     return {};
   }
 
@@ -225,35 +228,28 @@ class saef_worker {
    * compressor's step on u. On a refusal (wrong count or size, a non-finite gradient, an overflow)
    * M, the compressor's state and the step count are unchanged and the error is returned.
    */
-  [[nodiscard]] result<void> step(const std::vector<span<const value_type>>& grads) {
+  [[nodiscard]] result<void> step(const std::vector<const_view>& grads) {
     if (grads.size() != m_.size()) return fail(errc::wrong_tensor_count);
     for (std::size_t t = 0; t < m_.size(); ++t)
       if (grads[t].size() != m_[t].size()) return fail(errc::size_mismatch);
     const auto beta = static_cast<value_type>(cfg_.momentum), eta = static_cast<value_type>(cfg_.learning_rate);
     // Into the spare buffers (allocated once), kept only if the compressor takes the step.
-    for (std::size_t t = 0; t < m_.size(); ++t) {
-      for (std::size_t i = 0; i < m_[t].size(); ++i) {
-        const auto m = static_cast<value_type>(beta * m_[t][i]);
-        next_m_[t][i] = static_cast<value_type>(m + grads[t][i]);
-        next_u_[t][i] = static_cast<value_type>(eta * next_m_[t][i]);
-      }
-    }
+    for (std::size_t t = 0; t < m_.size(); ++t)
+      kernels::momentum(c_->backend(), beta, eta, readonly(m_[t].view()), grads[t], next_m_[t].view(),
+                        next_u_[t].view());
     if (auto r = c_->compress(views_); !r) return r;
     if (auto s = c_->stats(); !s) return fail(s.error());
     std::swap(m_, next_m_);
     std::swap(u_, next_u_);
-    views_.clear();
-    for (const auto& u : next_u_) views_.emplace_back(u.data(), u.size());
+    refresh_views();
     ++steps_;
     return {};
   }
 
   /// Tensor `id`'s input to the compressor in the last step, `u = eta * M`.
-  span<const value_type> update(std::size_t id) const noexcept { return span<const value_type>(u_[id].data(), u_[id].size()); }
+  const_view update(std::size_t id) const noexcept { return readonly(u_[id].view()); }
   /// Tensor `id`'s momentum buffer M.
-  span<const value_type> momentum_buffer(std::size_t id) const noexcept {
-    return span<const value_type>(m_[id].data(), m_[id].size());
-  }
+  const_view momentum_buffer(std::size_t id) const noexcept { return readonly(m_[id].view()); }
   /// Tensor `id`'s residual e (the compressor's; empty for a tensor without one).
   auto residual(std::size_t id) const noexcept { return detail::residual_of(*c_, id); }
 
@@ -266,16 +262,26 @@ class saef_worker {
   /**
    * @brief Replaces the residuals with `mean` (one vector per tensor, the tensor's length; those
    * of tensors without a residual are not read and may be empty), through the compressor's
-   * snapshot, so every check of a restore applies. @return `errc::wrong_tensor_count`,
-   * `errc::size_mismatch`, `errc::non_finite_input` (nothing changed), or a restore's error.
+   * snapshot, so every check of a restore applies (on a device backend, `mean` is copied to the
+   * host and the host waits: do it every few steps, as the averaging is). @return
+   * `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::non_finite_input` (nothing
+   * changed), or a restore's error.
    */
-  [[nodiscard]] result<void> set_residuals(const std::vector<span<const value_type>>& mean) {
+  [[nodiscard]] result<void> set_residuals(const std::vector<const_view>& mean) {
     if (mean.size() != m_.size()) return fail(errc::wrong_tensor_count);
-    for (const auto& v : mean)
+    std::vector<std::vector<value_type>> host(mean.size());
+    std::vector<span<const value_type>> views;
+    for (std::size_t t = 0; t < mean.size(); ++t) {
+      host[t].resize(mean[t].size());
+      if (auto r = copy_to_host(c_->backend(), mean[t], span<value_type>(host[t].data(), host[t].size())); !r) return r;
+      views.emplace_back(host[t].data(), host[t].size());
+    }
+    synchronize(c_->backend());
+    for (const auto& v : host)
       for (const value_type x : v)
         if (!std::isfinite(x)) return fail(errc::non_finite_input);
     auto snap = save_snapshot(*c_);
-    if (const errc e = detail::replace_residuals<value_type>(snap, mean); e != errc::ok) return fail(e);
+    if (const errc e = detail::replace_residuals<value_type>(snap, views); e != errc::ok) return fail(e);
     return restore_snapshot(*c_, span<const std::byte>(snap.data(), snap.size()));
   }
 
@@ -289,11 +295,19 @@ class saef_worker {
   }
 
  private:
+  using kernels = detail::saef_ops<backend_type>;
+  using buffer = backend_buffer<value_type, backend_type>;
+
+  void refresh_views() {
+    views_.clear();
+    for (const auto& u : next_u_) views_.push_back(u.view());
+  }
+
   C* c_;
   saef_config cfg_;
-  std::vector<std::vector<value_type>> m_, u_;
-  std::vector<std::vector<value_type>> next_m_, next_u_;  // the next step's, then swapped in
-  std::vector<span<const value_type>> views_;             // of next_u_
+  std::vector<buffer> m_, u_;
+  std::vector<buffer> next_m_, next_u_;  // the next step's, then swapped in
+  std::vector<const_view> views_;        // of next_u_
   std::size_t steps_ = 0;
 };
 
@@ -304,22 +318,28 @@ class saef_worker {
  *
  * Every rank may run its own (the same compressor and configuration on the same D give the same D'
  * bitwise), or one root runs it and sends `compressor().encode_message`. `s_new + D' == s_old + D`
- * element by element (bitwise for top-k). Same requirements on the compressor as `saef_worker`.
+ * element by element (bitwise for top-k). Same requirements on the compressor as `saef_worker`;
+ * every span is in the backend's memory.
  */
 template <class C>
 class saef_server {
   static_assert(is_compressor_v<C>, "saef_server needs a gradcomp compressor");
-  static_assert(is_host_accessible_v<typename C::tensor_view::memory_space>,
-                "saef_server runs on a backend whose memory the host reads");
 
  public:
   /// The compressor's value type.
   using value_type = detail::compressor_value_t<C>;
+  /// The compressor's backend.
+  using backend_type = detail::compressor_backend_t<C>;
+  /// A view of `value_type`s in the backend's memory (`span<const value_type>` on the CPU).
+  using const_view = backend_span<const value_type, backend_type>;
+  /// A writable view in the backend's memory.
+  using view = backend_span<value_type, backend_type>;
 
   /// A server around `c` (its tensors registered, those of the workers). Throws as `saef_worker`.
   explicit saef_server(C& c) : c_(&c) {
     detail::check_saef_compressor(c);
-    for (std::size_t t = 0; t < c.num_tensors(); ++t) out_.emplace_back(c.info(t).numel, value_type(0));
+    for (std::size_t t = 0; t < c.num_tensors(); ++t)
+      out_.push_back(allocate_buffer<value_type>(c.backend(), c.info(t).numel));
   }
 
   /// The compressor.
@@ -327,30 +347,33 @@ class saef_server {
 
   /// Compresses the averaged update `mean` (one vector per tensor); on a refusal nothing changes
   /// and the error is returned.
-  [[nodiscard]] result<void> step(const std::vector<span<const value_type>>& mean) {
+  [[nodiscard]] result<void> step(const std::vector<const_view>& mean) {
     if (auto r = c_->compress(mean); !r) return r;
     if (auto s = c_->stats(); !s) return fail(s.error());
-    for (std::size_t t = 0; t < out_.size(); ++t) detail::expand_message(*c_, t, out_[t]);
+    for (std::size_t t = 0; t < out_.size(); ++t) {
+      const auto m = c_->message(t);
+      kernels::expand(c_->backend(), m.dense ? decltype(m.indices){} : m.indices, m.values, out_[t].view());
+    }
     return {};
   }
 
   /// Tensor `id`'s D' of the last step, dense (zeros before the first).
-  span<const value_type> update(std::size_t id) const noexcept {
-    return span<const value_type>(out_[id].data(), out_[id].size());
-  }
+  const_view update(std::size_t id) const noexcept { return readonly(out_[id].view()); }
   /// Tensor `id`'s residual s (the compressor's; empty for a tensor without one).
   auto residual(std::size_t id) const noexcept { return detail::residual_of(*c_, id); }
 
-  /// `x -= D'` for tensor `id` (`errc::size_mismatch` for another length).
-  [[nodiscard]] result<void> apply(std::size_t id, span<value_type> x) const {
+  /// `x -= D'` for tensor `id`, issued on the backend (`errc::size_mismatch` for another length).
+  [[nodiscard]] result<void> apply(std::size_t id, view x) const {
     if (x.size() != out_[id].size()) return fail(errc::size_mismatch);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<value_type>(x[i] - out_[id][i]);
+    kernels::difference(c_->backend(), readonly(x), readonly(out_[id].view()), x);
     return {};
   }
 
  private:
+  using kernels = detail::saef_ops<backend_type>;
+
   C* c_;
-  std::vector<std::vector<value_type>> out_;
+  std::vector<backend_buffer<value_type, backend_type>> out_;
 };
 
 }  // namespace gradcomp

@@ -31,6 +31,7 @@
 #include <gradcomp/cpu/ef_sign_ops.hpp>
 #include <gradcomp/cpu/onebit_ops.hpp>
 #include <gradcomp/cpu/qsgd_ops.hpp>
+#include <gradcomp/cpu/saef_ops.hpp>
 #include <gradcomp/cpu/terngrad_ops.hpp>
 #include <gradcomp/cpu/ops.hpp>
 
@@ -420,3 +421,21 @@ struct gradcomp::detail::onebit_ops<gradcomp_test::strict_backend>
 template <>
 struct gradcomp::detail::adacomp_ops<gradcomp_test::strict_backend>
     : gradcomp_test::strict_quantiser_ops<adacomp_ops<cpu_backend>> {};
+
+// Step-Ahead Error Feedback's element-wise kernels on strict memory: the CPU's, each call counted.
+template <>
+struct gradcomp::detail::saef_ops<gradcomp_test::strict_backend> {
+  using cpu = saef_ops<cpu_backend>;
+  template <class... A>
+  static void momentum(const gradcomp_test::strict_backend& b, const A&... a) {
+    gradcomp_test::strict_run(b, [&] { cpu::momentum(cpu_backend{}, gradcomp_test::pass(a)...); });
+  }
+  template <class... A>
+  static void difference(const gradcomp_test::strict_backend& b, const A&... a) {
+    gradcomp_test::strict_run(b, [&] { cpu::difference(cpu_backend{}, gradcomp_test::pass(a)...); });
+  }
+  template <class... A>
+  static void expand(const gradcomp_test::strict_backend& b, const A&... a) {
+    gradcomp_test::strict_run(b, [&] { cpu::expand(cpu_backend{}, gradcomp_test::pass(a)...); });
+  }
+};

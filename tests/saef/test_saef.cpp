@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include "saef/saef_parity.hpp"
 #include "support/quantiser_helpers.hpp"
 
 #include <cmath>
@@ -22,8 +23,10 @@ using gradcomp_test::views;
 
 namespace {
 
-const std::vector<std::vector<std::size_t>> kShapes = {{20, 30}, {30}, {7, 5, 3, 3}};
-constexpr std::size_t kWorkers = 3;
+using gradcomp_test::saef_parity::gradient_at;
+constexpr std::size_t kWorkers = gradcomp_test::saef_parity::workers;
+
+const std::vector<std::vector<std::size_t>>& kShapes = gradcomp_test::saef_parity::shapes();
 
 std::size_t numel_of(const std::vector<std::size_t>& s) {
   std::size_t n = 1;
@@ -31,26 +34,10 @@ std::size_t numel_of(const std::vector<std::size_t>& s) {
   return n;
 }
 
-// Top-k with error feedback: DGC's exact top-k, no momentum correction (5% kept).
-dgc_compressor<float> topk() {
-  dgc_config cfg;
-  cfg.momentum_correction = false;
-  cfg.momentum_masking = false;
-  cfg.selection = selection_method::exact_topk;
-  cfg.schedule = warmup_schedule::constant(0.05);
-  dgc_compressor<float> c(cfg);
-  for (std::size_t t = 0; t < kShapes.size(); ++t) c.add_tensor(tensor_name(t), kShapes[t]);
-  return c;
-}
-
-// Scaled signs with error feedback, learning rate 1 (the input is already eta * M).
-ef_signsgd_compressor<float> scaled_sign() {
-  ef_signsgd_config cfg;
-  cfg.learning_rate = 1.0;
-  ef_signsgd_compressor<float> c(cfg);
-  for (std::size_t t = 0; t < kShapes.size(); ++t) c.add_tensor(tensor_name(t), kShapes[t]);
-  return c;
-}
+// Top-k with error feedback (DGC's exact top-k without momentum correction) and scaled signs with
+// error feedback (learning rate 1), on the CPU backend.
+dgc_compressor<float> topk() { return gradcomp_test::saef_parity::topk(cpu_backend{}); }
+ef_signsgd_compressor<float> scaled_sign() { return gradcomp_test::saef_parity::scaled_sign(cpu_backend{}); }
 
 // Every tensor sent whole: the identity compressor.
 dgc_compressor<float> identity() {
@@ -60,23 +47,6 @@ dgc_compressor<float> identity() {
   dgc_compressor<float> c(cfg);
   for (std::size_t t = 0; t < kShapes.size(); ++t) c.add_tensor(tensor_name(t), kShapes[t], tensor_mode::dense);
   return c;
-}
-
-// Worker k's gradient at weights x: a diagonal quadratic a_k * (x - c_k) plus noise of step s.
-std::vector<std::vector<float>> gradient_at(const std::vector<std::vector<float>>& x, std::size_t k, std::size_t s) {
-  std::vector<std::vector<float>> g;
-  for (std::size_t t = 0; t < x.size(); ++t) {
-    std::mt19937_64 rng(1000 * s + 31 * t + 7 * k + 3);
-    std::normal_distribution<float> noise(0.0f, 0.3f);
-    std::vector<float> v(x[t].size());
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      const float a = 0.5f + static_cast<float>((i + k) % 7) * 0.25f;
-      const float c = std::sin(static_cast<float>(i + 13 * t + k));
-      v[i] = a * (x[t][i] - c) + noise(rng);
-    }
-    g.push_back(std::move(v));
-  }
-  return g;
 }
 
 std::vector<std::vector<float>> zeros() {

@@ -66,6 +66,7 @@
 #include "dgc_kernels.hpp"
 #include "ef_sign_ops.hpp"
 #include "isgq_ops.hpp"
+#include "saef_ops.hpp"
 #include "onebit_ops.hpp"
 #include "qsgd_ops.hpp"
 #include "terngrad_ops.hpp"
