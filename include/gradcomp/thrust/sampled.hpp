@@ -190,7 +190,8 @@ struct round_of_element {
       if (key >= thresholds[mid]) hi = mid;
       else lo = mid + 1;
     }
-    c.level[lo - first] = 1;
+    // Every bin written at a constant index (kept in registers on a GPU, not local memory).
+    for (int j = 0; j < rounds_per_count; ++j) c.level[j] = j == lo - first ? 1 : 0;
     return c;
   }
 };
