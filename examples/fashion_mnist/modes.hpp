@@ -352,15 +352,84 @@ class compressor_adapter final : public worker_compressor {
   std::vector<typename Compressor::tensor_view> views_;
 };
 
-/// A worker of Step-Ahead Error Feedback (`gradcomp::saef_worker`) around a compressor of the CPU
-/// backend: its gradients go to the worker's momentum, `eta * M` through the compressor.
+namespace detail {
+
+// Host memory and a backend's, for the SAEF stages: where the backend's memory is not the host's,
+// buffers there that the host's data is copied into (and results out of), one per tensor.
+template <class Backend>
+class staging {
+ public:
+  static constexpr bool host_memory = gradcomp::is_host_accessible_v<gradcomp::memory_space_t<Backend>>;
+  using view = gradcomp::backend_span<const float, Backend>;
+
+  explicit staging(Backend backend) : backend_(backend) {}
+  void add(std::size_t n) {
+    if constexpr (!host_memory) buffers_.push_back(gradcomp::allocate_buffer<float>(backend_, n));
+    host_.emplace_back(host_memory ? 0 : n);
+  }
+  // Tensor t's host data as a view in the backend's memory (copied into it where needed).
+  gradcomp::result<view> in(std::size_t t, gradcomp::span<const float> x) {
+    if constexpr (host_memory) {
+      return view(x);
+    } else {
+      if (const auto copied = gradcomp::copy_to_backend(backend_, x, buffers_[t].view()); !copied)
+        return gradcomp::fail(copied.error());
+      return gradcomp::readonly(buffers_[t].view());
+    }
+  }
+  // Every tensor's host data as views in the backend's memory.
+  gradcomp::result<std::vector<view>> in(const std::vector<gradcomp::span<const float>>& xs) {
+    std::vector<view> out;
+    for (std::size_t t = 0; t < xs.size() && t < host_.size(); ++t) {
+      const auto v = in(t, xs[t]);
+      if (!v) return gradcomp::fail(v.error());
+      out.push_back(*v);
+    }
+    if (xs.size() != host_.size()) return gradcomp::fail(gradcomp::errc::wrong_tensor_count);
+    return out;
+  }
+  // Tensor t's scratch in the backend's memory, where an operation writes what out() reads.
+  gradcomp::backend_span<float, Backend> scratch(std::size_t t) { return buffers_[t].view(); }
+  // `v` (backend memory) as host memory: itself, or a copy in tensor t's host buffer.
+  gradcomp::span<const float> out(std::size_t t, view v) const {
+    if constexpr (host_memory) {
+      return v;
+    } else {
+      host_[t].resize(v.size());
+      if (!gradcomp::copy_to_host(backend_, v, gradcomp::span<float>(host_[t].data(), v.size())))
+        throw std::runtime_error("staging: a copy to the host failed");
+      gradcomp::synchronize(backend_);
+      return gradcomp::span<const float>(host_[t].data(), v.size());
+    }
+  }
+
+ private:
+  Backend backend_;
+  std::vector<gradcomp::backend_buffer<float, Backend>> buffers_;
+  mutable std::vector<std::vector<float>> host_;
+};
+
+}  // namespace detail
+
+/// A worker of Step-Ahead Error Feedback (`gradcomp::saef_worker`) around a compressor, on the
+/// compressor's backend: its gradients go to the worker's momentum, `eta * M` through the
+/// compressor. Where the backend's memory is not the host's, the host's gradients, weights and
+/// residuals are staged through buffers in it.
 template <class Compressor>
 class saef_adapter final : public worker_compressor {
+  using worker_type = gradcomp::saef_worker<Compressor>;
+  using Backend = typename worker_type::backend_type;
+
  public:
-  saef_adapter(Compressor c, gradcomp::saef_config cfg) : c_(std::move(c)), cfg_(cfg) {}
+  saef_adapter(Compressor c, gradcomp::saef_config cfg)
+      : c_(std::move(c)), cfg_(cfg), grads_(c_.backend()), points_(c_.backend()), residuals_(c_.backend()) {}
   std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
                          gradcomp::tensor_mode mode) override {
-    return c_.add_tensor(name, shape, mode);
+    const std::size_t id = c_.add_tensor(name, shape, mode);
+    grads_.add(c_.info(id).numel);
+    points_.add(c_.info(id).numel);
+    residuals_.add(c_.info(id).numel);
+    return id;
   }
   const gradcomp::tensor_info& info(std::size_t id) const override { return c_.info(id); }
   void begin_step(std::size_t epoch, double lr) override {
@@ -377,7 +446,9 @@ class saef_adapter final : public worker_compressor {
     else return 1.0;
   }
   gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& grads) override {
-    return worker().step(grads);
+    const auto staged = grads_.in(grads);
+    if (!staged) return gradcomp::fail(staged.error());
+    return worker().step(*staged);
   }
   gradcomp::result<gradcomp::step_stats> stats() override { return c_.stats(); }
   std::size_t max_message_bytes(const gradcomp::wire::encode_options& opt) const override {
@@ -390,47 +461,73 @@ class saef_adapter final : public worker_compressor {
   gradcomp::receiver_layout receiver() const override { return worker().receiver(); }
   bool steps_ahead() const override { return true; }
   void lookahead(std::size_t t, gradcomp::span<const float> x, gradcomp::span<float> out) override {
-    if (!worker().lookahead(t, x, out)) throw std::logic_error("lookahead: the tensor's own length");
+    bool done = false;
+    if constexpr (detail::staging<Backend>::host_memory) {
+      done = static_cast<bool>(worker().lookahead(t, x, out));
+    } else if (const auto at = points_.in(t, x); at) {
+      done = static_cast<bool>(worker().lookahead(t, *at, points_.scratch(t)));
+      if (done) {
+        const auto back = points_.out(t, gradcomp::readonly(points_.scratch(t)));
+        std::copy(back.begin(), back.end(), out.begin());
+      }
+    }
+    if (!done) throw std::logic_error("lookahead: the tensor's own length");
   }
   bool averaging_due() const override { return worker_ && worker_->averaging_due(); }
   gradcomp::span<const float> residual(std::size_t t) const override {
-    return worker_ ? worker_->residual(t) : gradcomp::span<const float>();
+    return worker_ ? residuals_.out(t, worker_->residual(t)) : gradcomp::span<const float>();
   }
   gradcomp::result<void> set_residuals(const std::vector<gradcomp::span<const float>>& mean) override {
-    return worker().set_residuals(mean);
+    const auto staged = grads_.in(mean);
+    if (!staged) return gradcomp::fail(staged.error());
+    return worker().set_residuals(*staged);
   }
 
  private:
   // The SAEF worker, once the tensors are registered.
-  gradcomp::saef_worker<Compressor>& worker() {
-    if (!worker_) worker_ = std::make_unique<gradcomp::saef_worker<Compressor>>(c_, cfg_);
+  worker_type& worker() {
+    if (!worker_) worker_ = std::make_unique<worker_type>(c_, cfg_);
     return *worker_;
   }
-  const gradcomp::saef_worker<Compressor>& worker() const { return const_cast<saef_adapter*>(this)->worker(); }
+  const worker_type& worker() const { return const_cast<saef_adapter*>(this)->worker(); }
 
   Compressor c_;
   gradcomp::saef_config cfg_;
-  std::unique_ptr<gradcomp::saef_worker<Compressor>> worker_;
+  std::unique_ptr<worker_type> worker_;
+  detail::staging<Backend> grads_;   // the gradients, or the mean residuals
+  detail::staging<Backend> points_;     // the weights and the step-ahead points
+  detail::staging<Backend> residuals_;  // the residuals read back
 };
 
-/// The server of Step-Ahead Error Feedback (`gradcomp::saef_server`) around a compressor.
+/// The server of Step-Ahead Error Feedback (`gradcomp::saef_server`) around a compressor, on its
+/// backend (the averaged update staged in, D' read back where that memory is not the host's).
 template <class Compressor>
 class saef_server_stage final : public update_stage {
+  using server_type = gradcomp::saef_server<Compressor>;
+  using Backend = typename server_type::backend_type;
+
  public:
-  explicit saef_server_stage(Compressor c) : c_(std::move(c)) {}
+  explicit saef_server_stage(Compressor c) : c_(std::move(c)), mean_(c_.backend()), updates_(c_.backend()) {}
   std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
                          gradcomp::tensor_mode mode) override {
-    return c_.add_tensor(name, shape, mode);
+    const std::size_t id = c_.add_tensor(name, shape, mode);
+    mean_.add(c_.info(id).numel);
+    updates_.add(c_.info(id).numel);
+    return id;
   }
   gradcomp::result<void> step(const std::vector<gradcomp::span<const float>>& mean) override {
-    if (!server_) server_ = std::make_unique<gradcomp::saef_server<Compressor>>(c_);
-    return server_->step(mean);
+    if (!server_) server_ = std::make_unique<server_type>(c_);
+    const auto staged = mean_.in(mean);
+    if (!staged) return gradcomp::fail(staged.error());
+    return server_->step(*staged);
   }
-  gradcomp::span<const float> update(std::size_t t) const override { return server_->update(t); }
+  gradcomp::span<const float> update(std::size_t t) const override { return updates_.out(t, server_->update(t)); }
 
  private:
   Compressor c_;  // a warm-up schedule counts steps, as the workers' do
-  std::unique_ptr<gradcomp::saef_server<Compressor>> server_;
+  std::unique_ptr<server_type> server_;
+  detail::staging<Backend> mean_;
+  detail::staging<Backend> updates_;
 };
 
 /// The replica's side: every worker's message summed and averaged on a backend
@@ -580,24 +677,26 @@ inline gradcomp::warmup_schedule warmup(const train_options& o, std::size_t step
 
 // Top-k with error feedback on its input as SAEF's compressor: DGC's exact top-k without momentum
 // correction, the demo's warm-up to the final density.
-inline gradcomp::dgc_compressor<float> saef_topk(const train_options& o, std::size_t steps_per_epoch) {
+template <class Backend>
+gradcomp::dgc_compressor<float, Backend> saef_topk(const train_options& o, std::size_t steps_per_epoch,
+                                                   Backend backend) {
   gradcomp::dgc_config cfg;
   cfg.momentum_correction = false;
   cfg.momentum_masking = false;
   cfg.selection = gradcomp::selection_method::exact_topk;
   cfg.schedule = warmup(o, steps_per_epoch);
   cfg.policy.compress_vectors = o.compress_vectors;
-  return gradcomp::dgc_compressor<float>(cfg);
+  return gradcomp::dgc_compressor<float, Backend>(cfg, backend);
 }
 // Scaled signs with error feedback on its input (learning rate 1: the input is eta * M).
-inline gradcomp::ef_signsgd_compressor<float> saef_sign() {
+template <class Backend>
+gradcomp::ef_signsgd_compressor<float, Backend> saef_sign(Backend backend) {
   gradcomp::ef_signsgd_config cfg;
   cfg.learning_rate = 1.0;
-  return gradcomp::ef_signsgd_compressor<float>(cfg);
+  return gradcomp::ef_signsgd_compressor<float, Backend>(cfg, backend);
 }
-// A SAEF mode: the worker's and the server's compressor from make(), residuals averaged every 20
-// steps. The demo runs SAEF's compressors on the CPU backend whatever --backend says (which then
-// only places the replica's sums).
+// A SAEF mode: the worker's and the server's compressor from make(backend) on the backend
+// `o.backend`, residuals averaged every 20 steps.
 template <class Make>
 mode_spec saef_mode(const std::string& name, const train_options& o, Make make) {
   mode_spec m;
@@ -606,11 +705,18 @@ mode_spec saef_mode(const std::string& name, const train_options& o, Make make) 
   cfg.learning_rate = o.lr;
   cfg.momentum = o.momentum;
   cfg.average_every = 20;
-  m.make_worker = [make, cfg](std::size_t) -> std::unique_ptr<worker_compressor> {
-    return std::make_unique<saef_adapter<decltype(make())>>(make(), cfg);
+  const std::string backend = o.backend;
+  m.make_worker = [make, cfg, backend](std::size_t) -> std::unique_ptr<worker_compressor> {
+    return with_backend(backend, [&](auto b) -> std::unique_ptr<worker_compressor> {
+      auto c = make(b);
+      return std::make_unique<saef_adapter<decltype(c)>>(std::move(c), cfg);
+    });
   };
-  m.make_server = [make]() -> std::unique_ptr<update_stage> {
-    return std::make_unique<saef_server_stage<decltype(make())>>(make());
+  m.make_server = [make, backend]() -> std::unique_ptr<update_stage> {
+    return with_backend(backend, [&](auto b) -> std::unique_ptr<update_stage> {
+      auto c = make(b);
+      return std::make_unique<saef_server_stage<decltype(c)>>(std::move(c));
+    });
   };
   m.update_includes_lr = true;
   return m;
@@ -711,12 +817,16 @@ inline const std::vector<mode_entry>& modes() {
        "warm-up to the final density) and again on their average, gradients at x - e, residuals averaged every 20 "
        "steps",
        [](const train_options& o, std::size_t steps_per_epoch) {
-         return detail::saef_mode("saef_topk", o, [o, steps_per_epoch] { return detail::saef_topk(o, steps_per_epoch); });
+         return detail::saef_mode("saef_topk", o, [o, steps_per_epoch](auto b) {
+           return detail::saef_topk(o, steps_per_epoch, b);
+         });
        }},
       {"saef_sign",
        "Step-Ahead Error Feedback with scaled signs (1 bit per element) both ways, gradients at x - e, residuals "
        "averaged every 20 steps",
-       [](const train_options& o, std::size_t) { return detail::saef_mode("saef_sign", o, [] { return detail::saef_sign(); }); }},
+       [](const train_options& o, std::size_t) {
+         return detail::saef_mode("saef_sign", o, [](auto b) { return detail::saef_sign(b); });
+       }},
       {"isgq",
        "ISGQ: each weight matrix sent as its layer input X and back-propagated error Delta (a row per image of "
        "the batch), dithered to 7 levels (3 bits per factor element, buckets of 512), the receiver rebuilding "
