@@ -314,7 +314,7 @@ TEST_CASE("EF-SignSGD's AVX2 kernels equal the portable ones bitwise") {
       auto measure = [&] {
         cpu::ef_sign_measure<float> m;
         cpu::ef_sign_measure_all(0.03f, g.data(), with_e ? e0.data() : nullptr, n, m);
-        return std::vector<double>(m.part, m.part + cpu::ef_sign_lanes);
+        return std::vector<double>(m.part, m.part + gradcomp::detail::sum_lanes);
       };
       auto keys = [&] {
         cpu::ef_sign_measure<float> m;

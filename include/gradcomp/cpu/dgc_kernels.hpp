@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "../detail/magnitude.hpp"
+#include "../detail/ordered_sum.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../error.hpp"
 #include "../detail/dgc_arithmetic.hpp"
@@ -63,41 +64,41 @@ bool all_finite(span<const T> g) {
   return is_finite_key<T>(largest_key(g));
 }
 
+// The squares of g[first, last) in double into the lanes of one block (detail/ordered_sum.hpp),
+// vectorised for float where the CPU allows.
 template <class T>
-norm_result l2_norm(span<const T> g) {
-  norm_result r;
-  // norm_lanes partial sums (lane j holds the elements i with i % norm_lanes == j), which the
-  // compiler vectorises; the order of the additions is fixed, so the result is the same on every
-  // run. Enough independent sums that the additions' latency hides behind the memory reads. A NaN
-  // or an infinity makes the sum non-finite, so the element-wise check only runs then.
-  double part[norm_lanes] = {};
-  const T* p = g.data();
-  const std::size_t n = g.size();
-  bool summed = false;
+void sum_squares(const T* g, std::size_t first, std::size_t last, double* lanes) {
 #if GRADCOMP_HAVE_AVX2_KERNELS
   if constexpr (std::is_same_v<T, float>) {
     if (use_avx2()) {
-      sum_squares_avx2(p, n, part);
-      summed = true;
+      sum_squares_avx2(g + first, last - first, lanes);
+      return;
     }
   }
 #endif
-  if (!summed) {
-    std::size_t i = 0;
-    for (; i + norm_lanes <= n; i += norm_lanes)
-      for (std::size_t j = 0; j < norm_lanes; ++j) {
-        const double x = static_cast<double>(p[i + j]);
-        part[j] += x * x;
-      }
-    for (std::size_t j = 0; i < n; ++i, ++j) {
-      const double x = static_cast<double>(p[i]);
-      part[j] += x * x;
-    }
-  }
-  // Pairwise, in a fixed order.
-  for (std::size_t width = norm_lanes / 2; width > 0; width /= 2)
-    for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
-  const double sum = part[0];
+  std::size_t i = first;
+  for (; i + sum_lanes <= last; i += sum_lanes)
+    for (std::size_t j = 0; j < sum_lanes; ++j) lanes[j] = sum_merge{}(lanes[j], square_leaf<T>{g}(i + j));
+  for (std::size_t j = 0; i < last; ++i, ++j) lanes[j] = sum_merge{}(lanes[j], square_leaf<T>{g}(i));
+}
+
+template <class T>
+norm_result l2_norm(span<const T> g) {
+  norm_result r;
+  // The sum of squares in the order of every backend (detail/ordered_sum.hpp): 32 lanes per block,
+  // which the compiler vectorises and whose additions' latency hides behind the memory reads. A
+  // NaN or an infinity makes the sum non-finite, so the element-wise check only runs then.
+  const T* p = g.data();
+  const std::size_t n = g.size();
+  const double sum = ordered_reduce<double>(
+      n,
+      [p](std::size_t first, std::size_t last) {
+        double lanes[sum_lanes] = {};
+        sum_squares(p, first, last, lanes);
+        combine_lanes(lanes, sum_merge{});
+        return lanes[0];
+      },
+      sum_merge{});
   if (std::isfinite(sum)) {
     r.norm = r.root = std::sqrt(sum);
     return r;
@@ -108,11 +109,10 @@ norm_result l2_norm(span<const T> g) {
   if (!r.finite) return r;
   // Only double input gets here: finite values whose squares overflow. Scale by the largest.
   const double top = std::fabs(static_cast<double>(value_of_key<T>(largest)));
-  double scaled = 0.0;
-  for (std::size_t k = 0; k < n; ++k) {
-    const double x = static_cast<double>(p[k]) / top;
-    scaled += x * x;
-  }
+  const scaled_square_leaf<T> leaf{p, top};
+  const double scaled = ordered_reduce<double>(
+      n, [leaf](std::size_t first, std::size_t last) { return fold_block<double>(first, last, leaf, sum_merge{}); },
+      sum_merge{});
   r.scale = top;
   r.root = std::sqrt(scaled);
   r.norm = top * r.root;

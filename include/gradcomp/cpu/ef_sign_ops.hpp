@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "../backend.hpp"
 #include "../detail/magnitude.hpp"
+#include "../detail/ordered_sum.hpp"
 #include "../ef_signsgd/step_plan.hpp"
 #include "../span.hpp"
 #include "simd.hpp"
@@ -18,26 +18,60 @@ namespace gradcomp {
 namespace detail {
 namespace cpu {
 
-// Lanes of the L1 norm's partial sums: element i goes to lane i % ef_sign_lanes.
-inline constexpr std::size_t ef_sign_lanes = 32;
-
-// What measure computes, in the portable order: every kernel below gives the same bits.
+// One element's share of the measure: |p| in double (p = e + lr * g, or lr * g without e, a
+// multiplication and an addition, never fused) and the magnitude keys of g and p. Reduced in the
+// order of detail/ordered_sum.hpp, with ef_sign_merge, on every backend.
 template <class T>
-struct ef_sign_measure {
-  double part[ef_sign_lanes] = {};
+struct ef_sign_sums {
+  double l1 = 0.0;
   key_t<T> top_g = 0, top_p = 0;
 };
 
-// Elements [first, n) of the measure, continuing the lanes of element i at i % ef_sign_lanes.
 template <class T>
-void ef_sign_measure_portable(T lr, const T* g, const T* e, std::size_t first, std::size_t n, ef_sign_measure<T>& m) {
-  for (std::size_t i = first; i < n; ++i) {
+struct ef_sign_merge {
+  GRADCOMP_HD ef_sign_sums<T> operator()(const ef_sign_sums<T>& a, const ef_sign_sums<T>& b) const {
+    return {a.l1 + b.l1, a.top_g > b.top_g ? a.top_g : b.top_g, a.top_p > b.top_p ? a.top_p : b.top_p};
+  }
+};
+
+template <class T>
+struct ef_sign_leaf {
+  T lr;
+  const T* g;
+  const T* e;  // null: p = lr * g
+  GRADCOMP_HD ef_sign_sums<T> operator()(std::size_t i) const {
     const T gi = g[i];
     const T p = e != nullptr ? static_cast<T>(e[i] + lr * gi) : static_cast<T>(lr * gi);
-    const key_t<T> kg = magnitude_key(gi), kp = magnitude_key(p);
-    m.top_g = kg > m.top_g ? kg : m.top_g;
-    m.top_p = kp > m.top_p ? kp : m.top_p;
-    m.part[i % ef_sign_lanes] += std::fabs(static_cast<double>(p));
+    return {std::fabs(static_cast<double>(p)), magnitude_key(gi), magnitude_key(p)};
+  }
+};
+
+// The tensor's record from its measure: the largest |g| (NaN where g holds a NaN or an infinity),
+// whether every p is finite, ||p||_1.
+template <class T>
+GRADCOMP_HD void ef_sign_record_sums(const ef_sign_sums<T>& s, ef_sign_record& r) {
+  r.largest = is_finite_key<T>(s.top_g) ? static_cast<double>(value_of_key<T>(s.top_g)) : __builtin_nan("");
+  r.p_finite = is_finite_key<T>(s.top_p) ? 1 : 0;
+  r.l1 = s.l1;
+}
+
+// One block's measure in progress: the lanes of ||p||_1 and the keys' maxima. Every kernel below
+// gives the bits of fold_block over ef_sign_leaf.
+template <class T>
+struct ef_sign_measure {
+  double part[sum_lanes] = {};
+  key_t<T> top_g = 0, top_p = 0;
+};
+
+// Elements [first, n) of the measure, continuing the lanes of element i at i % sum_lanes.
+template <class T>
+void ef_sign_measure_portable(T lr, const T* g, const T* e, std::size_t first, std::size_t n, ef_sign_measure<T>& m) {
+  const ef_sign_leaf<T> leaf{lr, g, e};
+  for (std::size_t i = first; i < n; ++i) {
+    const ef_sign_sums<T> x = leaf(i);
+    m.top_g = x.top_g > m.top_g ? x.top_g : m.top_g;
+    m.top_p = x.top_p > m.top_p ? x.top_p : m.top_p;
+    m.part[i % sum_lanes] += x.l1;
   }
 }
 
@@ -55,11 +89,11 @@ void ef_sign_apply_portable(T lr, T s, const T* g, T* e, T* values, std::size_t 
 #if GRADCOMP_HAVE_AVX2_KERNELS
 // The float measure with eight floats per vector: p = e + lr*g with a multiplication and an
 // addition (never fused), the keys' maxima as integers, and |p| in double into the 32 lanes in
-// the portable order (lane j holds elements i with i % 32 == j, each lane summed in order).
+// the portable order (lane j takes elements i with i % 32 == j, each lane summed in order).
 // Returns the first element it did not take.
 GRADCOMP_TARGET_AVX2 inline std::size_t ef_sign_measure_avx2(float lr, const float* g, const float* e, std::size_t n,
                                                              ef_sign_measure<float>& m) {
-  static_assert(ef_sign_lanes == 32, "four vectors of eight floats per iteration");
+  static_assert(sum_lanes == 32, "four vectors of eight floats per iteration");
   const __m256 vlr = _mm256_set1_ps(lr);
   const __m256i abs = _mm256_set1_epi32(0x7fffffff);
   const __m256d abs_d = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
@@ -67,7 +101,7 @@ GRADCOMP_TARGET_AVX2 inline std::size_t ef_sign_measure_avx2(float lr, const flo
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_pd(m.part + 4 * j);
   __m256i kg = _mm256_setzero_si256(), kp = kg;
   std::size_t i = 0;
-  for (; i + ef_sign_lanes <= n; i += ef_sign_lanes) {
+  for (; i + sum_lanes <= n; i += sum_lanes) {
     for (int j = 0; j < 4; ++j) {
       const __m256 gv = _mm256_loadu_ps(g + i + 8 * j);
       const __m256 lg = _mm256_mul_ps(vlr, gv);
@@ -132,21 +166,23 @@ void ef_sign_apply_all(T lr, T s, const T* g, T* e, T* values, std::size_t n) {
 template <>
 struct ef_sign_ops<cpu_backend> {
   // One read of g and e: the largest |g| (through magnitude keys, so a NaN or an infinity shows),
-  // whether every p is finite, and ||p||_1 in double over 32 interleaved partial sums combined
-  // pairwise (a fixed order, so every run and every backend that follows it gets the same bits).
+  // whether every p is finite, and ||p||_1 in double in the order of every backend
+  // (detail/ordered_sum.hpp).
   template <class T>
   static void measure(const cpu_backend&, T lr, span<const T> g, span<const T> e, span<ef_sign_record> records,
                       std::size_t t) {
-    cpu::ef_sign_measure<T> m;
-    cpu::ef_sign_measure_all(lr, g.data(), e.empty() ? nullptr : e.data(), g.size(), m);
-    double* part = m.part;
-    for (std::size_t width = cpu::ef_sign_lanes / 2; width > 0; width /= 2)
-      for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
-    ef_sign_record& r = records[t];
-    r.largest = is_finite_key<T>(m.top_g) ? static_cast<double>(value_of_key<T>(m.top_g))
-                                           : std::numeric_limits<double>::quiet_NaN();
-    r.p_finite = is_finite_key<T>(m.top_p) ? 1 : 0;
-    r.l1 = part[0];
+    const T* gp = g.data();
+    const T* ep = e.empty() ? nullptr : e.data();
+    const auto s = ordered_reduce<cpu::ef_sign_sums<T>>(
+        g.size(),
+        [&](std::size_t first, std::size_t last) {
+          cpu::ef_sign_measure<T> m;
+          cpu::ef_sign_measure_all(lr, gp + first, ep != nullptr ? ep + first : nullptr, last - first, m);
+          combine_lanes(m.part, sum_merge{});
+          return cpu::ef_sign_sums<T>{m.part[0], m.top_g, m.top_p};
+        },
+        cpu::ef_sign_merge<T>{});
+    cpu::ef_sign_record_sums(s, records[t]);
   }
   static void plan(const cpu_backend&, span<ef_sign_record> records, span<ef_sign_step_record> step) {
     plan_ef_sign_step(records.data(), records.size(), step.data());

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "../detail/magnitude.hpp"
+#include "../detail/ordered_sum.hpp"
 #include "../dgc/momentum_kind.hpp"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
@@ -36,9 +37,6 @@ namespace detail {
 namespace cpu {
 
 enum class simd_level : int { portable = 0, avx2 = 1 };
-
-// Partial sums of l2_norm.
-inline constexpr std::size_t norm_lanes = 32;
 
 // Records the magnitude keys of v at next, next + stride, ... as a pass over v moves on: each
 // take(v, last) records the positions below `last` not recorded yet. The fused pass calls it
@@ -132,15 +130,15 @@ inline bool portable_pinned() {
 
 #if GRADCOMP_HAVE_AVX2_KERNELS
 
-// Sum of squares of n floats in double, into norm_lanes partial sums updated in the same order
-// as the portable l2_norm's (lane j holds the elements i with i % norm_lanes == j): eight
+// Sum of squares of n floats in double into the sum_lanes lanes of one block, updated in the
+// order of detail/ordered_sum.hpp (lane j takes the elements i with i % sum_lanes == j): eight
 // independent vector sums, so the additions' latency does not limit the pass.
-GRADCOMP_TARGET_AVX2 inline void sum_squares_avx2(const float* p, std::size_t n, double part[norm_lanes]) {
-  static_assert(norm_lanes == 32, "four vectors of eight floats per iteration");
+GRADCOMP_TARGET_AVX2 inline void sum_squares_avx2(const float* p, std::size_t n, double part[sum_lanes]) {
+  static_assert(sum_lanes == 32, "four vectors of eight floats per iteration");
   __m256d acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_pd(part + 4 * j);
   std::size_t i = 0;
-  for (; i + norm_lanes <= n; i += norm_lanes) {
+  for (; i + sum_lanes <= n; i += sum_lanes) {
     for (int j = 0; j < 4; ++j) {
       const __m256 x = _mm256_loadu_ps(p + i + 8 * j);
       const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));

@@ -7,6 +7,7 @@
 
 #include "../backend.hpp"
 #include "../detail/magnitude.hpp"
+#include "../detail/ordered_sum.hpp"
 #include "../detail/philox.hpp"
 #include "../span.hpp"
 #include "../terngrad/step_plan.hpp"
@@ -15,22 +16,37 @@ namespace gradcomp {
 namespace detail {
 namespace cpu {
 
-// Lanes of the sums' partial sums: element i goes to lane i % terngrad_lanes, each lane summed in
-// element order, the lanes combined pairwise; every backend follows this order.
-inline constexpr std::size_t terngrad_lanes = 32;
-
-// The lanes' partial sums of g and g^2 (in double) combined pairwise, and the largest |g|, into
-// the record (a NaN or an infinity in g makes `largest` NaN). Also the Thrust backend's.
+// One element's share of TernGrad's measure: g and g^2 in double and the magnitude key of g.
+// Reduced in the order of detail/ordered_sum.hpp, with terngrad_merge, on every backend.
 template <class T>
-GRADCOMP_HD void terngrad_record_sums(double* sum, double* squares, key_t<T> top, terngrad_record& r) {
-  for (std::size_t width = terngrad_lanes / 2; width > 0; width /= 2)
-    for (std::size_t j = 0; j < width; ++j) {
-      sum[j] += sum[j + width];
-      squares[j] += squares[j + width];
-    }
-  r.largest = is_finite_key<T>(top) ? static_cast<double>(value_of_key<T>(top)) : __builtin_nan("");
-  r.sum = sum[0];
-  r.squares = squares[0];
+struct terngrad_sums {
+  double sum = 0.0, squares = 0.0;
+  key_t<T> top = 0;
+};
+
+template <class T>
+struct terngrad_merge {
+  GRADCOMP_HD terngrad_sums<T> operator()(const terngrad_sums<T>& a, const terngrad_sums<T>& b) const {
+    return {a.sum + b.sum, a.squares + b.squares, a.top > b.top ? a.top : b.top};
+  }
+};
+
+template <class T>
+struct terngrad_leaf {
+  const T* g;
+  GRADCOMP_HD terngrad_sums<T> operator()(std::size_t i) const {
+    const double x = static_cast<double>(g[i]);
+    return {x, x * x, magnitude_key(g[i])};
+  }
+};
+
+// The tensor's record from its measure (a NaN or an infinity in g makes `largest` NaN). Also the
+// Thrust backend's.
+template <class T>
+GRADCOMP_HD void terngrad_record_sums(const terngrad_sums<T>& s, terngrad_record& r) {
+  r.largest = is_finite_key<T>(s.top) ? static_cast<double>(value_of_key<T>(s.top)) : __builtin_nan("");
+  r.sum = s.sum;
+  r.squares = s.squares;
 }
 
 // Elements [first, last) of a compressed tensor's message: four elements share a Philox block.
@@ -49,19 +65,18 @@ GRADCOMP_HD void terngrad_apply_range(const terngrad_step_params& p, std::uint32
 template <>
 struct terngrad_ops<cpu_backend> {
   // One read of g: the largest |g| (through magnitude keys, so a NaN or an infinity shows), and
-  // the sums of g and g^2 in double over 32 interleaved partial sums combined pairwise.
+  // the sums of g and g^2 in double in the order of every backend (detail/ordered_sum.hpp).
   template <class T>
   static void measure(const cpu_backend&, span<const T> g, span<terngrad_record> records, std::size_t t) {
-    double sum[cpu::terngrad_lanes] = {}, squares[cpu::terngrad_lanes] = {};
-    key_t<T> top = 0;
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      const key_t<T> k = magnitude_key(g[i]);
-      top = k > top ? k : top;
-      const double x = static_cast<double>(g[i]);
-      sum[i % cpu::terngrad_lanes] += x;
-      squares[i % cpu::terngrad_lanes] += x * x;
-    }
-    cpu::terngrad_record_sums<T>(sum, squares, top, records[t]);
+    const cpu::terngrad_leaf<T> leaf{g.data()};
+    const cpu::terngrad_merge<T> merge;
+    const auto s = ordered_reduce<cpu::terngrad_sums<T>>(
+        g.size(),
+        [&](std::size_t first, std::size_t last) {
+          return fold_block<cpu::terngrad_sums<T>>(first, last, leaf, merge);
+        },
+        merge);
+    cpu::terngrad_record_sums<T>(s, records[t]);
   }
   static void plan(const cpu_backend&, span<terngrad_record> records, const terngrad_step_params& p,
                    span<terngrad_step_record> step) {

@@ -1,7 +1,6 @@
 // The DGC step's kernels of the portable Thrust backend: each applies the per-element arithmetic
 // the CPU kernels use (detail/dgc_arithmetic.hpp), and the L2 norm keeps the CPU's summation
-// order (32 interleaved partial sums in double, combined pairwise in a fixed tree), so every
-// result is bitwise the CPU's.
+// order (detail/ordered_sum.hpp), so every result is bitwise the CPU's.
 #pragma once
 
 #include <cmath>
@@ -23,6 +22,7 @@
 #include "../dgc/momentum_kind.hpp"
 #include "../dgc/step_plan.hpp"
 #include "../error.hpp"
+#include "ordered_sum.hpp"
 #include "system_memory.hpp"
 
 namespace gradcomp {
@@ -113,22 +113,6 @@ struct scale_copy_op {
   GRADCOMP_HD T operator()(T g) const { return c * g; }
 };
 
-// Partial sum `lane` of the L2 norm: the squares of elements lane, lane + lanes, ... in order.
-template <class T>
-struct norm_lane_op {
-  const T* g;
-  std::size_t n;
-  double* part;
-  GRADCOMP_HD void operator()(std::size_t lane) const {
-    double s = 0.0;
-    for (std::size_t i = lane; i < n; i += cpu::norm_lanes) {
-      const double x = static_cast<double>(g[i]);
-      s += x * x;
-    }
-    part[lane] = s;
-  }
-};
-
 template <class T>
 struct magnitude_key_of {
   GRADCOMP_HD key_t<T> operator()(T v) const { return magnitude_key(v); }
@@ -155,18 +139,15 @@ template <class T>
 constexpr bool squares_may_overflow =
     2 * std::numeric_limits<T>::max_exponent + 32 > std::numeric_limits<double>::max_exponent;
 
-// One thread: the lanes' partial sums combined in the CPU's tree (part[0] receives the sum), the
-// norm where the sum is finite; otherwise not finite, pending the fallback below.
+// One thread: the norm where the sum of squares is finite; otherwise not finite, pending the
+// fallback below.
 struct norm_combine {
-  double* part;
+  const double* sum;
   cpu::norm_result* out;
   GRADCOMP_HD void operator()(std::size_t) const {
-    for (std::size_t width = cpu::norm_lanes / 2; width > 0; width /= 2)
-      for (std::size_t j = 0; j < width; ++j) part[j] += part[j + width];
     cpu::norm_result r;
-    const double sum = part[0];
-    if (sum - sum == 0.0) {  // finite
-      r.norm = r.root = sqrt(sum);
+    if (*sum - *sum == 0.0) {  // finite
+      r.norm = r.root = sqrt(*sum);
     } else {
       r.finite = false;
     }
@@ -185,27 +166,32 @@ struct key_if_overflowed {
   }
 };
 
-// One thread, where the plain sum was not finite: a finite input's scaled sum of squares in the
-// CPU's order (one sum, element by element), the norm as scale * root.
+// The scaled square of g[i] (the CPU's fallback) where the plain sum was not finite and the input
+// is (zero otherwise, without reading g).
 template <class T>
-struct norm_fallback {
+struct scaled_square_if_overflowed {
   const T* g;
-  std::size_t n;
   const double* sum;
   const key_t<T>* largest;
+  GRADCOMP_HD double operator()(std::size_t i) const {
+    if (*sum - *sum == 0.0 || !is_finite_key<T>(*largest)) return 0.0;
+    return scaled_square_leaf<T>{g, fabs(static_cast<double>(value_of_key<T>(*largest)))}(i);
+  }
+};
+
+// One thread, where the plain sum was not finite and the input is: the norm as scale * root.
+template <class T>
+struct norm_fallback {
+  const double* sum;
+  const key_t<T>* largest;
+  const double* scaled;
   cpu::norm_result* out;
   GRADCOMP_HD void operator()(std::size_t) const {
     if (*sum - *sum == 0.0 || !is_finite_key<T>(*largest)) return;
-    const double top = fabs(static_cast<double>(value_of_key<T>(*largest)));
-    double s = 0.0;
-    for (std::size_t k = 0; k < n; ++k) {
-      const double x = static_cast<double>(g[k]) / top;
-      s += x * x;
-    }
     cpu::norm_result r;
-    r.scale = top;
-    r.root = sqrt(s);
-    r.norm = top * r.root;
+    r.scale = fabs(static_cast<double>(value_of_key<T>(*largest)));
+    r.root = sqrt(*scaled);
+    r.norm = r.scale * r.root;
     *out = r;
   }
 };
@@ -213,24 +199,26 @@ struct norm_fallback {
 // The scratch of issue_l2_norm in System's memory.
 template <class T>
 struct norm_scratch {
-  double part[cpu::norm_lanes];
+  double sum;
+  double scaled;
   key_t<T> largest;
   cpu::norm_result result;
 };
 
 // Issues cpu::l2_norm of g[0, n) in the CPU's order into w->result, without the host waiting: the
-// 32 lanes' partial sums, their tree on one thread and, for double, the scaled fallback (a
-// reduction that reads g only where the plain sum overflowed).
+// sum of squares in the order of detail/ordered_sum.hpp and, for double, the scaled fallback (a
+// largest key and a second sum that read g only where the plain sum overflowed).
 template <class T, class System>
 void issue_l2_norm(stream_t stream, const T* g, std::size_t n, norm_scratch<T>* w) {
-  thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), cpu::norm_lanes,
-                     norm_lane_op<T>{g, n, w->part});
-  run_once<System>(stream, norm_combine{w->part, &w->result});
+  issue_ordered_reduce<double, System>(stream, n, square_leaf<T>{g}, sum_merge{}, &w->sum);
+  run_once<System>(stream, norm_combine{&w->sum, &w->result});
   if constexpr (squares_may_overflow<T>) {
     const auto keys = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
-                                                      key_if_overflowed<T>{g, w->part});
+                                                      key_if_overflowed<T>{g, &w->sum});
     execution<System>::reduce_into(stream, keys, n, key_t<T>(0), key_max<key_t<T>>{}, &w->largest);
-    run_once<System>(stream, norm_fallback<T>{g, n, w->part, &w->largest, &w->result});
+    issue_ordered_reduce<double, System>(stream, n, scaled_square_if_overflowed<T>{g, &w->sum, &w->largest},
+                                         sum_merge{}, &w->scaled);
+    run_once<System>(stream, norm_fallback<T>{&w->sum, &w->largest, &w->scaled, &w->result});
   }
 }
 
