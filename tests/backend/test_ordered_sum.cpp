@@ -16,6 +16,7 @@
 
 #include "support/inputs.hpp"
 #include "support/ordered_sum_reference.hpp"
+#include "support/simd_level.hpp"
 
 namespace {
 
@@ -23,15 +24,9 @@ namespace cpu = gradcomp::detail::cpu;
 namespace reference = gradcomp_test::ordered_sum_reference;
 using gradcomp::detail::sum_block;
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using gradcomp_test::with_level;
 
-template <class F>
-auto with_level(cpu::simd_level level, F f) {
-  cpu::simd_override().store(static_cast<int>(level));
-  auto r = f();
-  cpu::simd_override().store(-1);
-  return r;
-}
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 const cpu::simd_level levels[] = {cpu::simd_level::portable, cpu::simd_level::avx2};
 

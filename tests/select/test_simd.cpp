@@ -12,21 +12,13 @@
 #include <vector>
 
 #include "support/inputs.hpp"
+#include "support/simd_level.hpp"
 
 using gradcomp::momentum_kind;
 using namespace gradcomp_test;
 namespace cpu = gradcomp::detail::cpu;
 
 namespace {
-
-// Runs f() with the kernels pinned to `level`, then restores automatic dispatch.
-template <class F>
-auto with_level(cpu::simd_level level, F f) {
-  cpu::simd_override().store(static_cast<int>(level));
-  auto r = f();
-  cpu::simd_override().store(-1);
-  return r;
-}
 
 std::vector<float> awkward_values(std::size_t n, std::uint64_t seed) {
   auto v = random_vector<float>(n, dist::student_t, seed);
