@@ -28,6 +28,9 @@ packages=(
   doxygen
   libbenchmark-dev
   zlib1g-dev
+  # MPI for the exchange's tests under mpirun (gradcomp/comm/mpi.hpp, optional in the library).
+  libopenmpi-dev
+  openmpi-bin
   # The Fashion-MNIST demo (README's main command): Eigen for its model, the real data set, and
   # matplotlib for its plots. The library itself needs none of them.
   libeigen3-dev
