@@ -8,6 +8,7 @@
 //   train_fashion_mnist                       quick comparison of the four modes, 4 workers
 //   train_fashion_mnist --full                longer comparison, 8 workers
 //   train_fashion_mnist --modes dense,dgc --workers 2 --epochs 3 --summary-json out.json
+//   mpirun -np 4 train_fashion_mnist --mpi    one worker per MPI process: the same run, bit for bit
 //
 // Run with --help for every option.
 #include <algorithm>
@@ -26,6 +27,9 @@
 
 #include "dataset.hpp"
 #include "trainer.hpp"
+#if defined(FMNIST_WITH_MPI)
+#include "exchange_mpi.hpp"
+#endif
 
 namespace {
 
@@ -37,6 +41,8 @@ struct cli {
   std::string summary_json;
   std::size_t jobs = 0;
   bool full = false;
+  bool workers_set = false;
+  bool mpi = false;
 };
 
 const char* usage_text =
@@ -57,6 +63,8 @@ const char* usage_text =
     "  --max-steps S        stop every mode after S steps\n"
     "  --seed S             seed of initial weights, data order and sampling (default 1)\n"
     "  --jobs J             modes trained at the same time (default: number of cores)\n"
+    "  --mpi                one worker per MPI process (run under mpirun; --workers defaults to\n"
+    "                       the number of processes): the same run as in one process, bit for bit\n"
     "  --backend NAME       where the workers compress and the replica sums: cpu (default);\n"
     "                       thrust: the portable Thrust backend on OpenMP, the code a GPU runs,\n"
     "                       the same results bit for bit (builds with the Thrust headers);\n"
@@ -93,7 +101,8 @@ std::vector<std::string> split(const std::string& s) {
 
 cli parse(int argc, char** argv) {
   cli c;
-  bool workers_set = false, epochs_set = false;
+  bool& workers_set = c.workers_set;
+  bool epochs_set = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -147,6 +156,12 @@ cli parse(int argc, char** argv) {
       c.csv = value();
     } else if (a == "--summary-json") {
       c.summary_json = value();
+    } else if (a == "--mpi") {
+#if defined(FMNIST_WITH_MPI)
+      c.mpi = true;
+#else
+      usage_error("--mpi needs a build with MPI (install libopenmpi-dev and reconfigure)");
+#endif
     } else {
       usage_error("unknown option '" + a + "'");
     }
@@ -177,6 +192,12 @@ cli parse(int argc, char** argv) {
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
 
@@ -213,6 +234,7 @@ void write_json(const std::string& path, const std::vector<fmnist::run_result>& 
         << ", \"compression_ratio\": " << fmt("%.2f", r.ratio_final)
         << ", \"compression_ratio_run\": " << fmt("%.2f", r.ratio_run)
         << ", \"clipped_fraction\": " << fmt("%.4f", r.clipped_fraction)
+        << ", \"weights_fnv1a\": \"" << hex64(r.weights_fnv1a) << "\""
         << ", \"compress_seconds\": " << fmt("%.3f", r.compress_seconds)
         << ", \"step_seconds\": " << fmt("%.3f", r.step_seconds) << "}"
         << (i + 1 < runs.size() ? ",\n" : "\n");
@@ -242,10 +264,43 @@ void print_table(const std::vector<fmnist::run_result>& runs) {
       "time spent compressing, encoding, decoding and aggregating.\n");
 }
 
+#if defined(FMNIST_WITH_MPI)
+// MPI for the duration of main, when --mpi asks for it.
+struct mpi_session {
+  bool on = false;
+  explicit mpi_session(bool wanted, int& argc, char**& argv) : on(wanted) {
+    if (on) MPI_Init(&argc, &argv);
+  }
+  ~mpi_session() {
+    if (on) MPI_Finalize();
+  }
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+};
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const cli c = parse(argc, argv);
+  cli c = parse(argc, argv);
+  bool speaks = true;  // this process prints and writes the results (rank 0 under --mpi)
+#if defined(FMNIST_WITH_MPI)
+  const mpi_session mpi(c.mpi, argc, argv);
+  if (c.mpi) {
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    speaks = rank == 0;
+    if (!c.workers_set) c.train.workers = static_cast<std::size_t>(ranks);
+    if (c.train.workers != static_cast<std::size_t>(ranks)) {
+      if (speaks)
+        std::fprintf(stderr, "train_fashion_mnist: --mpi runs one worker per process: --workers %zu, %d processes\n",
+                     c.train.workers, ranks);
+      return 2;
+    }
+    c.jobs = 1;  // one mode at a time: every process takes part in every collective, in order
+  }
+#endif
   try {
     fmnist::dataset train = fmnist::load_split(c.data_dir, "train");
     fmnist::dataset test = fmnist::load_split(c.data_dir, "t10k");
@@ -256,16 +311,19 @@ int main(int argc, char** argv) {
     fmnist::normalise(test, mean, stddev);
     const fmnist::train_options& o = c.train;
     const std::size_t steps_per_epoch = train.count / o.workers / o.batch;
-    std::printf("Fashion-MNIST: %zu training images, %zu test images; MLP", train.count,
-                o.test_limit ? std::min(o.test_limit, test.count) : test.count);
-    for (std::size_t i = 0; i < o.layers.size(); ++i) std::printf("%s%zu", i ? "-" : " ", o.layers[i]);
-    std::printf("\n%zu workers x batch %zu, %zu epochs of %zu steps, lr %g (cosine), momentum %g, backend %s\n",
-                o.workers, o.batch, o.epochs, steps_per_epoch, o.lr, o.momentum, o.backend.c_str());
-    std::printf("DGC: final density %g, warm-up %g epoch(s), clip %g, biases %s; modes:", o.final_density,
-                o.warmup_epochs, o.clip_norm, o.compress_vectors ? "sparsified" : "dense");
-    for (const auto& m : c.modes) std::printf(" %s", m.c_str());
-    std::printf("\n\n");
-    std::fflush(stdout);
+    if (speaks) {
+      std::printf("Fashion-MNIST: %zu training images, %zu test images; MLP", train.count,
+                  o.test_limit ? std::min(o.test_limit, test.count) : test.count);
+      for (std::size_t i = 0; i < o.layers.size(); ++i) std::printf("%s%zu", i ? "-" : " ", o.layers[i]);
+      std::printf("\n%zu workers%s x batch %zu, %zu epochs of %zu steps, lr %g (cosine), momentum %g, backend %s\n",
+                  o.workers, c.mpi ? " (one per MPI process)" : "", o.batch, o.epochs, steps_per_epoch, o.lr,
+                  o.momentum, o.backend.c_str());
+      std::printf("DGC: final density %g, warm-up %g epoch(s), clip %g, biases %s; modes:", o.final_density,
+                  o.warmup_epochs, o.clip_norm, o.compress_vectors ? "sparsified" : "dense");
+      for (const auto& m : c.modes) std::printf(" %s", m.c_str());
+      std::printf("\n\n");
+      std::fflush(stdout);
+    }
 
     std::vector<fmnist::run_result> runs(c.modes.size());
     std::vector<std::string> errors(c.modes.size());
@@ -273,14 +331,23 @@ int main(int argc, char** argv) {
     auto run_one = [&](std::size_t i) {
       try {
         const auto spec = fmnist::make_mode(c.modes[i], o, steps_per_epoch);
-        runs[i] = fmnist::train(spec, train, test, o, [&](const fmnist::run_result& r, const fmnist::epoch_record& e) {
+        const auto progress = [&](const fmnist::run_result& r, const fmnist::epoch_record& e) {
+          if (!speaks) return;
           std::lock_guard<std::mutex> lock(print_mutex);
           std::printf("[%-13s] epoch %2zu/%zu  train loss %.4f  test acc %6.2f%%  density %-9.4g "
                       "bytes/step %9.0f  ratio %7.1fx  %5.1f s\n",
                       r.mode.c_str(), e.epoch, o.epochs, e.train_loss, 100.0 * e.test_accuracy,
                       e.density, e.bytes_per_step, e.ratio, e.seconds);
           std::fflush(stdout);
-        });
+        };
+#if defined(FMNIST_WITH_MPI)
+        if (c.mpi) {
+          fmnist::mpi_process_exchange across(MPI_COMM_WORLD);
+          runs[i] = fmnist::train(spec, train, test, o, progress, nullptr, &across);
+          return;
+        }
+#endif
+        runs[i] = fmnist::train(spec, train, test, o, progress);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -295,6 +362,7 @@ int main(int argc, char** argv) {
     for (auto& t : pool) t.join();
     for (std::size_t i = 0; i < errors.size(); ++i)
       if (!errors[i].empty()) throw std::runtime_error("mode " + c.modes[i] + ": " + errors[i]);
+    if (!speaks) return 0;
 
     print_table(runs);
     if (!c.csv.empty()) {
@@ -310,6 +378,10 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
+#if defined(FMNIST_WITH_MPI)
+    // The other processes may be waiting in a collective for this one: end the whole job.
+    if (c.mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
     return 1;
   }
   return 0;

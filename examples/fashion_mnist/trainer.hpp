@@ -1,17 +1,20 @@
-// Simulated data-parallel training for the Fashion-MNIST demo: N workers in one process, each with
-// its own data shard, compressor state and sampling stream; every worker's gradient goes through
-// gradcomp's wire format (encode -> bytes -> decode-and-accumulate) and one averaged update is
-// applied to the model all replicas share (every replica would apply the same bytes, so one copy
-// stands for all of them). Part of the example, not of the library.
+// Data-parallel training for the Fashion-MNIST demo: N workers, each with its own data shard,
+// compressor state and sampling stream, all in one process (simulated) or one per MPI rank; every
+// worker's gradient goes through gradcomp's wire format (encode -> bytes -> decode-and-accumulate
+// in rank order) and the averaged update is applied to the model (in one process, one copy stands
+// for every replica, which would apply the same bytes). Both ways train bitwise the same weights.
+// Part of the example, not of the library.
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -61,8 +64,21 @@ struct run_result {
   double compress_seconds = 0.0;       ///< compress + encode + decode-and-accumulate + finish
   double step_seconds = 0.0;           ///< whole steps (gradients included)
   double clipped_fraction = 0.0;       ///< worker steps whose gradient was clipped
+  std::uint64_t weights_fnv1a = 0;     ///< FNV-1a of the trained parameters' bytes
   std::vector<epoch_record> epochs;
 };
+
+/// FNV-1a (64 bits) of the parameters' bytes, in order: equal for bitwise equal weights.
+inline std::uint64_t fingerprint(const std::vector<parameter>& params) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& p : params)
+    for (const float x : p.values) {
+      unsigned char bytes[sizeof(float)];
+      std::memcpy(bytes, &x, sizeof x);
+      for (const unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+    }
+  return h;
+}
 
 /// Called after each epoch (for progress output); may be empty.
 using epoch_callback = std::function<void(const run_result&, const epoch_record&)>;
@@ -70,12 +86,14 @@ using epoch_callback = std::function<void(const run_result&, const epoch_record&
 /**
  * Trains the MLP of `o.layers` with mode `spec` on `train`, evaluating on `test` after every
  * epoch. Same seed, same initial weights and the same data order for every mode. When
- * `final_parameters` is given, the trained parameters are copied there.
- * Throws std::runtime_error if gradcomp reports an error (a non-finite gradient, say).
+ * `final_parameters` is given, the trained parameters are copied there. `across` runs the workers
+ * it names local in this process and exchanges with the others (one per MPI rank); without it,
+ * every worker runs here. Throws std::runtime_error if gradcomp reports an error (a non-finite
+ * gradient, say).
  */
 inline run_result train(const mode_spec& spec, const dataset& train, const dataset& test,
                         const train_options& o, const epoch_callback& on_epoch = {},
-                        std::vector<parameter>* final_parameters = nullptr) {
+                        std::vector<parameter>* final_parameters = nullptr, exchange* across = nullptr) {
   using clock = std::chrono::steady_clock;
   auto seconds = [](clock::time_point a, clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
@@ -94,29 +112,35 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       o.max_steps ? std::min(o.max_steps, o.epochs * steps_per_epoch) : o.epochs * steps_per_epoch;
 
   mlp model(o.layers, o.seed);
-  // One compressor per worker (each with its own state and sampling stream), one aggregator for
-  // the replica, and the exchange between them.
-  std::vector<std::unique_ptr<worker_compressor>> workers;
+  // The exchange between the workers, one compressor per worker this process runs (each with its
+  // own state and sampling stream) and one aggregator for the replica.
+  in_process_exchange in_process(o.workers);
+  exchange& net = across != nullptr ? *across : in_process;
+  if (net.size() != o.workers)
+    throw std::invalid_argument(std::to_string(o.workers) + " workers over an exchange of " + std::to_string(net.size()));
+  std::vector<std::unique_ptr<worker_compressor>> workers(o.workers);
+  worker_compressor* lead = nullptr;  // the first local worker: the settings every worker shares
   for (std::size_t r = 0; r < o.workers; ++r) {
-    workers.push_back(make_worker(spec, o, r));
+    if (!net.local(r)) continue;
+    workers[r] = make_worker(spec, o, r);
     for (const auto& p : model.parameters())
-      workers.back()->add_tensor(p.name, p.shape, spec.dense ? gradcomp::tensor_mode::dense
-                                                             : gradcomp::tensor_mode::automatic);
+      workers[r]->add_tensor(p.name, p.shape, spec.dense ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
+    if (lead == nullptr) lead = workers[r].get();
   }
-  const std::unique_ptr<replica_sums> aggregator = make_replica(o, workers[0]->receiver());
-  in_process_exchange net(o.workers);
-  const std::size_t max_bytes = workers[0]->max_message_bytes(o.wire);
+  if (lead == nullptr) throw std::invalid_argument("no worker runs in this process");
+  const std::unique_ptr<replica_sums> aggregator = make_replica(o, lead->receiver());
+  const std::size_t max_bytes = lead->max_message_bytes(o.wire);
 
   run_result res;
   res.mode = spec.name;
   res.workers = o.workers;
   res.tensors = model.parameters().size();
   for (std::size_t t = 0; t < res.tensors; ++t) {
-    res.parameters += workers[0]->info(t).numel;
-    res.compressed_tensors += workers[0]->info(t).compressed;
+    res.parameters += lead->info(t).numel;
+    res.compressed_tensors += lead->info(t).compressed;
   }
   res.dense_bytes = 4.0 * static_cast<double>(res.parameters);
-  res.final_density = workers[0]->final_density();
+  res.final_density = lead->final_density();
 
   // Shards: one global shuffle, then contiguous slices; each worker reshuffles its own slice
   // every epoch with its own generator.
@@ -143,7 +167,7 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
   std::vector<std::uint8_t> y(o.batch);
   // Workers that share scales compute every gradient first (each into its own buffers), then
   // compress; the others compress each gradient as it comes (one set of buffers).
-  const bool sharing = workers[0]->shares_scales();
+  const bool sharing = lead->shares_scales();
   std::vector<std::vector<std::vector<float>>> grads(sharing ? o.workers : 1, model.make_gradients());
   std::vector<std::vector<gradcomp::span<const float>>> views(grads.size());
   for (std::size_t r = 0; r < grads.size(); ++r)
@@ -156,15 +180,20 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     const auto epoch_start = clock::now();
     epoch_record rec;
     rec.epoch = epoch + 1;
-    for (std::size_t r = 0; r < o.workers; ++r) std::shuffle(shards[r].begin(), shards[r].end(), worker_rng[r]);
+    for (std::size_t r = 0; r < o.workers; ++r)
+      if (net.local(r)) std::shuffle(shards[r].begin(), shards[r].end(), worker_rng[r]);
     double loss_sum = 0.0, bytes_epoch = 0.0, sent_elements = 0.0;
     for (std::size_t s = 0; s < steps_per_epoch && step < total_steps; ++s, ++step) {
       const auto step_start = clock::now();
       const double lr =
           0.5 * o.lr * spec.lr_scale * (1.0 + std::cos(3.14159265358979323846 * double(step) / double(total_steps)));
-      for (auto& w : workers) w->begin_step(epoch, lr);
-      rec.density = workers[0]->density();
+      for (auto& w : workers)
+        if (w) w->begin_step(epoch, lr);
+      rec.density = lead->density();
       double compress_time = 0.0, step_bytes = 0.0;
+      // Each local worker's figures of the step (its loss, elements sent, whether it clipped),
+      // shared with every process and added up in rank order.
+      std::vector<std::array<double, 3>> figures(o.workers);
       // Worker r's step outcome, message and its statistics, once it has compressed.
       auto send = [&](std::size_t r) {
         const auto stats = workers[r]->stats();
@@ -172,16 +201,16 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         const auto bytes = workers[r]->encode_message(o.wire, net.outbox(r, max_bytes));
         check(bytes, "encode");
         net.send(r, *bytes);
-        step_bytes += static_cast<double>(*bytes);
-        sent_elements += static_cast<double>(stats->kept_elements + stats->dense_elements);
-        clipped += stats->clip_coefficient < 1.0 ? 1.0 : 0.0;
+        figures[r][1] = static_cast<double>(stats->kept_elements + stats->dense_elements);
+        figures[r][2] = stats->clip_coefficient < 1.0 ? 1.0 : 0.0;
       };
       aggregator->begin();
       // Step ahead (SAEF): each worker's gradient at x - e_r, the weights restored afterwards.
-      const bool ahead = workers[0]->steps_ahead();
+      const bool ahead = lead->steps_ahead();
       if (ahead)
         for (std::size_t t = 0; t < weights.size(); ++t) weights[t] = model.parameters()[t].values;
       for (std::size_t r = 0; r < o.workers; ++r) {
+        if (!net.local(r)) continue;
         if (ahead)
           for (std::size_t t = 0; t < weights.size(); ++t) {
             auto& p = model.parameters()[t].values;
@@ -201,8 +230,7 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
           for (std::size_t l = 0; l < model.layers(); ++l) f.push_back(model.factors(l));
           workers[r]->set_factors(f);
         }
-        loss_sum += br.loss;
-        if (step == 0) res.first_loss += br.loss / double(o.workers);
+        figures[r][0] = br.loss;
         const auto t0 = clock::now();
         if (sharing) {
           const auto local = workers[r]->local_scales(views[own]);
@@ -219,10 +247,21 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       if (sharing) {  // every worker with the largest of the workers' scales
         const auto t0 = clock::now();
         for (std::size_t r = 0; r < o.workers; ++r) {
+          if (!net.local(r)) continue;
           check(workers[r]->compress_shared(views[r], net.maximum()), "compress");
           send(r);
         }
         compress_time += seconds(t0, clock::now());
+      }
+      for (std::size_t r = 0; r < o.workers; ++r)
+        if (net.local(r)) net.share_numbers(r, gradcomp::span<const double>(figures[r].data(), figures[r].size()));
+      for (std::size_t r = 0; r < o.workers; ++r) {
+        const auto f = net.numbers(r);
+        loss_sum += f[0];
+        if (step == 0) res.first_loss += f[0] / double(o.workers);
+        sent_elements += f[1];
+        clipped += f[2];
+        step_bytes += static_cast<double>(net.received(r).size());
       }
       // Every replica receives every worker's message and sums them in rank order.
       const auto t1 = clock::now();
@@ -247,20 +286,23 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         for (std::size_t i = 0; i < u.size(); ++i) w[i] -= step_lr * u[i];
       }
       // Residual averaging (SAEF): every worker takes the mean of the workers' residuals.
-      if (workers[0]->averaging_due()) {
+      if (lead->averaging_due()) {
         const auto t0 = clock::now();
         std::vector<std::vector<float>> mean(params.size());
         std::vector<gradcomp::span<const float>> views_mean;
         for (std::size_t t = 0; t < params.size(); ++t) {
-          mean[t].assign(workers[0]->residual(t).size(), 0.0f);
+          for (std::size_t r = 0; r < o.workers; ++r)
+            if (net.local(r)) net.share_floats(r, workers[r]->residual(t));
+          mean[t].assign(lead->residual(t).size(), 0.0f);
           for (std::size_t r = 0; r < o.workers; ++r) {
-            const auto e = workers[r]->residual(t);
+            const auto e = net.floats(r);
             for (std::size_t i = 0; i < e.size(); ++i) mean[t][i] += e[i];
           }
           for (auto& v : mean[t]) v /= static_cast<float>(o.workers);
           views_mean.emplace_back(mean[t].data(), mean[t].size());
         }
-        for (auto& w : workers) check(w->set_residuals(views_mean), "residual averaging");
+        for (auto& w : workers)
+          if (w) check(w->set_residuals(views_mean), "residual averaging");
         res.compress_seconds += seconds(t0, clock::now());
       }
       bytes_epoch += step_bytes;
@@ -296,6 +338,7 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     res.bytes_per_step_final = bytes_final / double(steps_final * o.workers);
     res.ratio_final = res.dense_bytes / res.bytes_per_step_final;
   }
+  res.weights_fnv1a = fingerprint(model.parameters());
   if (final_parameters) *final_parameters = model.parameters();
   return res;
 }
