@@ -40,21 +40,13 @@ class mpi_process_exchange final : public exchange {
   }
   gradcomp::span<const float> maximum() const override { return gradcomp::span<const float>(max_.data(), max_.size()); }
   void share_numbers(std::size_t, gradcomp::span<const double> values) override {
-    numbers_.assign(values.size() * size_, 0.0);
-    per_numbers_ = values.size();
-    mpi(MPI_Allgather(values.data(), static_cast<int>(values.size()), MPI_DOUBLE, numbers_.data(),
-                      static_cast<int>(values.size()), MPI_DOUBLE, net_.communicator()),
-        "MPI_Allgather");
+    allgather(values, MPI_DOUBLE, numbers_, per_numbers_);
   }
   gradcomp::span<const double> numbers(std::size_t rank) const override {
     return gradcomp::span<const double>(numbers_.data() + rank * per_numbers_, per_numbers_);
   }
   void share_floats(std::size_t, gradcomp::span<const float> values) override {
-    floats_.assign(values.size() * size_, 0.0f);
-    per_floats_ = values.size();
-    mpi(MPI_Allgather(values.data(), static_cast<int>(values.size()), MPI_FLOAT, floats_.data(),
-                      static_cast<int>(values.size()), MPI_FLOAT, net_.communicator()),
-        "MPI_Allgather");
+    allgather(values, MPI_FLOAT, floats_, per_floats_);
   }
   gradcomp::span<const float> floats(std::size_t rank) const override {
     return gradcomp::span<const float>(floats_.data() + rank * per_floats_, per_floats_);
@@ -66,6 +58,14 @@ class mpi_process_exchange final : public exchange {
   }
   static void mpi(int rc, const char* what) {
     if (rc != MPI_SUCCESS) throw std::runtime_error(std::string(what) + " failed");
+  }
+  // Every rank's `values` (as many on each), rank after rank, into `all`; `per` of them each.
+  template <class T>
+  void allgather(gradcomp::span<const T> values, MPI_Datatype type, std::vector<T>& all, std::size_t& per) {
+    all.assign(values.size() * size_, T{});
+    per = values.size();
+    const int count = static_cast<int>(values.size());
+    mpi(MPI_Allgather(values.data(), count, type, all.data(), count, type, net_.communicator()), "MPI_Allgather");
   }
 
   gradcomp::comm::mpi_exchange net_;

@@ -1,0 +1,33 @@
+# What two runs of the demo must have in common to be the same run, for check_backends.cmake and
+# check_mpi.cmake: every CSV line but its last column (the seconds) and the summary JSON without
+# the backend's name and the times.
+
+# Reads ${WORKDIR}/<name>.csv and <name>.json into <name>_csv and <name>_json in the caller's scope.
+function(read_run_figures name)
+  file(STRINGS "${WORKDIR}/${name}.csv" _lines)
+  set(_epochs "")
+  foreach(_line IN LISTS _lines)
+    string(REGEX REPLACE ",[^,]*$" "" _line "${_line}")
+    list(APPEND _epochs "${_line}")
+  endforeach()
+  file(READ "${WORKDIR}/${name}.json" _json)
+  string(REGEX REPLACE "\"backend\": \"[a-z]+\", " "" _json "${_json}")
+  string(REGEX REPLACE ", \"compress_seconds\": [0-9.]+, \"step_seconds\": [0-9.]+" "" _json "${_json}")
+  set(${name}_csv "${_epochs}" PARENT_SCOPE)
+  set(${name}_json "${_json}" PARENT_SCOPE)
+endfunction()
+
+# Fails unless runs a and b (read by read_run_figures) have the same figures; `what` names them.
+function(require_same_run a b what)
+  list(LENGTH ${a}_csv _rows)
+  if(_rows LESS 3)
+    message(FATAL_ERROR "the ${a} run wrote ${_rows} CSV lines")
+  endif()
+  if(NOT "${${a}_csv}" STREQUAL "${${b}_csv}")
+    message(FATAL_ERROR "per-epoch figures differ between ${what}:\n${a}: ${${a}_csv}\n${b}: ${${b}_csv}")
+  endif()
+  if(NOT "${${a}_json}" STREQUAL "${${b}_json}")
+    message(FATAL_ERROR "summaries differ between ${what}:\n${a}: ${${a}_json}\n${b}: ${${b}_json}")
+  endif()
+  message(STATUS "${what}: the same ${_rows} CSV lines and summaries")
+endfunction()
