@@ -17,6 +17,21 @@ function(read_run_figures name)
   set(${name}_json "${_json}" PARENT_SCOPE)
 endfunction()
 
+# Runs the command after `name` (in WORKDIR, adding --csv <name>.csv --summary-json <name>.json),
+# fails if it fails, then reads its figures (read_run_figures).
+function(run_demo name)
+  execute_process(
+    COMMAND ${ARGN} --csv "${name}.csv" --summary-json "${name}.json"
+    WORKING_DIRECTORY "${WORKDIR}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  message("${_out}${_err}")
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "the ${name} run exited with ${_rc}")
+  endif()
+  read_run_figures(${name})
+  set(${name}_csv "${${name}_csv}" PARENT_SCOPE)
+  set(${name}_json "${${name}_json}" PARENT_SCOPE)
+endfunction()
+
 # Fails unless runs a and b (read by read_run_figures) have the same figures; `what` names them.
 function(require_same_run a b what)
   list(LENGTH ${a}_csv _rows)
