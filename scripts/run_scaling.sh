@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Measures one training step's exchange among 2, 4 and 8 MPI ranks on this machine
+# (bench/mpi/bench_exchange.cpp: ResNet-50's DGC messages allgathered and aggregated, and the
+# dense MPI_Allreduce), writes the JSON to bench/results/scaling/exchange_<N>.json and the tables
+# of docs/scaling.md (scripts/scaling_table.py). Run it on a quiet machine: the times are measured.
+set -euo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$script_dir/.." && pwd)"
+build_dir="${BUILD_DIR:-$root/build}"
+jobs="$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
+
+"$script_dir/install_deps.sh" >&2
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_BUILD_BENCHMARKS=ON -DGRADCOMP_ENABLE_MPI=ON >&2
+cmake --build "$build_dir" --target bench_exchange -j"$jobs" >&2
+
+export OMPI_MCA_rmaps_base_oversubscribe=1
+if [[ $(id -u) -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+out="$root/bench/results/scaling"
+mkdir -p "$out"
+for ranks in 2 4 8; do
+  mpirun -np "$ranks" "$build_dir/bench/bench_exchange" --benchmark_format=json \
+    --benchmark_out="$out/exchange_$ranks.json" --benchmark_out_format=json >/dev/null
+done
+python3 "$script_dir/scaling_table.py" --results "$out" --markdown "$root/docs/scaling.md"
