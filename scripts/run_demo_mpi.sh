@@ -19,16 +19,9 @@ if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then
   shift
 fi
 
-"$script_dir/install_deps.sh" >&2
-
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_BUILD_EXAMPLES=ON -DGRADCOMP_ENABLE_MPI=ON >&2
-cmake --build "$build_dir" --target train_fashion_mnist -j"$jobs" >&2
-
-# Open MPI: more processes than cores are allowed here, and so is root (a container's usual user).
-export OMPI_MCA_rmaps_base_oversubscribe=1
-if [[ $(id -u) -eq 0 ]]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
+# shellcheck source=mpi_build.sh
+source "$script_dir/mpi_build.sh"
+mpi_build train_fashion_mnist -DGRADCOMP_BUILD_EXAMPLES=ON
 out_dir="$build_dir/demo_mpi"
 mkdir -p "$out_dir"
 cd "$out_dir"

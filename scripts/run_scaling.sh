@@ -10,14 +10,9 @@ root="$(cd "$script_dir/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 jobs="$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
 
-"$script_dir/install_deps.sh" >&2
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_BUILD_BENCHMARKS=ON -DGRADCOMP_ENABLE_MPI=ON >&2
-cmake --build "$build_dir" --target bench_exchange -j"$jobs" >&2
-
-export OMPI_MCA_rmaps_base_oversubscribe=1
-if [[ $(id -u) -eq 0 ]]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
+# shellcheck source=mpi_build.sh
+source "$script_dir/mpi_build.sh"
+mpi_build bench_exchange -DGRADCOMP_BUILD_BENCHMARKS=ON
 out="$root/bench/results/scaling"
 mkdir -p "$out"
 for ranks in 2 4 8; do
