@@ -128,6 +128,37 @@ TEST_CASE("mpi: DGC across ranks gives bitwise the update of one process adding 
   }
 }
 
+TEST_CASE("mpi: messages that select nothing go through and add nothing") {
+  // AdaComp sends an element only where its residual plus gradient is not zero: with zero
+  // gradients and residuals every rank's compressed tensors keep no entry at all.
+  mpi_exchange ex(MPI_COMM_WORLD);
+  gradcomp::adacomp_compressor<float> mine(gradcomp::adacomp_config{});
+  for (const auto& x : gradcomp_test::conformance_model()) mine.add_tensor(x.name, x.shape);
+  gradcomp::aggregator<float> agg(mine);
+  std::vector<std::vector<float>> zeros;
+  std::vector<gradcomp::span<const float>> views;
+  for (const auto& x : gradcomp_test::conformance_model()) {
+    std::size_t n = 1;
+    for (const std::size_t d : x.shape) n *= d;
+    zeros.emplace_back(n, 0.0f);
+  }
+  for (const auto& z : zeros) views.emplace_back(z.data(), z.size());
+  REQUIRE(mine.compress(views));
+  const auto stats = mine.stats();
+  REQUIRE(stats);
+  CHECK(stats->kept_elements == 0);
+  std::vector<std::byte> bytes(mine.max_message_bytes({}));
+  const auto len = mine.encode_message({}, gradcomp::span<std::byte>(bytes.data(), bytes.size()));
+  REQUIRE(len);
+  bytes.resize(*len);
+  REQUIRE(ex.allgather(view(bytes)));
+  REQUIRE(ex.aggregate(agg));
+  std::size_t moved = 0;
+  for (std::size_t t = 0; t < agg.num_tensors(); ++t)
+    for (const float u : agg.update(t)) moved += u != 0.0f;
+  CHECK(moved == 0);
+}
+
 TEST_CASE("mpi: a rank without a message, a damaged message and another compressor's are errors on every rank") {
   mpi_exchange ex(MPI_COMM_WORLD);
   const int n = ex.size(), last = n - 1;
