@@ -69,6 +69,9 @@ class aggregator {
   static constexpr bool host_memory = is_host_accessible_v<space>;
 
  public:
+  using value_type = T;         ///< The type of the sums and updates.
+  using backend_type = Backend;  ///< The backend they live on.
+
   /**
    * @brief Allocates the sums (and receiver momentum buffers) of `layout`'s tensors.
    * Throws `gradcomp::error` (`errc::invalid_argument`): a momentum outside [0, 1), a momentum
@@ -251,6 +254,37 @@ class aggregator {
     }
     return {};
   }
+
+  /**
+   * @brief Tensor `id`'s sum since `begin()` (unchecked id), in the backend's memory and
+   * writable: for an exchange that forms the sum of every worker's messages itself, element by
+   * element (the dense path of `comm::mpi_exchange`), and then declares it with `set_added`.
+   */
+  backend_span<T, Backend> sum(std::size_t id) noexcept { return tensors_[id].sum.view(); }
+
+  /**
+   * @brief Declares that every sum now holds the messages of `workers` workers, formed by the
+   * caller through `sum()` instead of `add`, so that `finish(workers)` may follow. The sums are
+   * checked exactly (waiting for the backend) and become the bounds that guard later additions
+   * and the receiver-side momentum.
+   * @return `errc::state_overflow` if a sum is not finite, `errc::invalid_argument` if `workers`
+   *         is 0; nothing is declared then (a following `finish(workers)` is refused).
+   */
+  [[nodiscard]] result<void> set_added(std::size_t workers) {
+    if (workers == 0) return fail(errc::invalid_argument);
+    for (auto& st : tensors_) {
+      st.next_bound = ops::largest_magnitude(backend_, readonly(st.sum.view()));
+      if (std::isnan(st.next_bound)) return fail(errc::state_overflow);
+    }
+    for (auto& st : tensors_) {
+      commit(st);
+      st.messages = workers;
+    }
+    return {};
+  }
+
+  /// The backend the sums live on.
+  const Backend& backend() const noexcept { return backend_; }
 
   /// The update of tensor `id` after `finish` (unchecked id), in the backend's memory: apply as
   /// `w -= lr * update`.

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backend/conformance.hpp"
@@ -51,11 +52,20 @@ std::vector<std::byte> test_bytes(int r) {
   return b;
 }
 
-gradcomp::dgc_config test_config() {
+gradcomp::dgc_config test_config(double density = 0.01) {
   gradcomp::dgc_config cfg;
   cfg.clip_norm = 3.0;
-  cfg.schedule = gradcomp::warmup_schedule::constant(0.01);
+  cfg.schedule = gradcomp::warmup_schedule::constant(density);
   return cfg;
+}
+
+const char* path_name(gradcomp::comm::exchange_path p) {
+  switch (p) {
+    case gradcomp::comm::exchange_path::automatic: return "automatic";
+    case gradcomp::comm::exchange_path::allgather: return "allgather";
+    case gradcomp::comm::exchange_path::allreduce: return "allreduce";
+  }
+  return "?";
 }
 
 template <class Aggregator>
@@ -216,20 +226,194 @@ TEST_CASE("mpi: a rank without a message, a damaged message and another compress
   CHECK(ex.failed_rank() == -1);
 }
 
-TEST_CASE("mpi: lengths whose total MPI cannot count are refused before any byte moves") {
-  using gradcomp::comm::detail::announcement;
-  std::vector<int> counts, displs;
-  std::vector<announcement> a(3);
-  a[0].bytes = 10;
-  a[1].bytes = 0;
-  a[2].bytes = 20;
-  CHECK(gradcomp::comm::detail::gather_layout(a, counts, displs) == errc::ok);
-  CHECK(counts == std::vector<int>{10, 0, 20});
-  CHECK(displs == std::vector<int>{0, 10, 10});
-  a[1].bytes = 0x7fffffffu - 30;
-  CHECK(gradcomp::comm::detail::gather_layout(a, counts, displs) == errc::ok);
-  a[1].bytes += 1;
-  CHECK(gradcomp::comm::detail::gather_layout(a, counts, displs) == errc::size_overflow);
-  a[1].bytes = std::uint64_t(1) << 40;
-  CHECK(gradcomp::comm::detail::gather_layout(a, counts, displs) == errc::size_overflow);
+TEST_CASE("mpi: reduce gives bitwise one process's update on either path, and the automatic path moves fewer bytes") {
+  using gradcomp::comm::exchange_path;
+  const int n = world_size();
+  for (const exchange_path path : {exchange_path::allgather, exchange_path::allreduce, exchange_path::automatic})
+    for (const double density : {0.01, 1.0}) {
+      CAPTURE(path_name(path));
+      CAPTURE(density);
+      mpi_exchange ex(MPI_COMM_WORLD, path);
+      CHECK(ex.path() == path);
+      worker mine(test_config(density), gradcomp::cpu_backend{});
+      gradcomp::dgc_aggregator<float> agg(mine.compressor);
+      std::vector<worker> all;
+      for (int r = 0; r < n; ++r) all.emplace_back(test_config(density), gradcomp::cpu_backend{});
+      gradcomp::dgc_aggregator<float> single(mine.compressor);
+      std::uint64_t dense_bytes = 0;
+      for (std::size_t t = 0; t < agg.num_tensors(); ++t) dense_bytes += agg.update(t).size() * sizeof(float);
+      for (std::size_t step = 0; step < 4; ++step) {
+        CAPTURE(step);
+        auto gradients = [&](int r) {
+          auto g = gradcomp_test::conformance_gradients<float>(step, static_cast<std::uint64_t>(r));
+          if (step == 2)
+            for (auto& x : g) std::fill(x.begin(), x.end(), 0.0f);
+          return g;
+        };
+        mine.load(gradients(ex.rank()));
+        REQUIRE(mine.compressor.compress(mine.views()));
+        const auto bytes = mine.encode();
+        REQUIRE(bytes);
+        if (step == 1) {  // non-blocking: the aggregation runs in the test() that finds the data
+          ex.start_reduce(view(*bytes), agg);
+          while (!ex.test()) {
+          }
+          REQUIRE(ex.wait());
+        } else {
+          REQUIRE(ex.reduce(view(*bytes), agg));
+        }
+        CHECK(ex.failed_rank() == -1);
+
+        single.begin();
+        std::uint64_t total = 0;
+        for (int r = 0; r < n; ++r) {
+          auto& w = all[static_cast<std::size_t>(r)];
+          w.load(gradients(r));
+          REQUIRE(w.compressor.compress(w.views()));
+          const auto simulated = w.encode();
+          REQUIRE(simulated);
+          total += simulated->size();
+          REQUIRE(single.add(view(*simulated)));
+        }
+        REQUIRE(single.finish(static_cast<std::size_t>(n)));
+        CHECK(gradcomp_test::bitwise_equal(updates(agg), updates(single)));
+        const exchange_path expected = gradcomp::comm::choose_path(path, total, dense_bytes, n);
+        CHECK(ex.last_path() == expected);
+        if (path == exchange_path::automatic && n >= 4 && density == 1.0)  // 4 dense-sized messages
+          CHECK(ex.last_path() == exchange_path::allreduce);
+        if (path == exchange_path::automatic && density == 0.01) CHECK(ex.last_path() == exchange_path::allgather);
+      }
+    }
+}
+
+TEST_CASE("mpi: on the dense path too, a missing, damaged, foreign or overflowing message is an error on every rank") {
+  using gradcomp::comm::exchange_path;
+  const int n = world_size(), last = n - 1;
+  for (const exchange_path path : {exchange_path::allreduce, exchange_path::allgather}) {
+    CAPTURE(path_name(path));
+    mpi_exchange ex(MPI_COMM_WORLD, path);
+    worker mine(test_config(), gradcomp::cpu_backend{});
+    gradcomp::dgc_aggregator<float> agg(mine.compressor);
+    auto encoded_step = [&](std::size_t step) {
+      mine.load(gradcomp_test::conformance_gradients<float>(step, static_cast<std::uint64_t>(ex.rank())));
+      REQUIRE(mine.compressor.compress(mine.views()));
+      auto bytes = mine.encode();
+      REQUIRE(bytes);
+      return *bytes;
+    };
+    SUBCASE("the last rank's step was refused") {
+      const auto bytes = encoded_step(0);
+      const auto got = ex.rank() == last ? ex.reduce_failed(errc::non_finite_input, agg) : ex.reduce(view(bytes), agg);
+      CHECK(got.error() == errc::peer_failed);
+      CHECK(ex.failed_rank() == last);
+    }
+    SUBCASE("the last rank's message is damaged in transit") {
+      auto bytes = encoded_step(0);
+      if (ex.rank() == last) bytes[bytes.size() / 2] ^= std::byte{0x40};
+      const auto got = ex.reduce(view(bytes), agg);
+      CHECK(got.error() == errc::checksum_mismatch);
+      CHECK(ex.failed_rank() == last);
+    }
+    SUBCASE("rank 0 sends EF-SignSGD's message for the same tensors") {
+      std::vector<std::byte> bytes = encoded_step(0);
+      if (ex.rank() == 0) {
+        gradcomp::ef_signsgd_compressor<float> other(gradcomp::ef_signsgd_config{});
+        for (const auto& x : gradcomp_test::conformance_model()) other.add_tensor(x.name, x.shape);
+        const auto g = gradcomp_test::conformance_gradients<float>(0, 0);
+        std::vector<gradcomp::span<const float>> views;
+        for (const auto& x : g) views.emplace_back(x.data(), x.size());
+        REQUIRE(other.compress(views));
+        bytes.assign(other.max_message_bytes({}), std::byte{});
+        const auto len = other.encode_message({}, gradcomp::span<std::byte>(bytes.data(), bytes.size()));
+        REQUIRE(len);
+        bytes.resize(*len);
+      }
+      const auto got = ex.reduce(view(bytes), agg);
+      CHECK_FALSE(got);
+      CHECK(ex.failed_rank() == 0);
+      CHECK(same_on_every_rank(static_cast<int>(got.error())));
+    }
+    SUBCASE("the sums leave the finite range when rank 1's message is added") {
+      // No clipping; every gradient 2e38: every rank keeps the same positions, two of them
+      // overflow a float.
+      gradcomp::dgc_config cfg;
+      cfg.schedule = gradcomp::warmup_schedule::constant(0.01);
+      worker huge(cfg, gradcomp::cpu_backend{});
+      gradcomp::dgc_aggregator<float> huge_agg(huge.compressor);
+      auto g = gradcomp_test::conformance_gradients<float>(0, 0);
+      for (auto& x : g) std::fill(x.begin(), x.end(), 2e38f);
+      huge.load(g);
+      REQUIRE(huge.compressor.compress(huge.views()));
+      const auto bytes = huge.encode();
+      REQUIRE(bytes);
+      const auto got = ex.reduce(view(*bytes), huge_agg);
+      if (n > 1) {
+        CHECK(got.error() == errc::state_overflow);
+        CHECK(ex.failed_rank() == 1);
+      } else {
+        CHECK(got);
+      }
+    }
+    // The next step goes through on every rank.
+    const auto bytes = encoded_step(1);
+    CHECK(ex.reduce(view(bytes), agg));
+    CHECK(ex.failed_rank() == -1);
+  }
+}
+
+TEST_CASE("mpi: allreduce_sum adds every rank's dense tensor, in rank order bitwise, and refuses non-finite ones") {
+  using gradcomp::comm::dense_order;
+  mpi_exchange ex(MPI_COMM_WORLD);
+  const int n = ex.size(), last = n - 1;
+  auto values = [](int r, std::size_t len) {
+    std::vector<double> v(len);
+    for (std::size_t i = 0; i < len; ++i)
+      v[i] = static_cast<double>((i * 2654435761u + static_cast<std::size_t>(r) * 40503u) % 1000003) *
+             (i % 3 == 0 ? 1e-9 : 1e4) * ((i + static_cast<std::size_t>(r)) % 2 ? -1.0 : 1.0);
+    return v;
+  };
+  for (const std::size_t len : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(1000), std::size_t(4099)}) {
+    CAPTURE(len);
+    std::vector<double> expected = values(0, len);
+    for (int r = 1; r < n; ++r) {
+      const auto v = values(r, len);
+      for (std::size_t i = 0; i < len; ++i) expected[i] += v[i];
+    }
+    std::vector<double> d = values(ex.rank(), len);
+    REQUIRE(ex.allreduce_sum(gradcomp::span<double>(d.data(), d.size())));
+    CHECK((len == 0 || std::memcmp(d.data(), expected.data(), len * sizeof(double)) == 0));
+    // float, and the library's order: close to the rank-order sums.
+    std::vector<float> f(len);
+    const auto v = values(ex.rank(), len);
+    for (std::size_t i = 0; i < len; ++i) f[i] = static_cast<float>(v[i]);
+    ex.start_allreduce_sum(gradcomp::span<float>(f.data(), f.size()), dense_order::library);
+    REQUIRE(ex.wait());
+    for (std::size_t i = 0; i < len; ++i) CHECK(f[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(1e4));
+  }
+  for (const dense_order order : {dense_order::rank_order, dense_order::library}) {
+    CAPTURE(order == dense_order::rank_order);
+    std::vector<float> f(100, 1.0f);
+    if (ex.rank() == last) f[57] = std::numeric_limits<float>::quiet_NaN();
+    auto got = ex.allreduce_sum(gradcomp::span<float>(f.data(), f.size()), order);
+    CHECK(got.error() == errc::non_finite_input);
+    CHECK(ex.failed_rank() == last);
+    CHECK(f[0] == 1.0f);  // unchanged
+    std::fill(f.begin(), f.end(), std::numeric_limits<float>::max() / 1.5f);
+    got = ex.allreduce_sum(gradcomp::span<float>(f.data(), f.size()), order);
+    if (n > 1) {
+      CHECK(got.error() == errc::state_overflow);
+      CHECK(ex.failed_rank() == (order == dense_order::rank_order ? 1 : -1));
+      CHECK(f[0] == std::numeric_limits<float>::max() / 1.5f);
+    }
+    std::vector<float> g(ex.rank() == last && n > 1 ? 11 : 10, 2.0f);
+    got = ex.allreduce_sum(gradcomp::span<float>(g.data(), g.size()), order);
+    if (n > 1) {
+      CHECK(got.error() == errc::layout_mismatch);
+      CHECK(ex.failed_rank() == last);
+    }
+    std::fill(g.begin(), g.end(), 2.0f);
+    g.resize(10);
+    REQUIRE(ex.allreduce_sum(gradcomp::span<float>(g.data(), g.size()), order));
+    CHECK(g[9] == 2.0f * static_cast<float>(n));
+  }
 }
