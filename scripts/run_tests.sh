@@ -5,7 +5,8 @@
 #   scripts/run_tests.sh -L consumer   # only the consumer-project tests
 #
 # Environment:
-#   BUILD_DIR   build directory (default: build, next to this script's parent)
+#   BUILD_DIR            build directory (default: build, next to this script's parent)
+#   GRADCOMP_CMAKE_ARGS  extra arguments for the configuration (CI: -DGRADCOMP_REQUIRE_NCCL_TESTS=ON)
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,6 +22,6 @@ cmake -S "$root" -B "$build_dir" \
   -DGRADCOMP_BUILD_EXAMPLES=ON \
   -DGRADCOMP_BUILD_BENCHMARKS=ON \
   -DGRADCOMP_WERROR=ON \
-  -DGRADCOMP_REQUIRE_THRUST_TESTS=ON
+  -DGRADCOMP_REQUIRE_THRUST_TESTS=ON ${GRADCOMP_CMAKE_ARGS:-}
 cmake --build "$build_dir" -j"$jobs"
 ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" "$@"

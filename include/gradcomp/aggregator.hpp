@@ -283,6 +283,10 @@ class aggregator {
     return {};
   }
 
+  /// True when senders send tensor `id` (unchecked) dense, false when sparse: the form `add`
+  /// requires of its sections.
+  bool dense(std::size_t id) const noexcept { return tensors_[id].dense; }
+
   /// The backend the sums live on.
   const Backend& backend() const noexcept { return backend_; }
 

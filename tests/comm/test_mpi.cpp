@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/conformance.hpp"
+#include "comm/mpi_support.hpp"
 #include "support/inputs.hpp"
 
 namespace {
@@ -21,52 +22,19 @@ namespace {
 using gradcomp::errc;
 using gradcomp::comm::mpi_exchange;
 using worker = gradcomp_test::conformance_worker<float, gradcomp::cpu_backend>;
+using gradcomp_test::path_name;
+using gradcomp_test::same_on_every_rank;
+using gradcomp_test::view;
+using gradcomp_test::world_rank;
+using gradcomp_test::world_size;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-gradcomp::span<const std::byte> view(const std::vector<std::byte>& v) {
-  return gradcomp::span<const std::byte>(v.data(), v.size());
-}
-
-// A value every rank gives, gathered: true when it is the same on every rank.
-bool same_on_every_rank(int value) {
-  std::vector<int> all(static_cast<std::size_t>(world_size()));
-  MPI_Allgather(&value, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  for (const int v : all)
-    if (v != value) return false;
-  return true;
-}
+gradcomp::dgc_config test_config(double density = 0.01) { return gradcomp_test::mpi_test_config(density); }
 
 // Rank r's test bytes: (7 r + 3) mod 23 bytes (rank 3's are empty), each a function of r and i.
 std::vector<std::byte> test_bytes(int r) {
   std::vector<std::byte> b(static_cast<std::size_t>((7 * r + 3) % 23));
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(i * 13 + static_cast<std::size_t>(r) * 101);
   return b;
-}
-
-gradcomp::dgc_config test_config(double density = 0.01) {
-  gradcomp::dgc_config cfg;
-  cfg.clip_norm = 3.0;
-  cfg.schedule = gradcomp::warmup_schedule::constant(density);
-  return cfg;
-}
-
-const char* path_name(gradcomp::comm::exchange_path p) {
-  switch (p) {
-    case gradcomp::comm::exchange_path::automatic: return "automatic";
-    case gradcomp::comm::exchange_path::allgather: return "allgather";
-    case gradcomp::comm::exchange_path::allreduce: return "allreduce";
-  }
-  return "?";
 }
 
 template <class Aggregator>
@@ -202,18 +170,7 @@ TEST_CASE("mpi: a rank without a message, a damaged message and another compress
   }
   SUBCASE("rank 0 sends EF-SignSGD's message for the same tensors") {
     std::vector<std::byte> bytes = encoded_step(0);
-    if (ex.rank() == 0) {
-      gradcomp::ef_signsgd_compressor<float> other(gradcomp::ef_signsgd_config{});
-      for (const auto& x : gradcomp_test::conformance_model()) other.add_tensor(x.name, x.shape);
-      const auto g = gradcomp_test::conformance_gradients<float>(0, 0);
-      std::vector<gradcomp::span<const float>> views;
-      for (const auto& x : g) views.emplace_back(x.data(), x.size());
-      REQUIRE(other.compress(views));
-      bytes.assign(other.max_message_bytes({}), std::byte{});
-      const auto len = other.encode_message({}, gradcomp::span<std::byte>(bytes.data(), bytes.size()));
-      REQUIRE(len);
-      bytes.resize(*len);
-    }
+    if (ex.rank() == 0) bytes = gradcomp_test::ef_signsgd_message();
     REQUIRE(ex.allgather(view(bytes)));
     const auto got = ex.aggregate(agg);
     CHECK_FALSE(got);
@@ -317,37 +274,16 @@ TEST_CASE("mpi: on the dense path too, a missing, damaged, foreign or overflowin
     }
     SUBCASE("rank 0 sends EF-SignSGD's message for the same tensors") {
       std::vector<std::byte> bytes = encoded_step(0);
-      if (ex.rank() == 0) {
-        gradcomp::ef_signsgd_compressor<float> other(gradcomp::ef_signsgd_config{});
-        for (const auto& x : gradcomp_test::conformance_model()) other.add_tensor(x.name, x.shape);
-        const auto g = gradcomp_test::conformance_gradients<float>(0, 0);
-        std::vector<gradcomp::span<const float>> views;
-        for (const auto& x : g) views.emplace_back(x.data(), x.size());
-        REQUIRE(other.compress(views));
-        bytes.assign(other.max_message_bytes({}), std::byte{});
-        const auto len = other.encode_message({}, gradcomp::span<std::byte>(bytes.data(), bytes.size()));
-        REQUIRE(len);
-        bytes.resize(*len);
-      }
+      if (ex.rank() == 0) bytes = gradcomp_test::ef_signsgd_message();
       const auto got = ex.reduce(view(bytes), agg);
       CHECK_FALSE(got);
       CHECK(ex.failed_rank() == 0);
       CHECK(same_on_every_rank(static_cast<int>(got.error())));
     }
     SUBCASE("the sums leave the finite range when rank 1's message is added") {
-      // No clipping; every gradient 2e38: every rank keeps the same positions, two of them
-      // overflow a float.
-      gradcomp::dgc_config cfg;
-      cfg.schedule = gradcomp::warmup_schedule::constant(0.01);
-      worker huge(cfg, gradcomp::cpu_backend{});
-      gradcomp::dgc_aggregator<float> huge_agg(huge.compressor);
-      auto g = gradcomp_test::conformance_gradients<float>(0, 0);
-      for (auto& x : g) std::fill(x.begin(), x.end(), 2e38f);
-      huge.load(g);
-      REQUIRE(huge.compressor.compress(huge.views()));
-      const auto bytes = huge.encode();
-      REQUIRE(bytes);
-      const auto got = ex.reduce(view(*bytes), huge_agg);
+      const auto bytes = gradcomp_test::overflowing_message();
+      REQUIRE_FALSE(bytes.empty());
+      const auto got = ex.reduce(view(bytes), agg);
       if (n > 1) {
         CHECK(got.error() == errc::state_overflow);
         CHECK(ex.failed_rank() == 1);

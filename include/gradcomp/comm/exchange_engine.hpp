@@ -148,16 +148,16 @@ class host_aggregator_reduction final : public typed_reduction<cpu_backend, type
     T* p = reinterpret_cast<T*>(out);
     for (std::size_t t = 0; t < agg_.num_tensors(); ++t) {
       const auto s = agg_.update(t);
-      (void)copy_to_host(agg_.backend(), s, span<T>(p, s.size()));
+      (void)gradcomp::copy_to_host(agg_.backend(), s, span<T>(p, s.size()));
       p += s.size();
     }
-    synchronize(agg_.backend());
+    gradcomp::synchronize(agg_.backend());
   }
   void write(const std::byte* in) override {
     const T* p = reinterpret_cast<const T*>(in);
     for (std::size_t t = 0; t < agg_.num_tensors(); ++t) {
       const auto s = agg_.sum(t);
-      (void)copy_to_backend(agg_.backend(), span<const T>(p, s.size()), s);
+      (void)gradcomp::copy_to_backend(agg_.backend(), span<const T>(p, s.size()), s);
       p += s.size();
     }
   }

@@ -122,11 +122,11 @@ constexpr std::uint64_t share_begin(std::uint64_t n, int ranks, int r) noexcept 
 // A failure every rank agrees on: the lowest failing rank, then the smallest error code; taken
 // as the minimum of each rank's key over all ranks. `no_failure` is above every key.
 constexpr std::uint64_t no_failure = std::numeric_limits<std::uint64_t>::max();
-constexpr std::uint64_t failure_key(int rank, errc why) noexcept {
+GRADCOMP_HD constexpr std::uint64_t failure_key(int rank, errc why) noexcept {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rank)) << 32) | static_cast<std::uint32_t>(why);
 }
-constexpr int failure_rank(std::uint64_t key) noexcept { return static_cast<int>(key >> 32); }
-constexpr errc failure_code(std::uint64_t key) noexcept { return static_cast<errc>(static_cast<std::uint32_t>(key)); }
+GRADCOMP_HD constexpr int failure_rank(std::uint64_t key) noexcept { return static_cast<int>(key >> 32); }
+GRADCOMP_HD constexpr errc failure_code(std::uint64_t key) noexcept { return static_cast<errc>(static_cast<std::uint32_t>(key)); }
 
 // x is neither NaN nor infinite (also in device code, without <cmath>).
 template <class T>

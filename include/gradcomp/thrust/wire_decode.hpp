@@ -62,6 +62,11 @@ struct device_accumulate_options {
   bool check_sums = false;
   /// Refuse (`errc::missing_tensor`) a message without a section for every accumulator.
   bool every_tensor = false;
+  /// Where not empty, the form of each accumulator's sections (host memory, read by the
+  /// constructor): 1, dense index coding only; 0, sparse codings only; a section of the other
+  /// form refuses the message with `errc::layout_mismatch`, as an `aggregator` refuses it. Empty:
+  /// either form.
+  span<const std::uint8_t> dense_form;
 };
 
 namespace detail {
@@ -78,7 +83,9 @@ template <class T>
 struct accumulator_entry {
   T* data;
   std::uint64_t size;
+  std::uint32_t form;  // any_form, or 1 dense / 0 sparse sections only
 };
+constexpr std::uint32_t any_form = 2;
 
 // A sound section header of the message being decoded, and what its checks found.
 template <class T>
@@ -155,6 +162,8 @@ struct walk_headers {
       if (s.tensor >= count) return errc::unknown_tensor;
       if (dest[s.tensor].size < s.numel) return errc::output_too_small;
       if (dest[s.tensor].size > s.numel) return errc::size_mismatch;
+      if (dest[s.tensor].form != any_form && (s.indices == index_coding::dense) != (dest[s.tensor].form == 1))
+        return errc::layout_mismatch;
       seen[s.tensor] = 1;
       decode_entry<T>& e = table[st->sound++];  // at most `count` sections pass the checks above
       e.acc = dest[s.tensor].data;
@@ -581,7 +590,12 @@ class device_accumulator<T, thrust_backend<System>> {
       throw error(errc::invalid_argument, "device_accumulator: a message capacity in [1, 2^29] bytes");
     if (dest.size() > std::numeric_limits<std::uint32_t>::max()) throw error(errc::size_overflow);
     std::vector<accumulator_entry<T>> table(dest.size());
-    for (std::size_t t = 0; t < dest.size(); ++t) table[t] = accumulator_entry<T>{dest[t].data(), dest[t].size()};
+    if (!opt.dense_form.empty() && opt.dense_form.size() != dest.size())
+      throw error(errc::invalid_argument, "device_accumulator: one form per accumulator");
+    for (std::size_t t = 0; t < dest.size(); ++t) {
+      const std::uint32_t form = opt.dense_form.empty() ? detail::any_form : (opt.dense_form[t] != 0 ? 1u : 0u);
+      table[t] = accumulator_entry<T>{dest[t].data(), dest[t].size(), form};
+    }
     dest_ = allocate_buffer<accumulator_entry<T>>(on, table.size());
     const auto copied =
         copy_to_backend(on, span<const accumulator_entry<T>>(table.data(), table.size()), dest_.view());
