@@ -159,7 +159,7 @@ struct receiver {
   gradcomp::backend_buffer<std::uint64_t, Backend> length;
 
   receiver(const std::vector<std::vector<T>>& initial, std::uint64_t capacity,
-           const wire::device_accumulate_options& opt) {
+           const wire::device_accumulate_options& opt, const std::vector<std::uint8_t>& dense_form = {}) {
     std::vector<gradcomp::span<T, space>> views;
     for (const auto& a : initial) {
       acc.push_back(gradcomp::allocate_buffer<T>(b, a.size()));
@@ -167,7 +167,8 @@ struct receiver {
       views.push_back(acc.back().view());
     }
     decoder = std::make_unique<wire::device_accumulator<T, Backend>>(
-        b, gradcomp::span<const gradcomp::span<T, space>>(views.data(), views.size()), capacity, opt);
+        b, gradcomp::span<const gradcomp::span<T, space>>(views.data(), views.size()), capacity, opt,
+        gradcomp::span<const std::uint8_t>(dense_form.data(), dense_form.size()));
     msg = gradcomp::allocate_buffer<std::byte>(b, capacity);
     outcome = gradcomp::allocate_buffer<std::uint64_t>(b, 2);
     length = gradcomp::allocate_buffer<std::uint64_t>(b, 1);
@@ -414,6 +415,31 @@ TEST_CASE_TEMPLATE("device_accumulator: the receiver's rules, lengths and limits
     CHECK(host_accumulate<float>(m, m.size(), host, {false, true}) == errc::missing_tensor);
     CHECK(static_cast<errc>(r.accumulate(m, m.size(), false)[0]) == errc::missing_tensor);
     CHECK(same(r.read(), before));
+  }
+  SUBCASE("each tensor's form required: a section of the other form is refused with layout_mismatch") {
+    std::vector<std::uint8_t> dense_form(tensor_count, 0);
+    std::vector<std::size_t> carried;
+    (void)wire::for_each_section(gradcomp::span<const std::byte>(m.data(), m.size()), [&](const wire::section_header& h) {
+      dense_form[h.tensor] = h.indices == wire::index_coding::dense ? 1 : 0;
+      carried.push_back(h.tensor);
+    });
+    REQUIRE(carried.size() >= 2);
+    auto host = initial_accumulators<float>(3);
+    receiver<float, Backend> as_sent(host, 1 << 14, {}, dense_form);
+    CHECK(as_sent.accumulate(m, m.size(), false)[0] == 0);
+    CHECK(host_accumulate<float>(m, m.size(), host, {}) == errc::ok);
+    CHECK(same(as_sent.read(), host));
+    for (const std::size_t t : carried) {
+      CAPTURE(t);
+      auto other = dense_form;
+      other[t] ^= 1;
+      receiver<float, Backend> r(host, 1 << 14, {}, other);
+      const auto before = r.read();
+      CHECK(static_cast<errc>(r.accumulate(m, m.size(), false)[0]) == errc::layout_mismatch);
+      CHECK(same(r.read(), before));
+    }
+    using float_receiver = receiver<float, Backend>;
+    CHECK_THROWS_AS(float_receiver(host, 1 << 14, {}, std::vector<std::uint8_t>(2, 0)), gradcomp::error);
   }
   SUBCASE("sums checked: a message that would overflow an accumulator is refused with state_overflow") {
     const std::uint32_t idx[] = {1, 5};

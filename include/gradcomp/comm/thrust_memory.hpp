@@ -80,10 +80,10 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
       wire::device_accumulate_options opt;
       opt.check_sums = true;
       opt.every_tensor = true;
-      opt.dense_form = span<const std::uint8_t>(forms_.data(), forms_.size());
       accumulator_.reset();
       accumulator_ = std::make_unique<wire::device_accumulator<T, backend>>(
-          this->memory_, span<const span<T, space>>(sums_.data(), sums_.size()), want, opt);
+          this->memory_, span<const span<T, space>>(sums_.data(), sums_.size()), want, opt,
+          span<const std::uint8_t>(forms_.data(), forms_.size()));
     }
     const auto issued =
         accumulator_->accumulate(this->memory_, span<const std::byte, space>(message, static_cast<std::size_t>(bytes)),

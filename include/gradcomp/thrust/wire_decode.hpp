@@ -62,11 +62,6 @@ struct device_accumulate_options {
   bool check_sums = false;
   /// Refuse (`errc::missing_tensor`) a message without a section for every accumulator.
   bool every_tensor = false;
-  /// Where not empty, the form of each accumulator's sections (host memory, read by the
-  /// constructor): 1, dense index coding only; 0, sparse codings only; a section of the other
-  /// form refuses the message with `errc::layout_mismatch`, as an `aggregator` refuses it. Empty:
-  /// either form.
-  span<const std::uint8_t> dense_form;
 };
 
 namespace detail {
@@ -579,21 +574,27 @@ class device_accumulator<T, thrust_backend<System>> {
    * @brief Uploads the accumulators' table and allocates the workspace (waits for the copy).
    * @param dest  tensor t's accumulator is `dest[t]`, of exactly its tensor's element count.
    * @param max_message_bytes  the longest message `accumulate` will be given.
-   * @throws gradcomp::error `invalid_argument` (a capacity of 0 or above `capacity_limit`),
-   *         `size_overflow` (2^32 accumulators or more), `device_error`.
+   * @param opt  what it requires of a message beyond the rules every receiver applies.
+   * @param dense_form  where not empty, the form of each accumulator's sections (host memory,
+   *        read here): 1, the dense index coding only; 0, the sparse codings only; a section of
+   *        the other form refuses the message with `errc::layout_mismatch`, as an `aggregator`
+   *        refuses it. Empty: either form.
+   * @throws gradcomp::error `invalid_argument` (a capacity of 0 or above `capacity_limit`, or
+   *         `dense_form` neither empty nor one per accumulator), `size_overflow` (2^32
+   *         accumulators or more), `device_error`.
    */
   device_accumulator(const backend& on, span<const span<T, space>> dest, std::uint64_t max_message_bytes,
-                     const device_accumulate_options& opt = {})
+                     const device_accumulate_options& opt = {}, span<const std::uint8_t> dense_form = {})
       : opt_(opt), count_(dest.size()), capacity_(max_message_bytes) {
     using detail::accumulator_entry;
     if (max_message_bytes == 0 || max_message_bytes > capacity_limit)
       throw error(errc::invalid_argument, "device_accumulator: a message capacity in [1, 2^29] bytes");
     if (dest.size() > std::numeric_limits<std::uint32_t>::max()) throw error(errc::size_overflow);
     std::vector<accumulator_entry<T>> table(dest.size());
-    if (!opt.dense_form.empty() && opt.dense_form.size() != dest.size())
+    if (!dense_form.empty() && dense_form.size() != dest.size())
       throw error(errc::invalid_argument, "device_accumulator: one form per accumulator");
     for (std::size_t t = 0; t < dest.size(); ++t) {
-      const std::uint32_t form = opt.dense_form.empty() ? detail::any_form : (opt.dense_form[t] != 0 ? 1u : 0u);
+      const std::uint32_t form = dense_form.empty() ? detail::any_form : (dense_form[t] != 0 ? 1u : 0u);
       table[t] = accumulator_entry<T>{dest[t].data(), dest[t].size(), form};
     }
     dest_ = allocate_buffer<accumulator_entry<T>>(on, table.size());
