@@ -6,7 +6,7 @@ figures bench_exchange measured with 2, 4 and 8 MPI ranks on this machine.
   scripts/scaling_table.py --results bench/results/scaling --markdown docs/scaling.md
 
 It replaces the lines between the markers <!-- model: begin --> and <!-- model: end -->, and
-likewise those of `scale` and `measured`. scripts/run_scaling.sh runs the benchmark
+likewise those of `scale`, `measured` and `paths`. scripts/run_scaling.sh runs the benchmark
 and then this script.
 """
 import argparse
@@ -112,6 +112,23 @@ def measured(runs):
     return "\n".join(lines) + "\n"
 
 
+def paths(runs):
+    """The whole step on each path of mpi_exchange::reduce, and the dense sum in rank order against
+    MPI_Allreduce."""
+    lines = ["| ranks | DGC 0.1% step, allgather path | dense path | received per rank: allgather, dense "
+             "| fp32 sum: MPI_Allreduce | rank order (`allreduce_sum`) |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for ranks in sorted(runs):
+        r = runs[ranks]
+        g, d, lib, ordered = (r.get(k) for k in ("BM_dgc_reduce/1000/0", "BM_dgc_reduce/1000/1",
+                                                 "BM_dense_allreduce", "BM_dense_rank_order"))
+        if not all((g, d, lib, ordered)):
+            sys.exit(f"scaling_table.py: missing benchmarks for {ranks} ranks")
+        lines.append(f"| {ranks} | {g[0]:,.1f} ms | {d[0]:,.1f} ms | {mb(g[2])}, {mb(d[2])} | "
+                     f"{lib[0]:,.1f} ms | {ordered[0]:,.1f} ms |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", required=True, help="directory of exchange_<N>.json")
@@ -126,6 +143,7 @@ def main():
     text = replace_block(text, "model", model(dgc_bytes))
     text = replace_block(text, "scale", at_scale(dgc_bytes))
     text = replace_block(text, "measured", measured(runs))
+    text = replace_block(text, "paths", paths(runs))
     with open(a.markdown, "w") as f:
         f.write(text)
 

@@ -5,9 +5,13 @@
 //
 //   mpirun -np N bench_exchange [--benchmark_format=json --benchmark_out=FILE ...]
 //
-//   BM_dgc_allgather/<ppm>   one step's allgather of DGC messages at ppm parts per million
-//   BM_dgc_aggregate/<ppm>   the same plus every rank's aggregation of the N messages
-//   BM_dense_allreduce       MPI_Allreduce (sum) of the fp32 gradient
+//   BM_dgc_allgather/<ppm>        one step's allgather of DGC messages at ppm parts per million
+//   BM_dgc_aggregate/<ppm>        the same plus every rank's aggregation of the N messages
+//   BM_dgc_reduce/<ppm>/<path>    the whole step by mpi_exchange::reduce on one path (0: the
+//                                 allgather, 1: the dense rank-order allreduce), aggregation included
+//   BM_dense_allreduce            MPI_Allreduce (sum) of the fp32 gradient
+//   BM_dense_rank_order           mpi_exchange::allreduce_sum of it in rank order (bitwise the
+//                                 same sum on every rank count's schedule)
 //
 // Every rank runs every benchmark for a fixed number of iterations (the collectives must match);
 // an iteration's time is the slowest rank's, after a barrier. Rank 0 reports; counters: `ranks`,
@@ -123,6 +127,35 @@ void dgc_exchange(benchmark::State& state, bool aggregate) {
   report_bytes(state, sent, received);
 }
 
+// The whole step on one path: what reduce() costs when the automatic choice takes that path.
+void BM_dgc_reduce(benchmark::State& state) {
+  using gradcomp::comm::exchange_path;
+  const double density = static_cast<double>(state.range(0)) * 1e-6;
+  const exchange_path path = state.range(1) == 0 ? exchange_path::allgather : exchange_path::allreduce;
+  dgc_rank me(density);
+  gradcomp::dgc_aggregator<float> agg(me.compressor);
+  gradcomp::comm::mpi_exchange ex(MPI_COMM_WORLD, path);
+  for (auto _ : state) {
+    if (!me.step()) {
+      state.SkipWithError("compress failed");
+      break;
+    }
+    bool ok = true;
+    state.SetIterationTime(
+        timed([&] { ok = ex.reduce(gradcomp::span<const std::byte>(me.message.data(), me.message.size()), agg).has_value(); }));
+    if (!ok) {
+      state.SkipWithError("reduce failed");
+      break;
+    }
+  }
+  const double n = static_cast<double>(gradcomp_bench::model_numel(resnet50()));
+  const double ranks = world_size();
+  // The dense path: a reduce-scatter and an allgather, each (N - 1) / N of the values per rank.
+  const double moved = path == exchange_path::allreduce ? 2.0 * (ranks - 1) / ranks * 4.0 * n
+                                                        : static_cast<double>(me.message.size()) * (ranks - 1);
+  report_bytes(state, moved, moved);
+}
+
 void BM_dgc_allgather(benchmark::State& state) { dgc_exchange(state, false); }
 void BM_dgc_aggregate(benchmark::State& state) { dgc_exchange(state, true); }
 
@@ -144,9 +177,29 @@ void BM_dense_allreduce(benchmark::State& state) {
   report_bytes(state, ring, ring);
 }
 
+void BM_dense_rank_order(benchmark::State& state) {
+  const std::size_t n = gradcomp_bench::model_numel(resnet50());
+  std::vector<float> g(n);
+  gradcomp::comm::mpi_exchange ex(MPI_COMM_WORLD);
+  for (auto _ : state) {
+    std::fill(g.begin(), g.end(), 1.0f + static_cast<float>(world_rank()));
+    bool ok = true;
+    state.SetIterationTime(
+        timed([&] { ok = ex.allreduce_sum(gradcomp::span<float>(g.data(), g.size())).has_value(); }));
+    if (!ok) {
+      state.SkipWithError("allreduce_sum failed");
+      break;
+    }
+  }
+  const double moved = 2.0 * (world_size() - 1) / world_size() * 4.0 * static_cast<double>(n);
+  report_bytes(state, moved, moved);
+}
+
 BENCHMARK(BM_dgc_allgather)->Arg(1000)->Arg(10000)->Iterations(8)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dgc_aggregate)->Arg(1000)->Arg(10000)->Iterations(8)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dgc_reduce)->Args({1000, 0})->Args({1000, 1})->Iterations(4)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dense_allreduce)->Iterations(4)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dense_rank_order)->Iterations(4)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Discards what it is given: the reporter of every rank but 0.
 class silent_reporter : public benchmark::BenchmarkReporter {

@@ -60,7 +60,8 @@ enum class errc : std::uint16_t {
                                ///< process restarts.
   peer_failed = 600,           ///< Another rank of an exchange had no message for the step (its
                                ///< step was refused or its message too large).
-  comm_error = 601,            ///< The communication library (MPI) reported an error.
+  comm_error = 601,            ///< The communication library (MPI, NCCL) or the CUDA runtime under it
+                               ///< reported an error.
 };
 
 /// Returns the enumerator's name (`"k_exceeds_n"`), or `"unknown"` for a value outside the enum.

@@ -246,31 +246,58 @@ class exchange_engine {
   /// The path the last step took: `allgather` or `allreduce` (`allgather` before any step).
   exchange_path last_path() const noexcept { return last_path_; }
 
-  /// One whole step: this rank's message, every rank's, aggregated in rank order into `agg`.
+  /**
+   * @brief One whole step: sends `message` (this rank's encoded step), and aggregates every
+   * rank's message in rank order into `agg` (an `aggregator`): `agg.begin()`, every rank's
+   * message added, `agg.finish(size())`, on the path `choose_path` gives for the announced
+   * lengths (`last_path()` says which). Every rank's `agg` then holds bitwise the update one
+   * process adding the same messages in rank order computes, on either path.
+   * @return `errc::peer_failed` (a rank had no message; `failed_rank()`), `errc::layout_mismatch`
+   *         (the ranks' aggregators have different element counts; `failed_rank()`), the
+   *         refusal of the lowest rank whose message an aggregator refused or after whose message
+   *         a sum left the finite range (`errc::state_overflow`), with `failed_rank()`,
+   *         `errc::size_overflow` (more than the transport counts), `errc::comm_error`. The same
+   *         on every rank but `comm_error`; `agg` is not finished then: apply no update.
+   */
   template <class Aggregator>
   [[nodiscard]] result<void> reduce(span<const std::byte, memory_space> message, Aggregator& agg) {
     start_reduce(message, agg);
     return wait();
   }
-  /// Takes part in the step without a message: every rank's `reduce` returns `errc::peer_failed`.
+  /// Takes part in the step without a message (`why`: the reason, such as the refusal of the
+  /// rank's step): every rank's `reduce` returns `errc::peer_failed`.
   template <class Aggregator>
   [[nodiscard]] result<void> reduce_failed(errc why, Aggregator& agg) {
     start_reduce_failed(why, agg);
     return wait();
   }
   /// Starts `reduce`; `message` and `agg` must stay valid, and unused, until `wait` returns.
+  /// `test` lets the exchange progress; the aggregation runs in the call that finds its data in.
   template <class Aggregator>
   void start_reduce(span<const std::byte, memory_space> message, Aggregator& agg) {
+    settle();
     begin(message, errc::ok, &target_for(agg), mode::reduce);
   }
   /// `start_reduce` without a message (see `reduce_failed`).
   template <class Aggregator>
   void start_reduce_failed(errc why, Aggregator& agg) {
+    settle();
     begin(span<const std::byte, memory_space>(), why == errc::ok ? errc::peer_failed : why, &target_for(agg),
           mode::reduce);
   }
 
-  /// Replaces `data` with the sum of every rank's `data`, added in `order`.
+  /**
+   * @brief Replaces `data` (the same length on every rank) with the sum of every rank's `data`,
+   * added in `order`: `dense_order::rank_order` (a reduce-scatter and an allgather, each share
+   * summed in rank order: bitwise one process adding the ranks' tensors in rank order) or
+   * `dense_order::library` (the transport's own allreduce). For dense tensors sent outside the
+   * compressed messages, and for a trainer's own dense rounds.
+   * @return `errc::non_finite_input` (a rank's `data` holds a NaN or an infinity;
+   *         `failed_rank()` is the lowest such rank), `errc::state_overflow` (a sum is not
+   *         finite; with rank order `failed_rank()` is the rank after whose values it left the
+   *         range, else -1), `errc::layout_mismatch` (the lengths differ; `failed_rank()`),
+   *         `errc::size_overflow`, `errc::comm_error`; `data` is unchanged then.
+   */
   template <class T>
   [[nodiscard]] result<void> allreduce_sum(span<T, memory_space> data, dense_order order = dense_order::rank_order) {
     start_allreduce_sum(data, order);
@@ -279,29 +306,35 @@ class exchange_engine {
   /// Starts `allreduce_sum`; `data` must stay valid, and unused, until `wait` returns.
   template <class T>
   void start_allreduce_sum(span<T, memory_space> data, dense_order order = dense_order::rank_order) {
+    settle();
     tensor_ = std::make_unique<detail::tensor_reduction<Memory, T>>(memory_, data.data(), data.size());
     begin(span<const std::byte, memory_space>(), errc::ok, tensor_.get(),
           order == dense_order::rank_order ? mode::allreduce : mode::library_allreduce);
   }
 
-  /// Sends `message` and receives every rank's: `start` then `wait`.
+  /// Sends `message` and receives every rank's (`message(r)`): `start` then `wait`. The
+  /// allgather path by hand: add the messages with `aggregate`.
   [[nodiscard]] result<void> allgather(span<const std::byte, memory_space> message) {
     start(message);
     return wait();
   }
-  /// Takes part in the allgather without a message: every rank's returns `errc::peer_failed`.
+  /// Takes part in the allgather without a message: every rank's returns `errc::peer_failed`
+  /// (`failed_rank()` names the lowest rank without one).
   [[nodiscard]] result<void> allgather_failed(errc why) {
     start_failed(why);
     return wait();
   }
-  /// Starts the allgather of `message`, which must stay valid and unchanged until `wait` returns.
+  /// Starts the allgather of `message`, which must stay valid and unchanged until `wait`
+  /// returns; the caller may compute meanwhile (`test` lets the transport progress and posts the
+  /// next phase as soon as the previous one is complete).
   void start(span<const std::byte, memory_space> message) { begin(message, errc::ok, nullptr, mode::allgather); }
   /// `start` without a message.
   void start_failed(errc why) {
     begin(span<const std::byte, memory_space>(), why == errc::ok ? errc::peer_failed : why, nullptr, mode::allgather);
   }
 
-  /// Lets the exchange progress without blocking; true when it is complete.
+  /// Lets the exchange progress without blocking; true when it is complete (then `wait`
+  /// returns at once).
   [[nodiscard]] bool test() {
     for (;;) {
       if (phase_ == phase::idle || phase_ == phase::done) return true;
@@ -314,7 +347,9 @@ class exchange_engine {
       advance();
     }
   }
-  /// Completes the exchange in flight and returns its outcome.
+  /// Completes the exchange in flight and returns its outcome (see `reduce`, `allreduce_sum`;
+  /// an allgather: `errc::peer_failed`, `errc::size_overflow` when the messages together exceed
+  /// what the transport counts, `errc::comm_error`), the same on every rank but `comm_error`.
   [[nodiscard]] result<void> wait() {
     while (phase_ != phase::idle && phase_ != phase::done) {
       if (!net_.wait()) {
@@ -340,8 +375,11 @@ class exchange_engine {
   /// the finite range, the same on every rank; -1 when none (or not known).
   int failed_rank() const noexcept { return failed_rank_; }
 
-  /// Aggregates the last allgather's messages in rank order into `agg`, then `finish(size())`;
-  /// the refusal of the lowest refused message on every rank, without `finish`, otherwise.
+  /// Aggregates the last allgather's messages in rank order: `agg.begin()`, every `message(r)`
+  /// added for r = 0 .. size() - 1, then `agg.finish(size())`. If any rank's aggregator refuses a
+  /// message, every rank returns the refusal of the lowest such rank (`failed_rank()`) without
+  /// `finish`: apply no update then. Returns the exchange's own error if it failed, and
+  /// `errc::invalid_argument` when the last exchange was not a completed allgather.
   template <class Aggregator>
   [[nodiscard]] result<void> aggregate(Aggregator& agg) {
     if (status_ != errc::ok) return fail(status_);
@@ -380,8 +418,14 @@ class exchange_engine {
     return *aggregation_;
   }
 
-  void begin(span<const std::byte, memory_space> message, errc why, reduction* work, mode m) {
+  // Completes an exchange still in flight (whose outcome the caller did not ask for), before
+  // what it uses is replaced.
+  void settle() {
     if (phase_ != phase::idle) (void)wait();
+  }
+
+  void begin(span<const std::byte, memory_space> message, errc why, reduction* work, mode m) {
+    settle();
     mine_ = message;
     work_ = work;
     mode_ = m;
