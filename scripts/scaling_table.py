@@ -97,36 +97,39 @@ def at_scale(dgc_bytes):
     return "\n".join(lines) + "\n"
 
 
-def measured(runs):
-    lines = ["| ranks | DGC 0.1%: sent, received | allgather | + aggregation | DGC 1%: allgather "
-             "| dense allreduce (ring: sent = received) | allreduce |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+def per_ranks(runs, header, keys, row):
+    """A table with one row per rank count: `row` formats the results of `keys` for it."""
+    lines = list(header)
     for ranks in sorted(runs):
-        r = runs[ranks]
-        g1, a1, g10, d = (r.get(k) for k in ("BM_dgc_allgather/1000", "BM_dgc_aggregate/1000",
-                                               "BM_dgc_allgather/10000", "BM_dense_allreduce"))
-        if not all((g1, a1, g10, d)):
+        found = [runs[ranks].get(k) for k in keys]
+        if not all(found):
             sys.exit(f"scaling_table.py: missing benchmarks for {ranks} ranks")
-        lines.append(f"| {ranks} | {mb(g1[1])}, {mb(g1[2])} | {g1[0]:,.1f} ms | {a1[0]:,.1f} ms | "
-                     f"{g10[0]:,.1f} ms | {mb(d[1])} | {d[0]:,.1f} ms |")
+        lines.append(f"| {ranks} | {row(*found)} |")
     return "\n".join(lines) + "\n"
+
+
+def measured(runs):
+    return per_ranks(
+        runs,
+        ["| ranks | DGC 0.1%: sent, received | allgather | + aggregation | DGC 1%: allgather "
+         "| dense allreduce (ring: sent = received) | allreduce |",
+         "|---:|---:|---:|---:|---:|---:|---:|"],
+        ("BM_dgc_allgather/1000", "BM_dgc_aggregate/1000", "BM_dgc_allgather/10000", "BM_dense_allreduce"),
+        lambda g1, a1, g10, d: f"{mb(g1[1])}, {mb(g1[2])} | {g1[0]:,.1f} ms | {a1[0]:,.1f} ms | "
+                               f"{g10[0]:,.1f} ms | {mb(d[1])} | {d[0]:,.1f} ms")
 
 
 def paths(runs):
     """The whole step on each path of mpi_exchange::reduce, and the dense sum in rank order against
     MPI_Allreduce."""
-    lines = ["| ranks | DGC 0.1% step, allgather path | dense path | received per rank: allgather, dense "
-             "| fp32 sum: MPI_Allreduce | rank order (`allreduce_sum`) |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    for ranks in sorted(runs):
-        r = runs[ranks]
-        g, d, lib, ordered = (r.get(k) for k in ("BM_dgc_reduce/1000/0", "BM_dgc_reduce/1000/1",
-                                                 "BM_dense_allreduce", "BM_dense_rank_order"))
-        if not all((g, d, lib, ordered)):
-            sys.exit(f"scaling_table.py: missing benchmarks for {ranks} ranks")
-        lines.append(f"| {ranks} | {g[0]:,.1f} ms | {d[0]:,.1f} ms | {mb(g[2])}, {mb(d[2])} | "
-                     f"{lib[0]:,.1f} ms | {ordered[0]:,.1f} ms |")
-    return "\n".join(lines) + "\n"
+    return per_ranks(
+        runs,
+        ["| ranks | DGC 0.1% step, allgather path | dense path | received per rank: allgather, dense "
+         "| fp32 sum: MPI_Allreduce | rank order (`allreduce_sum`) |",
+         "|---:|---:|---:|---:|---:|---:|"],
+        ("BM_dgc_reduce/1000/0", "BM_dgc_reduce/1000/1", "BM_dense_allreduce", "BM_dense_rank_order"),
+        lambda g, d, lib, ordered: f"{g[0]:,.1f} ms | {d[0]:,.1f} ms | {mb(g[2])}, {mb(d[2])} | "
+                                   f"{lib[0]:,.1f} ms | {ordered[0]:,.1f} ms")
 
 
 def main():

@@ -52,6 +52,16 @@ inline const char* path_name(gradcomp::comm::exchange_path p) {
   return "?";
 }
 
+// `w`'s encoded DGC step of the conformance gradients of `step` for worker `rank`.
+inline std::vector<std::byte> encoded_step(conformance_worker<float, gradcomp::cpu_backend>& w, std::size_t step,
+                                           int rank) {
+  w.load(conformance_gradients<float>(step, static_cast<std::uint64_t>(rank)));
+  REQUIRE(w.compressor.compress(w.views()));
+  auto bytes = w.encode();
+  REQUIRE(bytes);
+  return *bytes;
+}
+
 // EF-SignSGD's message for the conformance model's tensors: another compressor's sections.
 inline std::vector<std::byte> ef_signsgd_message() {
   gradcomp::ef_signsgd_compressor<float> other(gradcomp::ef_signsgd_config{});

@@ -143,13 +143,7 @@ TEST_CASE("mpi: a rank without a message, a damaged message and another compress
   const int n = ex.size(), last = n - 1;
   worker mine(test_config(), gradcomp::cpu_backend{});
   gradcomp::dgc_aggregator<float> agg(mine.compressor);
-  auto encoded_step = [&](std::size_t step) {
-    mine.load(gradcomp_test::conformance_gradients<float>(step, static_cast<std::uint64_t>(ex.rank())));
-    REQUIRE(mine.compressor.compress(mine.views()));
-    auto bytes = mine.encode();
-    REQUIRE(bytes);
-    return *bytes;
-  };
+  auto encoded_step = [&](std::size_t step) { return gradcomp_test::encoded_step(mine, step, ex.rank()); };
 
   SUBCASE("the last rank's step was refused") {
     const auto bytes = encoded_step(0);
@@ -252,13 +246,7 @@ TEST_CASE("mpi: on the dense path too, a missing, damaged, foreign or overflowin
     mpi_exchange ex(MPI_COMM_WORLD, path);
     worker mine(test_config(), gradcomp::cpu_backend{});
     gradcomp::dgc_aggregator<float> agg(mine.compressor);
-    auto encoded_step = [&](std::size_t step) {
-      mine.load(gradcomp_test::conformance_gradients<float>(step, static_cast<std::uint64_t>(ex.rank())));
-      REQUIRE(mine.compressor.compress(mine.views()));
-      auto bytes = mine.encode();
-      REQUIRE(bytes);
-      return *bytes;
-    };
+    auto encoded_step = [&](std::size_t step) { return gradcomp_test::encoded_step(mine, step, ex.rank()); };
     SUBCASE("the last rank's step was refused") {
       const auto bytes = encoded_step(0);
       const auto got = ex.rank() == last ? ex.reduce_failed(errc::non_finite_input, agg) : ex.reduce(view(bytes), agg);

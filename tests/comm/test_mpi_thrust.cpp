@@ -84,11 +84,7 @@ TEST_CASE("mpi + thrust memory: steps on both paths give bitwise the host exchan
       gradcomp::aggregator<float> hagg(mine.compressor);
       for (std::size_t step = 0; step < 3; ++step) {
         CAPTURE(step);
-        mine.load(gradcomp_test::conformance_gradients<float>(step, static_cast<std::uint64_t>(dev.rank())));
-        REQUIRE(mine.compressor.compress(mine.views()));
-        const auto bytes = mine.encode();
-        REQUIRE(bytes);
-        same_outcome(dev, dagg, host, hagg, *bytes);
+        same_outcome(dev, dagg, host, hagg, gradcomp_test::encoded_step(mine, step, dev.rank()));
         CHECK(dev.failed_rank() == -1);
       }
       // The allgather by hand: every message readable where it landed.
@@ -112,17 +108,14 @@ TEST_CASE("mpi + thrust memory: a missing, damaged, foreign or overflowing messa
     worker mine(gradcomp_test::mpi_test_config(), gradcomp::cpu_backend{});
     gradcomp::aggregator<float, omp_backend> dagg(mine.compressor);
     gradcomp::aggregator<float> hagg(mine.compressor);
-    mine.load(gradcomp_test::conformance_gradients<float>(0, static_cast<std::uint64_t>(dev.rank())));
-    REQUIRE(mine.compressor.compress(mine.views()));
-    const auto good = mine.encode();
-    REQUIRE(good);
+    const auto good = gradcomp_test::encoded_step(mine, 0, dev.rank());
 
-    auto damaged = *good;
+    auto damaged = good;
     if (dev.rank() == last) damaged[damaged.size() / 2] ^= std::byte{0x40};
     same_outcome(dev, dagg, host, hagg, damaged);
     CHECK(dev.failed_rank() == last);
 
-    auto foreign = *good;
+    auto foreign = good;
     if (dev.rank() == 0) foreign = gradcomp_test::ef_signsgd_message();
     same_outcome(dev, dagg, host, hagg, foreign);
     CHECK(dev.failed_rank() == 0);
@@ -131,18 +124,18 @@ TEST_CASE("mpi + thrust memory: a missing, damaged, foreign or overflowing messa
     CHECK(dev.failed_rank() == (n > 1 ? 1 : -1));
 
     // A message cut short at the last rank.
-    std::vector<std::byte> truncated = *good;
+    std::vector<std::byte> truncated = good;
     if (dev.rank() == last) truncated.resize(truncated.size() - 3);
     same_outcome(dev, dagg, host, hagg, truncated);
     CHECK(dev.failed_rank() == last);
 
     // A rank without a message.
     const auto got = dev.rank() == last ? dev.reduce_failed(errc::non_finite_input, dagg)
-                                        : dev.reduce(device_bytes(*good).view(), dagg);
+                                        : dev.reduce(device_bytes(good).view(), dagg);
     CHECK(got.error() == errc::peer_failed);
     CHECK(dev.failed_rank() == last);
 
-    same_outcome(dev, dagg, host, hagg, *good);
+    same_outcome(dev, dagg, host, hagg, good);
     CHECK(dev.failed_rank() == -1);
   }
 }
