@@ -4,6 +4,7 @@
 #include <gradcomp/gradcomp.hpp>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -52,14 +53,29 @@ inline const char* path_name(gradcomp::comm::exchange_path p) {
   return "?";
 }
 
-// `w`'s encoded DGC step of the conformance gradients of `step` for worker `rank`.
-inline std::vector<std::byte> encoded_step(conformance_worker<float, gradcomp::cpu_backend>& w, std::size_t step,
-                                           int rank) {
-  w.load(conformance_gradients<float>(step, static_cast<std::uint64_t>(rank)));
+// The conformance gradients of `step` for worker `rank`; every one zero at step `zero_step`
+// (whatever the selection keeps then, it must go through).
+inline std::vector<std::vector<float>> step_gradients(std::size_t step, int rank, std::size_t zero_step) {
+  auto g = conformance_gradients<float>(step, static_cast<std::uint64_t>(rank));
+  if (step == zero_step)
+    for (auto& x : g) std::fill(x.begin(), x.end(), 0.0f);
+  return g;
+}
+
+// `w`'s encoded DGC step of gradients `g`.
+inline std::vector<std::byte> encoded(conformance_worker<float, gradcomp::cpu_backend>& w,
+                                      const std::vector<std::vector<float>>& g) {
+  w.load(g);
   REQUIRE(w.compressor.compress(w.views()));
   auto bytes = w.encode();
   REQUIRE(bytes);
   return *bytes;
+}
+
+// `w`'s encoded DGC step of the conformance gradients of `step` for worker `rank`.
+inline std::vector<std::byte> encoded_step(conformance_worker<float, gradcomp::cpu_backend>& w, std::size_t step,
+                                           int rank) {
+  return encoded(w, conformance_gradients<float>(step, static_cast<std::uint64_t>(rank)));
 }
 
 // EF-SignSGD's message for the conformance model's tensors: another compressor's sections.

@@ -80,27 +80,16 @@ TEST_CASE("mpi: DGC across ranks gives bitwise the update of one process adding 
   gradcomp::dgc_aggregator<float> single(mine.compressor);
   for (std::size_t step = 0; step < 6; ++step) {
     CAPTURE(step);
-    auto gradients = [&](int r) {
-      auto g = gradcomp_test::conformance_gradients<float>(step, static_cast<std::uint64_t>(r));
-      if (step == 4)  // every gradient zero: whatever the selection keeps, it goes through
-        for (auto& x : g) std::fill(x.begin(), x.end(), 0.0f);
-      return g;
-    };
-    mine.load(gradients(ex.rank()));
-    REQUIRE(mine.compressor.compress(mine.views()));
-    const auto bytes = mine.encode();
-    REQUIRE(bytes);
-    REQUIRE(ex.allgather(view(*bytes)));
+    auto gradients = [&](int r) { return gradcomp_test::step_gradients(step, r, 4); };
+    const auto bytes = gradcomp_test::encoded(mine, gradients(ex.rank()));
+    REQUIRE(ex.allgather(view(bytes)));
     REQUIRE(ex.aggregate(agg));
 
     single.begin();
     for (int r = 0; r < n; ++r) {
-      all[static_cast<std::size_t>(r)].load(gradients(r));
-      REQUIRE(all[static_cast<std::size_t>(r)].compressor.compress(all[static_cast<std::size_t>(r)].views()));
-      const auto simulated = all[static_cast<std::size_t>(r)].encode();
-      REQUIRE(simulated);
-      CHECK(gradcomp_test::bitwise_equal(ex.message(r), *simulated));
-      REQUIRE(single.add(view(*simulated)));
+      const auto simulated = gradcomp_test::encoded(all[static_cast<std::size_t>(r)], gradients(r));
+      CHECK(gradcomp_test::bitwise_equal(ex.message(r), simulated));
+      REQUIRE(single.add(view(simulated)));
     }
     REQUIRE(single.finish(static_cast<std::size_t>(n)));
     CHECK(gradcomp_test::bitwise_equal(updates(agg), updates(single)));
@@ -196,36 +185,24 @@ TEST_CASE("mpi: reduce gives bitwise one process's update on either path, and th
       for (std::size_t t = 0; t < agg.num_tensors(); ++t) dense_bytes += agg.update(t).size() * sizeof(float);
       for (std::size_t step = 0; step < 4; ++step) {
         CAPTURE(step);
-        auto gradients = [&](int r) {
-          auto g = gradcomp_test::conformance_gradients<float>(step, static_cast<std::uint64_t>(r));
-          if (step == 2)
-            for (auto& x : g) std::fill(x.begin(), x.end(), 0.0f);
-          return g;
-        };
-        mine.load(gradients(ex.rank()));
-        REQUIRE(mine.compressor.compress(mine.views()));
-        const auto bytes = mine.encode();
-        REQUIRE(bytes);
+        auto gradients = [&](int r) { return gradcomp_test::step_gradients(step, r, 2); };
+        const auto bytes = gradcomp_test::encoded(mine, gradients(ex.rank()));
         if (step == 1) {  // non-blocking: the aggregation runs in the test() that finds the data
-          ex.start_reduce(view(*bytes), agg);
+          ex.start_reduce(view(bytes), agg);
           while (!ex.test()) {
           }
           REQUIRE(ex.wait());
         } else {
-          REQUIRE(ex.reduce(view(*bytes), agg));
+          REQUIRE(ex.reduce(view(bytes), agg));
         }
         CHECK(ex.failed_rank() == -1);
 
         single.begin();
         std::uint64_t total = 0;
         for (int r = 0; r < n; ++r) {
-          auto& w = all[static_cast<std::size_t>(r)];
-          w.load(gradients(r));
-          REQUIRE(w.compressor.compress(w.views()));
-          const auto simulated = w.encode();
-          REQUIRE(simulated);
-          total += simulated->size();
-          REQUIRE(single.add(view(*simulated)));
+          const auto simulated = gradcomp_test::encoded(all[static_cast<std::size_t>(r)], gradients(r));
+          total += simulated.size();
+          REQUIRE(single.add(view(simulated)));
         }
         REQUIRE(single.finish(static_cast<std::size_t>(n)));
         CHECK(gradcomp_test::bitwise_equal(updates(agg), updates(single)));
