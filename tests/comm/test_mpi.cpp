@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -322,5 +323,40 @@ TEST_CASE("mpi: allreduce_sum adds every rank's dense tensor, in rank order bitw
     g.resize(10);
     REQUIRE(ex.allreduce_sum(gradcomp::span<float>(g.data(), g.size()), order));
     CHECK(g[9] == 2.0f * static_cast<float>(n));
+  }
+}
+
+TEST_CASE("mpi: the dense path in the library's order sums the same messages (bitwise with two ranks)") {
+  using gradcomp::comm::dense_order;
+  using gradcomp::comm::exchange_path;
+  const int n = world_size();
+  mpi_exchange ordered(MPI_COMM_WORLD, exchange_path::allreduce), library(MPI_COMM_WORLD, exchange_path::allreduce);
+  library.set_dense_path_order(dense_order::library);
+  CHECK(library.dense_path_order() == dense_order::library);
+  CHECK(ordered.dense_path_order() == dense_order::rank_order);
+  worker mine(test_config(0.2), gradcomp::cpu_backend{});
+  gradcomp::dgc_aggregator<float> a(mine.compressor), b(mine.compressor);
+  for (std::size_t step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    const auto bytes = gradcomp_test::encoded_step(mine, step, ordered.rank());
+    REQUIRE(ordered.reduce(view(bytes), a));
+    REQUIRE(library.reduce(view(bytes), b));
+    CHECK(library.last_path() == exchange_path::allreduce);
+    const auto ua = updates(a), ub = updates(b);
+    if (n <= 2) {  // one addition: the same in any order
+      CHECK(gradcomp_test::bitwise_equal(ua, ub));
+    } else {
+      for (std::size_t t = 0; t < ua.size(); ++t) {
+        float largest = 0.0f;
+        for (const float x : ua[t]) largest = std::max(largest, std::fabs(x));
+        for (std::size_t i = 0; i < ua[t].size(); ++i) CHECK(std::fabs(ua[t][i] - ub[t][i]) <= 1e-5f * largest);
+      }
+    }
+  }
+  const auto huge = gradcomp_test::overflowing_message();
+  const auto got = library.reduce(view(huge), b);
+  if (n > 1) {
+    CHECK(got.error() == errc::state_overflow);
+    CHECK(library.failed_rank() == -1);  // the library's sum does not tell after which rank
   }
 }

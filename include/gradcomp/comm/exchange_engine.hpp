@@ -243,6 +243,13 @@ class exchange_engine {
   exchange_path path() const noexcept { return path_; }
   /// Sets how the following steps' messages move (on every rank alike).
   void set_path(exchange_path p) noexcept { path_ = p; }
+  /// How `reduce`'s dense path adds the ranks' sums: `dense_order::rank_order` (the default:
+  /// bitwise the allgather path's update) or `dense_order::library` (the transport's allreduce:
+  /// faster, its bits the library's; a sum that leaves the finite range is then refused with
+  /// `failed_rank()` -1). Every rank must use the same.
+  dense_order dense_path_order() const noexcept { return dense_order_; }
+  /// Sets how the following steps' dense paths add (on every rank alike).
+  void set_dense_path_order(dense_order order) noexcept { dense_order_ = order; }
   /// The path the last step took: `allgather` or `allreduce` (`allgather` before any step).
   exchange_path last_path() const noexcept { return last_path_; }
 
@@ -407,7 +414,7 @@ class exchange_engine {
   enum class mode { allgather, reduce, allreduce, library_allreduce };
   // announcing -> gathering [-> agreeing] (the allgather; agreeing for a reduce step), or
   // announcing -> scattering -> agreeing -> collecting (the dense path), or
-  // announcing -> summing -> agreeing (the library's allreduce).
+  // announcing -> summing -> agreeing (the library's allreduce, of a tensor or of a dense path).
   enum class phase { idle, announcing, gathering, scattering, summing, agreeing, collecting, done };
 
   // The reduction that aggregates into `agg`: the one of the last steps when it serves `agg`.
@@ -495,7 +502,7 @@ class exchange_engine {
       own_key_ = work_->check_own(rank_);
     }
     work_->read(sums_.data());
-    if (mode_ == mode::library_allreduce) {
+    if (library_sum()) {
       phase_ = phase::summing;
       return post(net_.allreduce_sum(sums_.data(), elements_, work_->kind()));
     }
@@ -549,9 +556,9 @@ class exchange_engine {
     }
     if (mode_ == mode::reduce && last_path_ == exchange_path::allgather)  // every message added
       return finish_with(work_->finish(static_cast<std::size_t>(size_), false));
-    if (mode_ == mode::library_allreduce) {
+    if (library_sum()) {
       work_->write(sums_.data());
-      return finish_with(errc::ok);
+      return finish_with(work_->aggregates() ? work_->finish(static_cast<std::size_t>(size_), true) : errc::ok);
     }
     // Every share's sums where the share starts; this rank's are in place already.
     phase_ = phase::collecting;
@@ -570,6 +577,10 @@ class exchange_engine {
     return no_failure;
   }
 
+  // The dense values are summed by the transport's allreduce (in its order), not share by share.
+  bool library_sum() const noexcept {
+    return mode_ == mode::library_allreduce || (mode_ == mode::reduce && dense_order_ == dense_order::library);
+  }
   std::size_t value_bytes() const noexcept { return detail::value_size(work_->kind()); }
   std::uint64_t share_at(int r) const noexcept { return detail::share_begin(elements_, size_, r); }
   std::uint64_t share_len(int r) const noexcept { return share_at(r + 1) - share_at(r); }
@@ -592,6 +603,7 @@ class exchange_engine {
   int rank_ = 0;
   int size_ = 0;
   exchange_path path_ = exchange_path::automatic;
+  dense_order dense_order_ = dense_order::rank_order;
   exchange_path last_path_ = exchange_path::allgather;
   mode mode_ = mode::allgather;
   phase phase_ = phase::idle;
