@@ -61,20 +61,22 @@ TEST_CASE("exchange plan: announcements agree, or name the lowest rank without a
   CHECK(plan::check_announcements(a, failed) == errc::layout_mismatch);
   CHECK(failed == 3);
 
-  std::vector<int> counts, displs;
+  // MPI counts in int: its limit is 2^31 - 1 bytes in one collective; NCCL's is far above.
+  const std::uint64_t int_limit = 0x7fffffffu, wide_limit = ~std::uint64_t(0);
+  std::vector<std::uint64_t> counts, displs;
   a[0].bytes = 10;
   a[1].bytes = 0;
   a[2].bytes = 20;
   a[3].bytes = 5;
-  CHECK(plan::gather_layout(a, counts, displs) == errc::ok);
-  CHECK(counts == std::vector<int>{10, 0, 20, 5});
-  CHECK(displs == std::vector<int>{0, 10, 10, 30});
+  CHECK(plan::gather_layout(a, int_limit, counts, displs) == errc::ok);
+  CHECK(counts == std::vector<std::uint64_t>{10, 0, 20, 5});
+  CHECK(displs == std::vector<std::uint64_t>{0, 10, 10, 30});
   a[1].bytes = 0x7fffffffu - 35;
-  CHECK(plan::gather_layout(a, counts, displs) == errc::ok);
+  CHECK(plan::gather_layout(a, int_limit, counts, displs) == errc::ok);
   a[1].bytes += 1;
-  CHECK(plan::gather_layout(a, counts, displs) == errc::size_overflow);
+  CHECK(plan::gather_layout(a, int_limit, counts, displs) == errc::size_overflow);
   std::vector<std::uint64_t> wide_counts, wide_displs;
-  CHECK(plan::gather_layout(a, wide_counts, wide_displs) == errc::ok);
+  CHECK(plan::gather_layout(a, wide_limit, wide_counts, wide_displs) == errc::ok);
   CHECK(wide_displs[3] == 10 + a[1].bytes + 20);
 }
 

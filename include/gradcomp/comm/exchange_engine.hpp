@@ -19,6 +19,7 @@
 
 #include "../backend.hpp"
 #include "../backend_memory.hpp"
+#include "../cpu/dgc_kernels.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
 #include "exchange_plan.hpp"
@@ -189,9 +190,7 @@ struct exchange_memory<cpu_backend> {
   }
   template <class T>
   static bool all_finite(const cpu_backend&, const T* p, std::uint64_t n) {
-    for (std::uint64_t i = 0; i < n; ++i)
-      if (!finite_value(p[i])) return false;
-    return true;
+    return gradcomp::detail::cpu::all_finite(span<const T>(p, static_cast<std::size_t>(n)));
   }
   template <class Aggregator>
   using reduction_for = host_aggregator_reduction<Aggregator>;
@@ -526,16 +525,9 @@ class exchange_engine {
   }
 
   void gather_messages() {
-    std::uint64_t total = 0;
-    if (const errc e = detail::total_bytes(announced_, net_.count_limit(), total); e != errc::ok) return finish_with(e);
-    counts_.resize(static_cast<std::size_t>(size_));
-    displs_.resize(static_cast<std::size_t>(size_));
-    total = 0;
-    for (std::size_t r = 0; r < announced_.size(); ++r) {
-      counts_[r] = announced_[r].bytes;
-      displs_[r] = total;
-      total += announced_[r].bytes;
-    }
+    if (const errc e = detail::gather_layout(announced_, net_.count_limit(), counts_, displs_); e != errc::ok)
+      return finish_with(e);
+    const std::uint64_t total = displs_.back() + counts_.back();
     received_.ensure(memory_, static_cast<std::size_t>(total) + 1);  // never empty: valid buffers for the transport
     phase_ = phase::gathering;
     post(net_.allgatherv(mine_.data(), mine_.size(), received_.data(), counts_, displs_));

@@ -93,20 +93,18 @@ inline errc total_bytes(const std::vector<announcement>& a, std::uint64_t limit,
   return errc::ok;
 }
 
-// Counts and displacements of an allgather of the announced lengths (for MPI: `Count` int);
-// size_overflow when their total exceeds what a `Count` counts.
-template <class Count>
-errc gather_layout(const std::vector<announcement>& a, std::vector<Count>& counts, std::vector<Count>& displs) {
-  counts.assign(a.size(), 0);
-  displs.assign(a.size(), 0);
+// Counts and displacements of an allgather of the announced lengths; size_overflow when their
+// total exceeds `limit` (what one collective of the transport counts), nothing written then.
+inline errc gather_layout(const std::vector<announcement>& a, std::uint64_t limit, std::vector<std::uint64_t>& counts,
+                          std::vector<std::uint64_t>& displs) {
   std::uint64_t total = 0;
-  if (const errc e = total_bytes(a, static_cast<std::uint64_t>(std::numeric_limits<Count>::max()), total);
-      e != errc::ok)
-    return e;
+  if (const errc e = total_bytes(a, limit, total); e != errc::ok) return e;
+  counts.resize(a.size());
+  displs.resize(a.size());
   total = 0;
   for (std::size_t r = 0; r < a.size(); ++r) {
-    displs[r] = static_cast<Count>(total);
-    counts[r] = static_cast<Count>(a[r].bytes);
+    displs[r] = total;
+    counts[r] = a[r].bytes;
     total += a[r].bytes;
   }
   return errc::ok;

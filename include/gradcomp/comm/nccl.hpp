@@ -80,6 +80,8 @@ class nccl_transport {
   ncclComm_t comm() const noexcept { return comm_; }
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
+  // NCCL counts in size_t; the limit keeps every count times a value's size (8) and plus the
+  // rank count within 64 bits.
   std::uint64_t count_limit() const noexcept { return std::numeric_limits<std::uint64_t>::max() / 16; }
 
   bool announce(const announcement& mine, announcement* all) {
@@ -201,8 +203,10 @@ class nccl_transport {
  * messages are `span<const std::byte, thrust_space<cuda::tag>>`, aggregators are `aggregator`s on
  * `thrust_backend<thrust::system::cuda::tag>`, whose sums the messages are decoded and added into
  * on the GPU (`wire::device_accumulator`, with every check of the host decoder and of the
- * aggregator's layout); the host waits for each message's verdict and for the lengths. Every
- * rank's update is bitwise the one `mpi_exchange` computes from the same messages.
+ * aggregator's layout); the host waits for each message's verdict and for the lengths. The same
+ * code with buffers in Thrust's OpenMP memory gives bitwise the updates, errors and failing ranks
+ * of `mpi_exchange` (tests/comm/test_mpi_thrust.cpp); tests/nccl/test_nccl.cu checks the updates
+ * on GPUs against the host's, and has not yet run on a GPU.
  *
  * It does not own the communicator. Its work is issued on the backend's stream. One GPU per
  * rank; every rank must make the same calls in the same order. Not thread-safe.
