@@ -77,4 +77,17 @@ class mpi_process_exchange final : public exchange {
   std::size_t per_numbers_ = 0, per_floats_ = 0;
 };
 
+/// MPI for the duration of a program's main, when `wanted`.
+struct mpi_session {
+  bool on = false;
+  explicit mpi_session(bool wanted, int& argc, char**& argv) : on(wanted) {
+    if (on) MPI_Init(&argc, &argv);
+  }
+  ~mpi_session() {
+    if (on) MPI_Finalize();
+  }
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+};
+
 }  // namespace fmnist

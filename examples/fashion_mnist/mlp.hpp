@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <gradcomp/layout.hpp>
+#include <gradcomp/span.hpp>
+
 namespace fmnist {
 
 /// One parameter tensor: name, shape and values.
@@ -20,6 +23,14 @@ struct parameter {
   std::string name;
   std::vector<std::size_t> shape;
   std::vector<float> values;
+};
+
+/// One parameter tensor as the trainer sees it: name, shape and the weights' own memory (which
+/// the trainer updates in place).
+struct tensor_slot {
+  std::string name;
+  std::vector<std::size_t> shape;
+  gradcomp::span<float> weights;
 };
 
 /// A fully connected layer's two factors of its last weight gradient (`gradient(...)`):
@@ -62,8 +73,38 @@ class mlp {
   std::size_t layers() const noexcept { return sizes_.size() - 1; }
   std::size_t inputs() const noexcept { return sizes_.front(); }
 
+  /// The parameters as the trainer sees them (views valid while the model lives).
+  std::vector<tensor_slot> tensors() {
+    std::vector<tensor_slot> out;
+    for (auto& p : params_) out.push_back({p.name, p.shape, gradcomp::span<float>(p.values.data(), p.values.size())});
+    return out;
+  }
+
+  /// One set of gradient buffers (`make_gradients`), which `gradient` writes.
+  using gradient_set = std::vector<std::vector<float>>;
+
+  /// The buffers of a gradient set as views, one per parameter tensor.
+  static std::vector<gradcomp::span<const float>> views(const gradient_set& g) {
+    std::vector<gradcomp::span<const float>> out;
+    for (const auto& t : g) out.emplace_back(t.data(), t.size());
+    return out;
+  }
+
+  /// The updates' form: plain gradient descent, so the receiver keeps its momentum.
+  void receive(gradcomp::receiver_layout&, bool) const noexcept {}
+
+  /// Applies an averaged update: w -= lr * u for every tensor (lr 1 where the update includes it).
+  void apply(const std::vector<gradcomp::span<const float>>& updates, double lr, bool includes_lr) {
+    const float step_lr = includes_lr ? 1.0f : static_cast<float>(lr);
+    for (std::size_t t = 0; t < params_.size(); ++t) {
+      float* w = params_[t].values.data();
+      const auto u = updates[t];
+      for (std::size_t i = 0; i < u.size(); ++i) w[i] -= step_lr * u[i];
+    }
+  }
+
   /// Zeroed gradient buffers shaped like the parameters.
-  std::vector<std::vector<float>> make_gradients() const {
+  gradient_set make_gradients() const {
     std::vector<std::vector<float>> g;
     for (const auto& p : params_) g.emplace_back(p.values.size(), 0.0f);
     return g;

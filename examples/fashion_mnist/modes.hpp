@@ -538,7 +538,8 @@ class replica_sums {
   virtual void begin() = 0;
   virtual gradcomp::result<void> add(gradcomp::span<const std::byte> message) = 0;
   virtual gradcomp::result<void> finish(std::size_t workers) = 0;
-  /// Tensor t's averaged update in host memory, valid until the next call.
+  /// Tensor t's averaged update in host memory, valid until the next `begin` (each tensor's its
+  /// own, so that every tensor's may be held at once).
   virtual gradcomp::span<const float> update(std::size_t t) = 0;
 };
 
@@ -557,18 +558,20 @@ class backend_sums final : public replica_sums {
     if constexpr (host_memory) {
       return u;
     } else {
-      host_.resize(u.size());
-      if (!gradcomp::copy_to_host(backend_, u, gradcomp::span<float>(host_.data(), host_.size())))
+      if (host_.size() <= t) host_.resize(t + 1);
+      auto& h = host_[t];
+      h.resize(u.size());
+      if (!gradcomp::copy_to_host(backend_, u, gradcomp::span<float>(h.data(), h.size())))
         throw std::logic_error("update: a buffer of its own size");
       gradcomp::synchronize(backend_);
-      return gradcomp::span<const float>(host_.data(), host_.size());
+      return gradcomp::span<const float>(h.data(), h.size());
     }
   }
 
  private:
   gradcomp::aggregator<float, Backend> aggregator_;
   Backend backend_;
-  std::vector<float> host_;
+  std::vector<std::vector<float>> host_;  // each tensor's update read back (other memory)
 };
 
 #if defined(FMNIST_WITH_THRUST) && defined(__CUDACC__)

@@ -264,28 +264,13 @@ void print_table(const std::vector<fmnist::run_result>& runs) {
       "time spent compressing, encoding, decoding and aggregating.\n");
 }
 
-#if defined(FMNIST_WITH_MPI)
-// MPI for the duration of main, when --mpi asks for it.
-struct mpi_session {
-  bool on = false;
-  explicit mpi_session(bool wanted, int& argc, char**& argv) : on(wanted) {
-    if (on) MPI_Init(&argc, &argv);
-  }
-  ~mpi_session() {
-    if (on) MPI_Finalize();
-  }
-  mpi_session(const mpi_session&) = delete;
-  mpi_session& operator=(const mpi_session&) = delete;
-};
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) {
   cli c = parse(argc, argv);
   bool speaks = true;  // this process prints and writes the results (rank 0 under --mpi)
 #if defined(FMNIST_WITH_MPI)
-  const mpi_session mpi(c.mpi, argc, argv);
+  const fmnist::mpi_session mpi(c.mpi, argc, argv);
   if (c.mpi) {
     int rank = 0, ranks = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,4 +1,4 @@
-// Data-parallel training for the Fashion-MNIST demo: N workers, each with its own data shard,
+// Data-parallel training for the Fashion-MNIST demo (and the libtorch example's CNN): N workers, each with its own data shard,
 // compressor state and sampling stream, all in one process (simulated) or one per MPI rank; every
 // worker's gradient goes through gradcomp's wire format (encode -> bytes -> decode-and-accumulate
 // in rank order) and the averaged update is applied to the model (in one process, one copy stands
@@ -62,17 +62,19 @@ struct run_result {
   double ratio_final = 0.0;
   double ratio_run = 0.0;
   double compress_seconds = 0.0;       ///< compress + encode + decode-and-accumulate + finish
+  double compute_seconds = 0.0;        ///< forward and backward passes (every local worker's)
+  double exchange_seconds = 0.0;       ///< decode-and-accumulate + finish (part of compress_seconds)
   double step_seconds = 0.0;           ///< whole steps (gradients included)
   double clipped_fraction = 0.0;       ///< worker steps whose gradient was clipped
   std::uint64_t weights_fnv1a = 0;     ///< FNV-1a of the trained parameters' bytes
   std::vector<epoch_record> epochs;
 };
 
-/// FNV-1a (64 bits) of the parameters' bytes, in order: equal for bitwise equal weights.
-inline std::uint64_t fingerprint(const std::vector<parameter>& params) {
+/// FNV-1a (64 bits) of the tensors' bytes, in order: equal for bitwise equal weights.
+inline std::uint64_t fingerprint(const std::vector<tensor_slot>& tensors) {
   std::uint64_t h = 1469598103934665603ull;
-  for (const auto& p : params)
-    for (const float x : p.values) {
+  for (const auto& t : tensors)
+    for (const float x : t.weights) {
       unsigned char bytes[sizeof(float)];
       std::memcpy(bytes, &x, sizeof x);
       for (const unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
@@ -80,20 +82,74 @@ inline std::uint64_t fingerprint(const std::vector<parameter>& params) {
   return h;
 }
 
+/// Which images each worker trains on: one shuffle of the training set (from the seed), then a
+/// contiguous shard per worker, which the worker reshuffles at every epoch's start with its own
+/// generator. Every mode, model and process sees the same order.
+class batch_plan {
+ public:
+  batch_plan(std::size_t count, std::size_t workers, std::size_t batch, std::uint64_t seed) : batch_(batch) {
+    if (workers == 0 || batch == 0) throw std::invalid_argument("workers and batch must be > 0");
+    const std::size_t shard = count / workers;
+    steps_ = shard / batch;
+    if (steps_ == 0)
+      throw std::invalid_argument("too few training images for " + std::to_string(workers) +
+                                  " workers of batch " + std::to_string(batch));
+    std::vector<std::size_t> order(count);
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(seed ^ 0x5eed5eedULL));
+    for (std::size_t r = 0; r < workers; ++r) {
+      shards_.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(r * shard),
+                           order.begin() + static_cast<std::ptrdiff_t>((r + 1) * shard));
+      rng_.emplace_back(seed * 1000003ULL + r);
+    }
+  }
+  std::size_t steps_per_epoch() const noexcept { return steps_; }
+  /// Worker r's shuffle at an epoch's start.
+  void shuffle(std::size_t r) { std::shuffle(shards_[r].begin(), shards_[r].end(), rng_[r]); }
+  /// Worker r's batch of step s of the epoch: images into x (batch rows), labels into y.
+  void fill(const dataset& d, std::size_t r, std::size_t s, float* x, std::uint8_t* y) const {
+    const std::size_t features = d.features();
+    for (std::size_t i = 0; i < batch_; ++i) {
+      const std::size_t item = shards_[r][s * batch_ + i];
+      std::copy(d.image(item), d.image(item) + features, x + i * features);
+      y[i] = d.labels[item];
+    }
+  }
+
+ private:
+  std::size_t batch_, steps_ = 0;
+  std::vector<std::vector<std::size_t>> shards_;
+  std::vector<std::mt19937_64> rng_;
+};
+
+/// The learning rate of step `step` of `total`: cosine decay from `peak` to 0.
+inline double cosine_lr(double peak, std::size_t step, std::size_t total) {
+  return 0.5 * peak * (1.0 + std::cos(3.14159265358979323846 * double(step) / double(total)));
+}
+
 /// Called after each epoch (for progress output); may be empty.
 using epoch_callback = std::function<void(const run_result&, const epoch_record&)>;
 
 /**
- * Trains the MLP of `o.layers` with mode `spec` on `train`, evaluating on `test` after every
- * epoch. Same seed, same initial weights and the same data order for every mode. When
- * `final_parameters` is given, the trained parameters are copied there. `across` runs the workers
- * it names local in this process and exchanges with the others (one per MPI rank); without it,
- * every worker runs here. Throws std::runtime_error if gradcomp reports an error (a non-finite
- * gradient, say).
+ * Trains `model` with mode `spec` on `train`, evaluating on `test` after every epoch, with the
+ * same data order for every mode (`batch_plan`). `across` runs the workers it names local in this
+ * process and exchanges with the others (one per MPI rank); without it, every worker runs here.
+ * Throws std::runtime_error if gradcomp reports an error (a non-finite gradient, say).
+ *
+ * What the model provides (`mlp` is one; the libtorch example's CNN another):
+ * - `tensors()`: each parameter tensor's name, shape and weights (`tensor_slot`), updated in place;
+ * - `gradient_set`, `make_gradients()`, `gradient(x, y, batch, set)` (a forward and backward pass
+ *   of `batch` images into the set's buffers, returning an `eval_result`) and `views(set)` (the
+ *   set's buffers, one per tensor, as views: what the compressors read);
+ * - `layers()` and `factors(l)` (fully connected layer l's factors of the last gradient, for ISGQ);
+ * - `evaluate(pixels, labels, count)`;
+ * - `receive(layout, includes_lr)`: the form of the updates it will apply; a model whose optimizer
+ *   applies momentum itself takes the receiver-side momentum over (and clears it from `layout`);
+ * - `apply(updates, lr, includes_lr)`: the averaged update of every tensor, applied in place.
  */
-inline run_result train(const mode_spec& spec, const dataset& train, const dataset& test,
-                        const train_options& o, const epoch_callback& on_epoch = {},
-                        std::vector<parameter>* final_parameters = nullptr, exchange* across = nullptr) {
+template <class Model>
+run_result train_model(Model& model, const mode_spec& spec, const dataset& train, const dataset& test,
+                       const train_options& o, const epoch_callback& on_epoch = {}, exchange* across = nullptr) {
   using clock = std::chrono::steady_clock;
   auto seconds = [](clock::time_point a, clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
@@ -102,16 +158,12 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     if (!r) throw std::runtime_error(std::string(what) + ": " + gradcomp::to_string(r.error()));
   };
 
-  if (o.workers == 0 || o.batch == 0) throw std::invalid_argument("workers and batch must be > 0");
-  const std::size_t shard = train.count / o.workers;
-  const std::size_t steps_per_epoch = shard / o.batch;
-  if (steps_per_epoch == 0)
-    throw std::invalid_argument("too few training images for " + std::to_string(o.workers) +
-                                " workers of batch " + std::to_string(o.batch));
+  batch_plan plan(train.count, o.workers, o.batch, o.seed);
+  const std::size_t steps_per_epoch = plan.steps_per_epoch();
   const std::size_t total_steps =
       o.max_steps ? std::min(o.max_steps, o.epochs * steps_per_epoch) : o.epochs * steps_per_epoch;
 
-  mlp model(o.layers, o.seed);
+  const std::vector<tensor_slot> tensors = model.tensors();
   // The exchange between the workers, one compressor per worker this process runs (each with its
   // own state and sampling stream) and one aggregator for the replica.
   in_process_exchange in_process(o.workers);
@@ -123,18 +175,20 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
   for (std::size_t r = 0; r < o.workers; ++r) {
     if (!net.local(r)) continue;
     workers[r] = make_worker(spec, o, r);
-    for (const auto& p : model.parameters())
+    for (const auto& p : tensors)
       workers[r]->add_tensor(p.name, p.shape, spec.dense ? gradcomp::tensor_mode::dense : gradcomp::tensor_mode::automatic);
     if (lead == nullptr) lead = workers[r].get();
   }
   if (lead == nullptr) throw std::invalid_argument("no worker runs in this process");
-  const std::unique_ptr<replica_sums> aggregator = make_replica(o, lead->receiver());
+  gradcomp::receiver_layout layout = lead->receiver();
+  model.receive(layout, spec.update_includes_lr);
+  const std::unique_ptr<replica_sums> aggregator = make_replica(o, layout);
   const std::size_t max_bytes = lead->max_message_bytes(o.wire);
 
   run_result res;
   res.mode = spec.name;
   res.workers = o.workers;
-  res.tensors = model.parameters().size();
+  res.tensors = tensors.size();
   for (std::size_t t = 0; t < res.tensors; ++t) {
     res.parameters += lead->info(t).numel;
     res.compressed_tensors += lead->info(t).compressed;
@@ -142,25 +196,12 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
   res.dense_bytes = 4.0 * static_cast<double>(res.parameters);
   res.final_density = lead->final_density();
 
-  // Shards: one global shuffle, then contiguous slices; each worker reshuffles its own slice
-  // every epoch with its own generator.
-  std::vector<std::size_t> order(train.count);
-  std::iota(order.begin(), order.end(), std::size_t(0));
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(o.seed ^ 0x5eed5eedULL));
-  std::vector<std::vector<std::size_t>> shards(o.workers);
-  std::vector<std::mt19937_64> worker_rng;
-  for (std::size_t r = 0; r < o.workers; ++r) {
-    shards[r].assign(order.begin() + static_cast<std::ptrdiff_t>(r * shard),
-                     order.begin() + static_cast<std::ptrdiff_t>((r + 1) * shard));
-    worker_rng.emplace_back(o.seed * 1000003ULL + r);
-  }
-
   // The server stage of double-way compression (SAEF), with the same tensors; the weights' copy
   // that the step ahead restores.
   std::unique_ptr<update_stage> server = spec.make_server ? spec.make_server() : nullptr;
   if (server)
-    for (const auto& p : model.parameters()) server->add_tensor(p.name, p.shape, gradcomp::tensor_mode::automatic);
-  std::vector<std::vector<float>> weights(model.parameters().size()), averaged(weights.size());
+    for (const auto& p : tensors) server->add_tensor(p.name, p.shape, gradcomp::tensor_mode::automatic);
+  std::vector<std::vector<float>> weights(tensors.size()), averaged(weights.size());
 
   const std::size_t features = train.features();
   std::vector<float> x(o.batch * features);
@@ -168,10 +209,12 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
   // Workers that share scales compute every gradient first (each into its own buffers), then
   // compress; the others compress each gradient as it comes (one set of buffers).
   const bool sharing = lead->shares_scales();
-  std::vector<std::vector<std::vector<float>>> grads(sharing ? o.workers : 1, model.make_gradients());
-  std::vector<std::vector<gradcomp::span<const float>>> views(grads.size());
-  for (std::size_t r = 0; r < grads.size(); ++r)
-    for (const auto& g : grads[r]) views[r].emplace_back(g.data(), g.size());
+  std::vector<typename Model::gradient_set> grads;
+  std::vector<std::vector<gradcomp::span<const float>>> views;
+  for (std::size_t r = 0; r < (sharing ? o.workers : 1); ++r) {
+    grads.push_back(model.make_gradients());
+    views.push_back(Model::views(grads.back()));
+  }
 
   double bytes_final = 0.0, bytes_run = 0.0, clipped = 0.0;
   std::size_t steps_final = 0, step = 0;
@@ -181,16 +224,15 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     epoch_record rec;
     rec.epoch = epoch + 1;
     for (std::size_t r = 0; r < o.workers; ++r)
-      if (net.local(r)) std::shuffle(shards[r].begin(), shards[r].end(), worker_rng[r]);
+      if (net.local(r)) plan.shuffle(r);
     double loss_sum = 0.0, bytes_epoch = 0.0, sent_elements = 0.0;
     for (std::size_t s = 0; s < steps_per_epoch && step < total_steps; ++s, ++step) {
       const auto step_start = clock::now();
-      const double lr =
-          0.5 * o.lr * spec.lr_scale * (1.0 + std::cos(3.14159265358979323846 * double(step) / double(total_steps)));
+      const double lr = cosine_lr(o.lr * spec.lr_scale, step, total_steps);
       for (auto& w : workers)
         if (w) w->begin_step(epoch, lr);
       rec.density = lead->density();
-      double compress_time = 0.0, step_bytes = 0.0;
+      double compress_time = 0.0, compute_time = 0.0, step_bytes = 0.0;
       // Each local worker's figures of the step (its loss, elements sent, whether it clipped),
       // shared with every process and added up in rank order.
       std::vector<std::array<double, 3>> figures(o.workers);
@@ -208,23 +250,18 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
       // Step ahead (SAEF): each worker's gradient at x - e_r, the weights restored afterwards.
       const bool ahead = lead->steps_ahead();
       if (ahead)
-        for (std::size_t t = 0; t < weights.size(); ++t) weights[t] = model.parameters()[t].values;
+        for (std::size_t t = 0; t < weights.size(); ++t) weights[t].assign(tensors[t].weights.begin(), tensors[t].weights.end());
       for (std::size_t r = 0; r < o.workers; ++r) {
         if (!net.local(r)) continue;
         if (ahead)
-          for (std::size_t t = 0; t < weights.size(); ++t) {
-            auto& p = model.parameters()[t].values;
+          for (std::size_t t = 0; t < weights.size(); ++t)
             workers[r]->lookahead(t, gradcomp::span<const float>(weights[t].data(), weights[t].size()),
-                                  gradcomp::span<float>(p.data(), p.size()));
-          }
-        for (std::size_t i = 0; i < o.batch; ++i) {
-          const std::size_t item = shards[r][s * o.batch + i];
-          std::copy(train.image(item), train.image(item) + features,
-                    x.begin() + static_cast<std::ptrdiff_t>(i * features));
-          y[i] = train.labels[item];
-        }
+                                  tensors[t].weights);
+        plan.fill(train, r, s, x.data(), y.data());
         const std::size_t own = sharing ? r : 0;
+        const auto g0 = clock::now();
         const eval_result br = model.gradient(x.data(), y.data(), o.batch, grads[own]);
+        compute_time += seconds(g0, clock::now());
         if (workers[r]->uses_factors()) {  // ISGQ: the layers' factors of this gradient
           std::vector<layer_factors> f;
           for (std::size_t l = 0; l < model.layers(); ++l) f.push_back(model.factors(l));
@@ -243,7 +280,8 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         compress_time += seconds(t0, clock::now());
       }
       if (ahead)
-        for (std::size_t t = 0; t < weights.size(); ++t) model.parameters()[t].values = weights[t];
+        for (std::size_t t = 0; t < weights.size(); ++t)
+          std::copy(weights[t].begin(), weights[t].end(), tensors[t].weights.begin());
       if (sharing) {  // every worker with the largest of the workers' scales
         const auto t0 = clock::now();
         for (std::size_t r = 0; r < o.workers; ++r) {
@@ -277,20 +315,19 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
         }
         check(server->step(mean), "server step");
       }
-      compress_time += seconds(t1, clock::now());
-      auto& params = model.parameters();
-      const float step_lr = spec.update_includes_lr ? 1.0f : static_cast<float>(lr);
-      for (std::size_t t = 0; t < params.size(); ++t) {
-        const auto u = server ? server->update(t) : aggregator->update(t);
-        float* w = params[t].values.data();
-        for (std::size_t i = 0; i < u.size(); ++i) w[i] -= step_lr * u[i];
-      }
+      const double exchange_time = seconds(t1, clock::now());
+      compress_time += exchange_time;
+      res.exchange_seconds += exchange_time;
+      res.compute_seconds += compute_time;
+      std::vector<gradcomp::span<const float>> updates;
+      for (std::size_t t = 0; t < tensors.size(); ++t) updates.push_back(server ? server->update(t) : aggregator->update(t));
+      model.apply(updates, lr, spec.update_includes_lr);
       // Residual averaging (SAEF): every worker takes the mean of the workers' residuals.
       if (lead->averaging_due()) {
         const auto t0 = clock::now();
-        std::vector<std::vector<float>> mean(params.size());
+        std::vector<std::vector<float>> mean(tensors.size());
         std::vector<gradcomp::span<const float>> views_mean;
-        for (std::size_t t = 0; t < params.size(); ++t) {
+        for (std::size_t t = 0; t < tensors.size(); ++t) {
           for (std::size_t r = 0; r < o.workers; ++r)
             if (net.local(r)) net.share_floats(r, workers[r]->residual(t));
           mean[t].assign(lead->residual(t).size(), 0.0f);
@@ -338,7 +375,19 @@ inline run_result train(const mode_spec& spec, const dataset& train, const datas
     res.bytes_per_step_final = bytes_final / double(steps_final * o.workers);
     res.ratio_final = res.dense_bytes / res.bytes_per_step_final;
   }
-  res.weights_fnv1a = fingerprint(model.parameters());
+  res.weights_fnv1a = fingerprint(tensors);
+  return res;
+}
+
+/**
+ * Trains the MLP of `o.layers` (same seed, same initial weights for every mode) with `train_model`.
+ * When `final_parameters` is given, the trained parameters are copied there.
+ */
+inline run_result train(const mode_spec& spec, const dataset& train, const dataset& test,
+                        const train_options& o, const epoch_callback& on_epoch = {},
+                        std::vector<parameter>* final_parameters = nullptr, exchange* across = nullptr) {
+  mlp model(o.layers, o.seed);
+  run_result res = train_model(model, spec, train, test, o, on_epoch, across);
   if (final_parameters) *final_parameters = model.parameters();
   return res;
 }
