@@ -36,6 +36,8 @@ packages=(
   libeigen3-dev
   dataset-fashion-mnist
   python3-matplotlib
+  # The libtorch example (examples/libtorch): libtorch's headers, libraries and CMake package.
+  libtorch-dev
   ca-certificates
   git
 )

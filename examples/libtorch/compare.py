@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Every compressor compared on the libtorch CNN: runs train_libtorch for each worker count (every
+mode, every seed), then writes the table (Markdown), the summary (JSON) and the plot.
+
+    examples/libtorch/compare.py --binary build/examples/libtorch/train_libtorch --out docs/results
+    examples/libtorch/compare.py --summarize docs/results/libtorch_runs.jsonl --out docs/results
+
+With --docs FILE..., the table also replaces the lines between the markers
+<!-- libtorch-table: begin --> and <!-- libtorch-table: end --> of each file.
+
+Accuracy is the final test accuracy over the 10,000 test images: mean and sample standard
+deviation over the seeds. Bytes per step are one worker's message at the final density (the
+steady state after the warm-up of the top-k modes); the ratio is the dense fp32 gradient over
+that. Times are per step (every worker of the step, all in one process): compute (forward and
+backward), compress (compress and encode) and exchange (decode, sum and average on the replica;
+no network: one process).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MODES = ["dense", "dgc", "topk_ef", "ef_signsgd", "terngrad", "onebit_sgd", "qsgd", "adacomp",
+         "saef_topk", "saef_sign", "isgq"]
+
+
+def run(args, runs_path):
+    if os.path.exists(runs_path):
+        os.remove(runs_path)
+    for workers in args.workers:
+        cmd = [args.binary, "--workers", str(workers), "--seeds", ",".join(map(str, args.seeds)),
+               "--epochs", str(args.epochs), "--modes", ",".join(args.modes), "--json", runs_path]
+        if args.threads:
+            cmd += ["--threads", str(args.threads)]
+        print("+", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+
+
+def summarize(runs_path):
+    runs = [json.loads(line) for line in open(runs_path) if line.strip()]
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["workers"], r["mode"]), []).append(r)
+    rows = []
+    for (workers, mode), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], MODES.index(kv[0][1])
+                                                                     if kv[0][1] in MODES else 99)):
+        acc = [100.0 * r["final_accuracy"] for r in rs]
+        mean = lambda key: statistics.fmean(r[key] for r in rs)
+        rows.append({
+            "workers": workers, "mode": mode, "seeds": len(rs), "epochs": rs[0]["epochs"],
+            "steps": rs[0]["steps"], "accuracy_mean": statistics.fmean(acc),
+            "accuracy_std": statistics.stdev(acc) if len(acc) > 1 else 0.0,
+            "accuracy_min": min(acc), "accuracy_max": max(acc),
+            "bytes_per_step": mean("bytes_per_step_final"), "ratio": mean("ratio_final"),
+            "bytes_per_step_run": mean("bytes_per_step"), "ratio_run": mean("ratio"),
+            "compute_ms": mean("compute_ms"), "compress_ms": mean("compress_ms"),
+            "exchange_ms": mean("exchange_ms"), "step_ms": mean("step_ms")})
+    return rows
+
+
+def write_table(rows, path):
+    with open(path, "w") as f:
+        f.write("| workers | mode | test accuracy % (mean ± sd, min–max) | bytes/step | ratio | "
+                "compute ms | compress ms | exchange ms |\n")
+        f.write("|---:|---|---|---:|---:|---:|---:|---:|\n")
+        for r in rows:
+            f.write(f"| {r['workers']} | {r['mode']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} "
+                    f"({r['accuracy_min']:.2f}–{r['accuracy_max']:.2f}) | {r['bytes_per_step']:,.0f} | "
+                    f"{r['ratio']:,.1f}x | {r['compute_ms']:.1f} | {r['compress_ms']:.2f} | "
+                    f"{r['exchange_ms']:.2f} |\n")
+
+
+BEGIN, END = "<!-- libtorch-table: begin -->", "<!-- libtorch-table: end -->"
+
+
+def update_docs(table, paths):
+    for path in paths:
+        text = open(path).read()
+        if BEGIN not in text or END not in text:
+            sys.exit(f"{path}: no {BEGIN} ... {END} markers")
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        open(path, "w").write(head + BEGIN + "\n" + table + END + tail)
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not found: no plot (apt-get install python3-matplotlib)", file=sys.stderr)
+        return
+    worker_counts = sorted({r["workers"] for r in rows})
+    fig, axes = plt.subplots(1, len(worker_counts), figsize=(6 * len(worker_counts), 4.5), sharey=True,
+                             squeeze=False)
+    for ax, workers in zip(axes[0], worker_counts):
+        for r in (r for r in rows if r["workers"] == workers):
+            ax.errorbar(r["ratio"], r["accuracy_mean"], yerr=r["accuracy_std"], fmt="o", capsize=3)
+            ax.annotate(r["mode"], (r["ratio"], r["accuracy_mean"]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlabel("compression ratio at the final density (dense fp32 bytes / message bytes)")
+        ax.set_title(f"{workers} workers")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("final test accuracy % (mean ± sd over seeds)")
+    fig.suptitle("libtorch CNN on Fashion-MNIST: accuracy against bytes sent")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--binary", help="train_libtorch to run")
+    p.add_argument("--summarize", help="only summarize this runs file (JSON lines)")
+    p.add_argument("--out", default="docs/results")
+    p.add_argument("--images", default="docs/images")
+    p.add_argument("--workers", type=int, nargs="+", default=[4, 8])
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--modes", nargs="+", default=MODES)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--docs", nargs="*", default=[], help="files whose table markers to update")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.images, exist_ok=True)
+    runs_path = args.summarize or os.path.join(args.out, "libtorch_runs.jsonl")
+    if not args.summarize:
+        if not args.binary:
+            p.error("--binary or --summarize")
+        run(args, runs_path)
+    rows = summarize(runs_path)
+    with open(os.path.join(args.out, "libtorch_summary.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    table_path = os.path.join(args.out, "libtorch_table.md")
+    write_table(rows, table_path)
+    plot(rows, os.path.join(args.images, "libtorch_compressors.png"))
+    table = open(table_path).read()
+    update_docs(table, args.docs)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

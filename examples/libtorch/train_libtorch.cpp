@@ -1,0 +1,268 @@
+// Data-parallel training of a small CNN on Fashion-MNIST in libtorch, with every gradcomp
+// compressor selectable by name.
+//
+// N workers (simulated in this process, or one per MPI process with --mpi) each compute their
+// gradient with torch's autograd into their own .grad() tensors; gradcomp compresses straight from
+// those tensors' memory, the messages go through the wire format, every replica decodes and
+// averages them, and torch's SGD applies the average to the parameters in place. Modes come from
+// the demo's registry (examples/fashion_mnist/modes.hpp): dense, dgc, topk_ef, ef_signsgd,
+// terngrad, onebit_sgd, qsgd, adacomp, saef_topk, saef_sign, isgq, ...
+//
+//   train_libtorch                                    every mode, 4 workers, 1 epoch
+//   train_libtorch --modes dense,dgc --workers 8 --seeds 1,2,3 --json runs.jsonl
+//   mpirun -np 4 train_libtorch --mpi --modes dgc     one worker per MPI process
+//
+// Run with --help for every option.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cnn.hpp"
+#include "torch_data.hpp"
+#include "trainer.hpp"
+#if defined(FMNIST_WITH_MPI)
+#include "exchange_mpi.hpp"
+#endif
+
+namespace {
+
+struct cli {
+  fmnist::train_options train;
+  std::vector<std::string> modes = fmnist::mode_names();
+  std::vector<std::size_t> seeds = {1};
+  double weight_decay = 1e-4;
+  std::string data_dir = fmnist::default_data_dir();
+  std::string cache = "fashion-mnist-idx";
+  std::string json;
+  double min_accuracy = 0.0;
+  int threads = 0;
+  bool mpi = false;
+};
+
+[[noreturn]] void usage_error(const std::string& why) {
+  std::fprintf(stderr, "train_libtorch: %s (see --help)\n", why.c_str());
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double to_number(const std::string& opt, const std::string& v) {
+  try {
+    std::size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  usage_error(opt + " needs a number, not '" + v + "'");
+}
+
+std::size_t to_count(const std::string& opt, const std::string& v) {
+  const double x = to_number(opt, v);
+  if (!(x >= 0.0) || x != static_cast<double>(static_cast<std::size_t>(x))) usage_error(opt + " needs a count");
+  return static_cast<std::size_t>(x);
+}
+
+const char* help =
+    "usage: train_libtorch [options]\n"
+    "  --modes LIST         comma-separated, from the registry (default: all; --list-modes)\n"
+    "  --list-modes         print every mode with what it does, and exit\n"
+    "  --workers N          data-parallel workers (default 4)\n"
+    "  --seeds LIST         seeds of initial weights, data order and sampling; one run each (default 1)\n"
+    "  --epochs E           epochs (default 1)\n"
+    "  --batch B            images per worker per step (default 32)\n"
+    "  --lr X               peak learning rate, cosine decay to 0 (default 0.1)\n"
+    "  --weight-decay X     torch::optim::SGD's weight decay (default 1e-4)\n"
+    "  --density D          final density of the top-k modes (default 0.001)\n"
+    "  --warmup-epochs W    their warm-up to that density (default 0.25)\n"
+    "  --train-limit N      train on the first N images only (default: all 60000)\n"
+    "  --test-limit N       evaluate on the first N test images only (default: all 10000)\n"
+    "  --max-steps S        stop each run after S steps\n"
+    "  --threads T          torch's intra-op threads (default: torch's choice)\n"
+    "  --min-accuracy A     exit with status 3 if a run ends below test accuracy A (0..1)\n"
+    "  --json FILE          one JSON object per run, one per line\n"
+    "  --data DIR           the Fashion-MNIST IDX files, gzipped or not (default "
+    "/usr/share/datasets/fashion-mnist)\n"
+    "  --cache DIR          where they are inflated for torch's MNIST reader (default fashion-mnist-idx)\n"
+    "  --mpi                one worker per MPI process (under mpirun): the same run, bit for bit\n";
+
+cli parse(int argc, char** argv) {
+  cli c;
+  c.train.epochs = 1;
+  c.train.warmup_epochs = 0.25;
+  bool workers_set = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(help, stdout);
+      std::exit(0);
+    } else if (a == "--list-modes") {
+      for (const auto& m : fmnist::modes()) std::printf("%-14s %s\n", m.name.c_str(), m.description.c_str());
+      std::exit(0);
+    } else if (a == "--modes") {
+      c.modes = split(value());
+    } else if (a == "--workers") {
+      c.train.workers = to_count(a, value());
+      workers_set = true;
+    } else if (a == "--seeds") {
+      c.seeds.clear();
+      for (const auto& s : split(value())) c.seeds.push_back(to_count(a, s));
+    } else if (a == "--epochs") {
+      c.train.epochs = to_count(a, value());
+    } else if (a == "--batch") {
+      c.train.batch = to_count(a, value());
+    } else if (a == "--lr") {
+      c.train.lr = to_number(a, value());
+    } else if (a == "--weight-decay") {
+      c.weight_decay = to_number(a, value());
+    } else if (a == "--density") {
+      c.train.final_density = to_number(a, value());
+    } else if (a == "--warmup-epochs") {
+      c.train.warmup_epochs = to_number(a, value());
+    } else if (a == "--train-limit") {
+      c.train.train_limit = to_count(a, value());
+    } else if (a == "--test-limit") {
+      c.train.test_limit = to_count(a, value());
+    } else if (a == "--max-steps") {
+      c.train.max_steps = to_count(a, value());
+    } else if (a == "--threads") {
+      c.threads = static_cast<int>(to_count(a, value()));
+    } else if (a == "--min-accuracy") {
+      c.min_accuracy = to_number(a, value());
+    } else if (a == "--json") {
+      c.json = value();
+    } else if (a == "--data") {
+      c.data_dir = value();
+    } else if (a == "--cache") {
+      c.cache = value();
+    } else if (a == "--mpi") {
+#if defined(FMNIST_WITH_MPI)
+      c.mpi = true;
+#else
+      usage_error("--mpi needs a build with MPI (install libopenmpi-dev and reconfigure)");
+#endif
+    } else {
+      usage_error("unknown option '" + a + "'");
+    }
+  }
+  const auto known = fmnist::mode_names();
+  if (c.modes.empty()) usage_error("--modes is empty");
+  for (const auto& m : c.modes)
+    if (std::find(known.begin(), known.end(), m) == known.end()) usage_error("unknown mode '" + m + "'");
+  if (c.seeds.empty()) usage_error("--seeds is empty");
+  if (c.train.workers == 0 || c.train.epochs == 0 || c.train.batch == 0)
+    usage_error("--workers, --epochs and --batch must be > 0");
+  if (!(c.train.lr > 0.0)) usage_error("--lr must be > 0");
+  if (!(c.weight_decay >= 0.0)) usage_error("--weight-decay must be >= 0");
+  if (!(c.train.final_density > 0.0 && c.train.final_density <= 1.0)) usage_error("--density must be in (0, 1]");
+  if (!(c.train.warmup_epochs >= 0.0)) usage_error("--warmup-epochs must be >= 0");
+  if (!(c.min_accuracy >= 0.0 && c.min_accuracy <= 1.0)) usage_error("--min-accuracy must be in [0, 1]");
+  if (c.mpi && workers_set) usage_error("--mpi runs one worker per process: leave --workers out");
+  return c;
+}
+
+std::string json_line(const fmnist::run_result& r, std::size_t seed, const fmnist::train_options& o) {
+  const double steps = static_cast<double>(r.steps);
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "{\"mode\": \"%s\", \"workers\": %zu, \"seed\": %zu, \"epochs\": %zu, \"steps\": %zu, "
+                "\"batch\": %zu, \"parameters\": %zu, \"final_accuracy\": %.6f, \"best_accuracy\": %.6f, "
+                "\"dense_bytes\": %.0f, \"bytes_per_step\": %.1f, \"bytes_per_step_final\": %.1f, "
+                "\"ratio\": %.2f, \"ratio_final\": %.2f, \"compute_ms\": %.4f, \"compress_ms\": %.4f, "
+                "\"exchange_ms\": %.4f, \"step_ms\": %.4f}",
+                r.mode.c_str(), r.workers, seed, o.epochs, r.steps, o.batch, r.parameters, r.final_accuracy,
+                r.best_accuracy, r.dense_bytes, r.bytes_per_step_run, r.bytes_per_step_final, r.ratio_run,
+                r.ratio_final, 1e3 * r.compute_seconds / steps,
+                1e3 * (r.compress_seconds - r.exchange_seconds) / steps, 1e3 * r.exchange_seconds / steps,
+                1e3 * r.step_seconds / steps);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli c = parse(argc, argv);
+  bool speaks = true;
+#if defined(FMNIST_WITH_MPI)
+  const fmnist::mpi_session mpi(c.mpi, argc, argv);
+  if (c.mpi) {
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    speaks = rank == 0;
+    c.train.workers = static_cast<std::size_t>(ranks);
+  }
+#endif
+  if (c.threads > 0) torch::set_num_threads(c.threads);
+  try {
+    torch_demo::prepare_idx_dir(c.data_dir, c.cache);
+    fmnist::dataset train = fmnist::head(torch_demo::load_split(c.cache, true), c.train.train_limit);
+    fmnist::dataset test = torch_demo::load_split(c.cache, false);
+    double mean = 0.0, stddev = 1.0;
+    fmnist::pixel_stats(train, mean, stddev);
+    fmnist::normalise(train, mean, stddev);
+    fmnist::normalise(test, mean, stddev);
+    const std::size_t steps_per_epoch = train.count / c.train.workers / c.train.batch;
+    if (speaks)
+      std::printf("Fashion-MNIST (torch's MNIST reader): %zu training images; CNN; %zu workers%s x batch %zu, "
+                  "%zu epoch(s) of %zu steps, lr %g (cosine), momentum %g, weight decay %g\n",
+                  train.count, c.train.workers, c.mpi ? " (one per MPI process)" : "", c.train.batch,
+                  c.train.epochs, steps_per_epoch, c.train.lr, c.train.momentum, c.weight_decay);
+    std::ofstream json;
+    if (speaks && !c.json.empty()) {
+      json.open(c.json, std::ios::app);
+      if (!json) throw std::runtime_error("cannot write " + c.json);
+    }
+    bool below = false;
+    for (const std::size_t seed : c.seeds)
+      for (const auto& name : c.modes) {
+        fmnist::train_options o = c.train;
+        o.seed = seed;
+        torch_demo::cnn model(seed, c.weight_decay);
+        fmnist::exchange* across = nullptr;
+#if defined(FMNIST_WITH_MPI)
+        std::unique_ptr<fmnist::mpi_process_exchange> mpi;
+        if (c.mpi) across = (mpi = std::make_unique<fmnist::mpi_process_exchange>(MPI_COMM_WORLD)).get();
+#endif
+        const auto r = fmnist::train_model(model, fmnist::make_mode(name, o, steps_per_epoch), train, test, o, {}, across);
+        below = below || r.final_accuracy < c.min_accuracy;
+        if (!speaks) continue;
+        const double steps = static_cast<double>(r.steps);
+        std::printf("%-12s seed %zu  test acc %6.2f%%  bytes/step %9.0f  ratio %7.1fx  ms/step: compute %6.2f  "
+                    "compress %6.2f  exchange %6.2f\n",
+                    name.c_str(), seed, 100.0 * r.final_accuracy, r.bytes_per_step_run, r.ratio_run,
+                    1e3 * r.compute_seconds / steps, 1e3 * (r.compress_seconds - r.exchange_seconds) / steps,
+                    1e3 * r.exchange_seconds / steps);
+        std::fflush(stdout);
+        if (json) json << json_line(r, seed, o) << "\n" << std::flush;
+      }
+    if (below) {
+      if (speaks) std::fprintf(stderr, "train_libtorch: a run ended below test accuracy %g\n", c.min_accuracy);
+      return 3;
+    }
+  } catch (const fmnist::load_error& e) {
+    std::fprintf(stderr, "train_libtorch: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_libtorch: %s\n", e.what());
+#if defined(FMNIST_WITH_MPI)
+    if (c.mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+    return 1;
+  }
+  return 0;
+}
