@@ -34,6 +34,8 @@ def run(args, runs_path):
                "--epochs", str(args.epochs), "--modes", ",".join(args.modes), "--json", runs_path]
         if args.threads:
             cmd += ["--threads", str(args.threads)]
+        if args.lr:
+            cmd += ["--lr", str(args.lr)]
         print("+", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
 
@@ -122,6 +124,7 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--modes", nargs="+", default=MODES)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--lr", type=float, default=0.0, help="peak learning rate (default: the trainer's)")
     p.add_argument("--docs", nargs="*", default=[], help="files whose table markers to update")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)

@@ -183,12 +183,12 @@ std::string json_line(const fmnist::run_result& r, std::size_t seed, const fmnis
                 "\"batch\": %zu, \"parameters\": %zu, \"final_accuracy\": %.6f, \"best_accuracy\": %.6f, "
                 "\"dense_bytes\": %.0f, \"bytes_per_step\": %.1f, \"bytes_per_step_final\": %.1f, "
                 "\"ratio\": %.2f, \"ratio_final\": %.2f, \"compute_ms\": %.4f, \"compress_ms\": %.4f, "
-                "\"exchange_ms\": %.4f, \"step_ms\": %.4f}",
+                "\"exchange_ms\": %.4f, \"step_ms\": %.4f, \"weights_fnv1a\": \"%016llx\"}",
                 r.mode.c_str(), r.workers, seed, o.epochs, r.steps, o.batch, r.parameters, r.final_accuracy,
                 r.best_accuracy, r.dense_bytes, r.bytes_per_step_run, r.bytes_per_step_final, r.ratio_run,
                 r.ratio_final, 1e3 * r.compute_seconds / steps,
                 1e3 * (r.compress_seconds - r.exchange_seconds) / steps, 1e3 * r.exchange_seconds / steps,
-                1e3 * r.step_seconds / steps);
+                1e3 * r.step_seconds / steps, static_cast<unsigned long long>(r.weights_fnv1a));
   return buf;
 }
 
