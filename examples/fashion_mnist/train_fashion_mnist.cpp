@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_line.hpp"
 #include "dataset.hpp"
 #include "trainer.hpp"
 #if defined(FMNIST_WITH_MPI)
@@ -73,31 +74,11 @@ const char* usage_text =
     "  --csv FILE           per-epoch CSV (default train_fashion_mnist.csv; '' to skip)\n"
     "  --summary-json FILE  one JSON object per mode\n";
 
-[[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr, "train_fashion_mnist: %s\n%s", what.c_str(), usage_text);
-  std::exit(2);
-}
+const fmnist::command_line command{"train_fashion_mnist", usage_text};
 
-double to_number(const std::string& flag, const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !std::isfinite(v)) usage_error(flag + " needs a number, got '" + s + "'");
-  return v;
-}
-
-std::size_t to_count(const std::string& flag, const std::string& s) {
-  const double v = to_number(flag, s);
-  if (v < 0 || v != std::floor(v) || v > 1e12) usage_error(flag + " needs a whole number >= 0, got '" + s + "'");
-  return static_cast<std::size_t>(v);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
+[[noreturn]] void usage_error(const std::string& what) { command.error(what); }
+std::size_t to_count(const std::string& flag, const std::string& s) { return command.count(flag, s); }
+double to_number(const std::string& flag, const std::string& s) { return command.number(flag, s); }
 
 cli parse(int argc, char** argv) {
   cli c;
@@ -119,7 +100,7 @@ cli parse(int argc, char** argv) {
     } else if (a == "--full") {
       c.full = true;
     } else if (a == "--modes") {
-      c.modes = split(value());
+      c.modes = fmnist::split_list(value());
     } else if (a == "--workers") {
       c.train.workers = to_count(a, value());
       workers_set = true;

@@ -17,12 +17,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cnn.hpp"
+#include "command_line.hpp"
 #include "torch_data.hpp"
 #include "trainer.hpp"
 #if defined(FMNIST_WITH_MPI)
@@ -43,35 +43,6 @@ struct cli {
   int threads = 0;
   bool mpi = false;
 };
-
-[[noreturn]] void usage_error(const std::string& why) {
-  std::fprintf(stderr, "train_libtorch: %s (see --help)\n", why.c_str());
-  std::exit(2);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-double to_number(const std::string& opt, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    const double x = std::stod(v, &used);
-    if (used == v.size()) return x;
-  } catch (const std::exception&) {
-  }
-  usage_error(opt + " needs a number, not '" + v + "'");
-}
-
-std::size_t to_count(const std::string& opt, const std::string& v) {
-  const double x = to_number(opt, v);
-  if (!(x >= 0.0) || x != static_cast<double>(static_cast<std::size_t>(x))) usage_error(opt + " needs a count");
-  return static_cast<std::size_t>(x);
-}
 
 const char* help =
     "usage: train_libtorch [options]\n"
@@ -96,6 +67,12 @@ const char* help =
     "  --cache DIR          where they are inflated for torch's MNIST reader (default fashion-mnist-idx)\n"
     "  --mpi                one worker per MPI process (under mpirun): the same run, bit for bit\n";
 
+const fmnist::command_line command{"train_libtorch", help};
+
+[[noreturn]] void usage_error(const std::string& what) { command.error(what); }
+std::size_t to_count(const std::string& flag, const std::string& s) { return command.count(flag, s); }
+double to_number(const std::string& flag, const std::string& s) { return command.number(flag, s); }
+
 cli parse(int argc, char** argv) {
   cli c;
   c.train.epochs = 1;
@@ -114,13 +91,13 @@ cli parse(int argc, char** argv) {
       for (const auto& m : fmnist::modes()) std::printf("%-14s %s\n", m.name.c_str(), m.description.c_str());
       std::exit(0);
     } else if (a == "--modes") {
-      c.modes = split(value());
+      c.modes = fmnist::split_list(value());
     } else if (a == "--workers") {
       c.train.workers = to_count(a, value());
       workers_set = true;
     } else if (a == "--seeds") {
       c.seeds.clear();
-      for (const auto& s : split(value())) c.seeds.push_back(to_count(a, s));
+      for (const auto& s : fmnist::split_list(value())) c.seeds.push_back(to_count(a, s));
     } else if (a == "--epochs") {
       c.train.epochs = to_count(a, value());
     } else if (a == "--batch") {
