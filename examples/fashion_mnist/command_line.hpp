@@ -9,7 +9,10 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <algorithm>
 #include <vector>
+
+#include "modes.hpp"  // train_options, mode_names
 
 namespace fmnist {
 
@@ -45,6 +48,39 @@ inline std::vector<std::string> split_list(const std::string& s) {
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+/**
+ * The options both trainers take: --modes, --batch, --lr, --density, --warmup-epochs,
+ * --train-limit, --test-limit and --max-steps, into `modes` and `o` (`value()` reads the option's
+ * value). Returns false for any other option.
+ */
+template <class Value>
+bool training_option(const command_line& cmd, const std::string& a, Value&& value, std::vector<std::string>& modes,
+                     train_options& o) {
+  if (a == "--modes") modes = split_list(value());
+  else if (a == "--batch") o.batch = cmd.count(a, value());
+  else if (a == "--lr") o.lr = cmd.number(a, value());
+  else if (a == "--density") o.final_density = cmd.number(a, value());
+  else if (a == "--warmup-epochs") o.warmup_epochs = cmd.number(a, value());
+  else if (a == "--train-limit") o.train_limit = cmd.count(a, value());
+  else if (a == "--test-limit") o.test_limit = cmd.count(a, value());
+  else if (a == "--max-steps") o.max_steps = cmd.count(a, value());
+  else return false;
+  return true;
+}
+
+/// Checks what `training_option` read (and the worker and epoch counts): a usage error otherwise.
+inline void check_training_options(const command_line& cmd, const std::vector<std::string>& modes,
+                                   const train_options& o) {
+  if (modes.empty()) cmd.error("--modes is empty");
+  const std::vector<std::string> known = mode_names();
+  for (const auto& m : modes)
+    if (std::find(known.begin(), known.end(), m) == known.end()) cmd.error("unknown mode '" + m + "'");
+  if (o.workers == 0 || o.epochs == 0 || o.batch == 0) cmd.error("--workers, --epochs and --batch must be > 0");
+  if (!(o.final_density > 0.0 && o.final_density <= 1.0)) cmd.error("--density must be in (0, 1]");
+  if (!(o.lr > 0.0)) cmd.error("--lr must be > 0");
+  if (!(o.warmup_epochs >= 0.0)) cmd.error("--warmup-epochs must be >= 0");
 }
 
 }  // namespace fmnist

@@ -99,32 +99,16 @@ cli parse(int argc, char** argv) {
       std::exit(0);
     } else if (a == "--full") {
       c.full = true;
-    } else if (a == "--modes") {
-      c.modes = fmnist::split_list(value());
     } else if (a == "--workers") {
       c.train.workers = to_count(a, value());
       workers_set = true;
     } else if (a == "--epochs") {
       c.train.epochs = to_count(a, value());
       epochs_set = true;
-    } else if (a == "--batch") {
-      c.train.batch = to_count(a, value());
-    } else if (a == "--lr") {
-      c.train.lr = to_number(a, value());
-    } else if (a == "--density") {
-      c.train.final_density = to_number(a, value());
-    } else if (a == "--warmup-epochs") {
-      c.train.warmup_epochs = to_number(a, value());
     } else if (a == "--clip") {
       c.train.clip_norm = to_number(a, value());
     } else if (a == "--dense-biases") {
       c.train.compress_vectors = false;
-    } else if (a == "--train-limit") {
-      c.train.train_limit = to_count(a, value());
-    } else if (a == "--test-limit") {
-      c.train.test_limit = to_count(a, value());
-    } else if (a == "--max-steps") {
-      c.train.max_steps = to_count(a, value());
     } else if (a == "--seed") {
       c.train.seed = to_count(a, value());
     } else if (a == "--jobs") {
@@ -143,7 +127,7 @@ cli parse(int argc, char** argv) {
 #else
       usage_error("--mpi needs a build with MPI (install libopenmpi-dev and reconfigure)");
 #endif
-    } else {
+    } else if (!fmnist::training_option(command, a, value, c.modes, c.train)) {
       usage_error("unknown option '" + a + "'");
     }
   }
@@ -151,20 +135,10 @@ cli parse(int argc, char** argv) {
     if (!workers_set) c.train.workers = 8;
     if (!epochs_set) c.train.epochs = 12;
   }
-  if (c.modes.empty()) usage_error("--modes is empty");
-  const std::vector<std::string> known = fmnist::mode_names();
-  for (const auto& m : c.modes)
-    if (std::find(known.begin(), known.end(), m) == known.end())
-      usage_error("unknown mode '" + m + "'");
+  fmnist::check_training_options(command, c.modes, c.train);
   const std::vector<std::string> backends = fmnist::backend_names();
   if (std::find(backends.begin(), backends.end(), c.train.backend) == backends.end())
     usage_error("unknown or unavailable backend '" + c.train.backend + "'");
-  if (c.train.workers == 0 || c.train.epochs == 0 || c.train.batch == 0)
-    usage_error("--workers, --epochs and --batch must be > 0");
-  if (!(c.train.final_density > 0.0 && c.train.final_density <= 1.0))
-    usage_error("--density must be in (0, 1]");
-  if (!(c.train.lr > 0.0)) usage_error("--lr must be > 0");
-  if (!(c.train.warmup_epochs >= 0.0)) usage_error("--warmup-epochs must be >= 0");
   if (!(c.train.clip_norm >= 0.0)) usage_error("--clip must be >= 0");
   if (c.jobs == 0) c.jobs = std::max(1u, std::thread::hardware_concurrency());
   return c;

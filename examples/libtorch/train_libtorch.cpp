@@ -90,8 +90,6 @@ cli parse(int argc, char** argv) {
     } else if (a == "--list-modes") {
       for (const auto& m : fmnist::modes()) std::printf("%-14s %s\n", m.name.c_str(), m.description.c_str());
       std::exit(0);
-    } else if (a == "--modes") {
-      c.modes = fmnist::split_list(value());
     } else if (a == "--workers") {
       c.train.workers = to_count(a, value());
       workers_set = true;
@@ -100,22 +98,8 @@ cli parse(int argc, char** argv) {
       for (const auto& s : fmnist::split_list(value())) c.seeds.push_back(to_count(a, s));
     } else if (a == "--epochs") {
       c.train.epochs = to_count(a, value());
-    } else if (a == "--batch") {
-      c.train.batch = to_count(a, value());
-    } else if (a == "--lr") {
-      c.train.lr = to_number(a, value());
     } else if (a == "--weight-decay") {
       c.weight_decay = to_number(a, value());
-    } else if (a == "--density") {
-      c.train.final_density = to_number(a, value());
-    } else if (a == "--warmup-epochs") {
-      c.train.warmup_epochs = to_number(a, value());
-    } else if (a == "--train-limit") {
-      c.train.train_limit = to_count(a, value());
-    } else if (a == "--test-limit") {
-      c.train.test_limit = to_count(a, value());
-    } else if (a == "--max-steps") {
-      c.train.max_steps = to_count(a, value());
     } else if (a == "--threads") {
       c.threads = static_cast<int>(to_count(a, value()));
     } else if (a == "--min-accuracy") {
@@ -132,21 +116,13 @@ cli parse(int argc, char** argv) {
 #else
       usage_error("--mpi needs a build with MPI (install libopenmpi-dev and reconfigure)");
 #endif
-    } else {
+    } else if (!fmnist::training_option(command, a, value, c.modes, c.train)) {
       usage_error("unknown option '" + a + "'");
     }
   }
-  const auto known = fmnist::mode_names();
-  if (c.modes.empty()) usage_error("--modes is empty");
-  for (const auto& m : c.modes)
-    if (std::find(known.begin(), known.end(), m) == known.end()) usage_error("unknown mode '" + m + "'");
+  fmnist::check_training_options(command, c.modes, c.train);
   if (c.seeds.empty()) usage_error("--seeds is empty");
-  if (c.train.workers == 0 || c.train.epochs == 0 || c.train.batch == 0)
-    usage_error("--workers, --epochs and --batch must be > 0");
-  if (!(c.train.lr > 0.0)) usage_error("--lr must be > 0");
   if (!(c.weight_decay >= 0.0)) usage_error("--weight-decay must be >= 0");
-  if (!(c.train.final_density > 0.0 && c.train.final_density <= 1.0)) usage_error("--density must be in (0, 1]");
-  if (!(c.train.warmup_epochs >= 0.0)) usage_error("--warmup-epochs must be >= 0");
   if (!(c.min_accuracy >= 0.0 && c.min_accuracy <= 1.0)) usage_error("--min-accuracy must be in [0, 1]");
   if (c.mpi && workers_set) usage_error("--mpi runs one worker per process: leave --workers out");
   return c;
