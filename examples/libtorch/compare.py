@@ -17,6 +17,7 @@ no network: one process).
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -99,10 +100,16 @@ def plot(rows, path):
     fig, axes = plt.subplots(1, len(worker_counts), figsize=(6 * len(worker_counts), 4.5), sharey=True,
                              squeeze=False)
     for ax, workers in zip(axes[0], worker_counts):
+        placed = []  # (ratio, accuracy) of the points labelled so far
         for r in (r for r in rows if r["workers"] == workers):
             ax.errorbar(r["ratio"], r["accuracy_mean"], yerr=r["accuracy_std"], fmt="o", capsize=3)
+            near = [y for x, y in placed
+                    if abs(math.log10(x / r["ratio"])) < 0.25 and abs(y - r["accuracy_mean"]) < 0.8]
+            placed.append((r["ratio"], r["accuracy_mean"]))
+            # Away from the neighbours: above them when higher, below when lower.
+            shift = 10 * len(near) * (1 if near and r["accuracy_mean"] >= max(near) else -1)
             ax.annotate(r["mode"], (r["ratio"], r["accuracy_mean"]), textcoords="offset points",
-                        xytext=(4, 4), fontsize=8)
+                        xytext=(4, 4 + shift), fontsize=8)
         ax.set_xscale("log")
         ax.set_xlabel("compression ratio at the final density (dense fp32 bytes / message bytes)")
         ax.set_title(f"{workers} workers")
