@@ -33,6 +33,14 @@ struct command_line {
     if (s.empty() || *end != '\0' || !std::isfinite(v)) error(flag + " needs a number, got '" + s + "'");
     return v;
   }
+  /// The --mpi flag: true in a build with MPI (FMNIST_WITH_MPI), a usage error otherwise.
+  bool mpi_flag() const {
+#if defined(FMNIST_WITH_MPI)
+    return true;
+#else
+    error("--mpi needs a build with MPI (install libopenmpi-dev and reconfigure)");
+#endif
+  }
   /// The whole number `s` (>= 0) of option `flag`.
   std::size_t count(const std::string& flag, const std::string& s) const {
     const double v = number(flag, s);

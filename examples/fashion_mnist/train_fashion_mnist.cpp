@@ -122,11 +122,7 @@ cli parse(int argc, char** argv) {
     } else if (a == "--summary-json") {
       c.summary_json = value();
     } else if (a == "--mpi") {
-#if defined(FMNIST_WITH_MPI)
-      c.mpi = true;
-#else
-      usage_error("--mpi needs a build with MPI (install libopenmpi-dev and reconfigure)");
-#endif
+      c.mpi = command.mpi_flag();
     } else if (!fmnist::training_option(command, a, value, c.modes, c.train)) {
       usage_error("unknown option '" + a + "'");
     }
