@@ -33,6 +33,17 @@ struct command_line {
     if (s.empty() || *end != '\0' || !std::isfinite(v)) error(flag + " needs a number, got '" + s + "'");
     return v;
   }
+  /// The value of option `flag`, the argument after `argv[i]` (`i` moves to it); a usage error
+  /// when the arguments end first.
+  std::string value(int argc, char** argv, int& i, const std::string& flag) const {
+    if (i + 1 >= argc) error(flag + " needs a value");
+    return argv[++i];
+  }
+  /// --list-modes: prints every mode's name and description, exits with status 0.
+  [[noreturn]] static void list_modes() {
+    for (const auto& m : modes()) std::printf("%-14s %s\n", m.name.c_str(), m.description.c_str());
+    std::exit(0);
+  }
   /// The --mpi flag: true in a build with MPI (FMNIST_WITH_MPI), a usage error otherwise.
   bool mpi_flag() const {
 #if defined(FMNIST_WITH_MPI)

@@ -76,23 +76,15 @@ const char* usage_text =
 
 const fmnist::command_line command{"train_fashion_mnist", usage_text};
 
-[[noreturn]] void usage_error(const std::string& what) { command.error(what); }
-std::size_t to_count(const std::string& flag, const std::string& s) { return command.count(flag, s); }
-double to_number(const std::string& flag, const std::string& s) { return command.number(flag, s); }
-
 cli parse(int argc, char** argv) {
   cli c;
   bool& workers_set = c.workers_set;
   bool epochs_set = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return command.value(argc, argv, i, a); };
     if (a == "--list-modes") {
-      for (const auto& m : fmnist::modes()) std::printf("%-14s %s\n", m.name.c_str(), m.description.c_str());
-      std::exit(0);
+      fmnist::command_line::list_modes();
     }
     if (a == "--help" || a == "-h") {
       std::fputs(usage_text, stdout);
@@ -100,19 +92,19 @@ cli parse(int argc, char** argv) {
     } else if (a == "--full") {
       c.full = true;
     } else if (a == "--workers") {
-      c.train.workers = to_count(a, value());
+      c.train.workers = command.count(a, value());
       workers_set = true;
     } else if (a == "--epochs") {
-      c.train.epochs = to_count(a, value());
+      c.train.epochs = command.count(a, value());
       epochs_set = true;
     } else if (a == "--clip") {
-      c.train.clip_norm = to_number(a, value());
+      c.train.clip_norm = command.number(a, value());
     } else if (a == "--dense-biases") {
       c.train.compress_vectors = false;
     } else if (a == "--seed") {
-      c.train.seed = to_count(a, value());
+      c.train.seed = command.count(a, value());
     } else if (a == "--jobs") {
-      c.jobs = to_count(a, value());
+      c.jobs = command.count(a, value());
     } else if (a == "--backend") {
       c.train.backend = value();
     } else if (a == "--data") {
@@ -124,7 +116,7 @@ cli parse(int argc, char** argv) {
     } else if (a == "--mpi") {
       c.mpi = command.mpi_flag();
     } else if (!fmnist::training_option(command, a, value, c.modes, c.train)) {
-      usage_error("unknown option '" + a + "'");
+      command.error("unknown option '" + a + "'");
     }
   }
   if (c.full) {
@@ -134,8 +126,8 @@ cli parse(int argc, char** argv) {
   fmnist::check_training_options(command, c.modes, c.train);
   const std::vector<std::string> backends = fmnist::backend_names();
   if (std::find(backends.begin(), backends.end(), c.train.backend) == backends.end())
-    usage_error("unknown or unavailable backend '" + c.train.backend + "'");
-  if (!(c.train.clip_norm >= 0.0)) usage_error("--clip must be >= 0");
+    command.error("unknown or unavailable backend '" + c.train.backend + "'");
+  if (!(c.train.clip_norm >= 0.0)) command.error("--clip must be >= 0");
   if (c.jobs == 0) c.jobs = std::max(1u, std::thread::hardware_concurrency());
   return c;
 }

@@ -69,10 +69,6 @@ const char* help =
 
 const fmnist::command_line command{"train_libtorch", help};
 
-[[noreturn]] void usage_error(const std::string& what) { command.error(what); }
-std::size_t to_count(const std::string& flag, const std::string& s) { return command.count(flag, s); }
-double to_number(const std::string& flag, const std::string& s) { return command.number(flag, s); }
-
 cli parse(int argc, char** argv) {
   cli c;
   c.train.epochs = 1;
@@ -80,30 +76,26 @@ cli parse(int argc, char** argv) {
   bool workers_set = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return command.value(argc, argv, i, a); };
     if (a == "--help" || a == "-h") {
       std::fputs(help, stdout);
       std::exit(0);
     } else if (a == "--list-modes") {
-      for (const auto& m : fmnist::modes()) std::printf("%-14s %s\n", m.name.c_str(), m.description.c_str());
-      std::exit(0);
+      fmnist::command_line::list_modes();
     } else if (a == "--workers") {
-      c.train.workers = to_count(a, value());
+      c.train.workers = command.count(a, value());
       workers_set = true;
     } else if (a == "--seeds") {
       c.seeds.clear();
-      for (const auto& s : fmnist::split_list(value())) c.seeds.push_back(to_count(a, s));
+      for (const auto& s : fmnist::split_list(value())) c.seeds.push_back(command.count(a, s));
     } else if (a == "--epochs") {
-      c.train.epochs = to_count(a, value());
+      c.train.epochs = command.count(a, value());
     } else if (a == "--weight-decay") {
-      c.weight_decay = to_number(a, value());
+      c.weight_decay = command.number(a, value());
     } else if (a == "--threads") {
-      c.threads = static_cast<int>(to_count(a, value()));
+      c.threads = static_cast<int>(command.count(a, value()));
     } else if (a == "--min-accuracy") {
-      c.min_accuracy = to_number(a, value());
+      c.min_accuracy = command.number(a, value());
     } else if (a == "--json") {
       c.json = value();
     } else if (a == "--data") {
@@ -113,14 +105,14 @@ cli parse(int argc, char** argv) {
     } else if (a == "--mpi") {
       c.mpi = command.mpi_flag();
     } else if (!fmnist::training_option(command, a, value, c.modes, c.train)) {
-      usage_error("unknown option '" + a + "'");
+      command.error("unknown option '" + a + "'");
     }
   }
   fmnist::check_training_options(command, c.modes, c.train);
-  if (c.seeds.empty()) usage_error("--seeds is empty");
-  if (!(c.weight_decay >= 0.0)) usage_error("--weight-decay must be >= 0");
-  if (!(c.min_accuracy >= 0.0 && c.min_accuracy <= 1.0)) usage_error("--min-accuracy must be in [0, 1]");
-  if (c.mpi && workers_set) usage_error("--mpi runs one worker per process: leave --workers out");
+  if (c.seeds.empty()) command.error("--seeds is empty");
+  if (!(c.weight_decay >= 0.0)) command.error("--weight-decay must be >= 0");
+  if (!(c.min_accuracy >= 0.0 && c.min_accuracy <= 1.0)) command.error("--min-accuracy must be in [0, 1]");
+  if (c.mpi && workers_set) command.error("--mpi runs one worker per process: leave --workers out");
   return c;
 }
 
