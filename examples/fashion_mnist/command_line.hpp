@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "modes.hpp"  // train_options, mode_names
+#if defined(FMNIST_WITH_MPI)
+#include <mpi.h>
+#endif
 
 namespace fmnist {
 
@@ -51,6 +54,18 @@ struct command_line {
 #else
     error("--mpi needs a build with MPI (install libopenmpi-dev and reconfigure)");
 #endif
+  }
+  /// Reports a failed run as "program: what" on stderr and returns exit status 1. With
+  /// `end_job` (one process of an MPI job, whose other processes may be waiting in a collective
+  /// for this one) the whole job ends instead.
+  int failure(const char* what, bool end_job) const {
+    std::fprintf(stderr, "%s: %s\n", program, what);
+#if defined(FMNIST_WITH_MPI)
+    if (end_job) MPI_Abort(MPI_COMM_WORLD, 1);
+#else
+    (void)end_job;
+#endif
+    return 1;
   }
   /// The whole number `s` (>= 0) of option `flag`.
   std::size_t count(const std::string& flag, const std::string& s) const {

@@ -302,15 +302,9 @@ int main(int argc, char** argv) {
       std::printf("summary: %s\n", c.summary_json.c_str());
     }
   } catch (const fmnist::load_error& e) {
-    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
-    return 1;
+    return command.failure(e.what(), false);  // every process reads the data and fails alike
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());
-#if defined(FMNIST_WITH_MPI)
-    // The other processes may be waiting in a collective for this one: end the whole job.
-    if (c.mpi) MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
-    return 1;
+    return command.failure(e.what(), c.mpi);
   }
   return 0;
 }

@@ -196,14 +196,9 @@ int main(int argc, char** argv) {
       return 3;
     }
   } catch (const fmnist::load_error& e) {
-    std::fprintf(stderr, "train_libtorch: %s\n", e.what());
-    return 1;
+    return command.failure(e.what(), false);  // every process reads the data and fails alike
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_libtorch: %s\n", e.what());
-#if defined(FMNIST_WITH_MPI)
-    if (c.mpi) MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
-    return 1;
+    return command.failure(e.what(), c.mpi);
   }
   return 0;
 }
