@@ -22,9 +22,9 @@ int main() {
   const torch::Tensor teacher = torch::randn({20, 4});
 
   // Registration: one gradcomp tensor per parameter, in named_parameters() order.
-  gradcomp::dgc_config config;  // momentum 0.9 with correction, warm-up to 99.9% sparsity
+  gradcomp::dgc_config config;  // momentum 0.9 with momentum correction
   config.num_workers = workers;
-  config.schedule = gradcomp::warmup_schedule::constant(0.05);
+  config.schedule = gradcomp::warmup_schedule::constant(0.05);  // default: warm-up to 0.1% density
   std::vector<gradcomp::dgc_compressor<float>> dgc(workers, gradcomp::dgc_compressor<float>(config));
   std::vector<torch::Tensor> params;
   for (auto& p : model->named_parameters()) {
