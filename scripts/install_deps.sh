@@ -15,6 +15,9 @@ fi
 
 packages=(
   cmake
+  # The builds' generator and compiler cache (scripts/run_tests.sh, .ci/run use them when present).
+  ninja-build
+  ccache
   g++
   clang
   # Clang's sanitizer and libFuzzer runtimes (libclang-rt-14-dev on Debian 12), which clang

@@ -4,9 +4,17 @@
 #   scripts/run_tests.sh -R cxx17      # only the C++17 unit tests
 #   scripts/run_tests.sh -L consumer   # only the consumer-project tests
 #
+# The build uses Ninja (Debian: ninja-build) and ccache where they are installed
+# (scripts/install_deps.sh installs both), and nvcc compiles one GPU architecture (sm_90); the
+# library's own default, without this script, is 80 and 90.
+#
 # Environment:
-#   BUILD_DIR            build directory (default: build, next to this script's parent)
-#   GRADCOMP_CMAKE_ARGS  extra arguments for the configuration (CI: -DGRADCOMP_REQUIRE_NCCL_TESTS=ON)
+#   BUILD_DIR                  build directory (default: build, next to this script's parent)
+#   GRADCOMP_CMAKE_ARGS        extra arguments for the configuration (CI: -DGRADCOMP_REQUIRE_NCCL_TESTS=ON)
+#   GRADCOMP_CUDA_ARCHITECTURES  nvcc's architectures (default: 90)
+#   GRADCOMP_CCACHE=0          do not compile through ccache
+#   GRADCOMP_STAGE_TIMES       a file to which the configure, build and ctest times are appended
+#                              ("<seconds>\t<stage>" lines, read by scripts/ci_times.py)
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,12 +24,20 @@ jobs="$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
 
 "$script_dir/install_deps.sh"
 
-cmake -S "$root" -B "$build_dir" \
+# shellcheck source=scripts/build_env.sh
+source "$script_dir/build_env.sh"
+configure_args=()
+gradcomp_generator_args configure_args "$build_dir"
+gradcomp_launcher_args configure_args
+
+
+timed "tests: configure" cmake -S "$root" -B "$build_dir" "${configure_args[@]}" \
   -DCMAKE_BUILD_TYPE=Release \
   -DGRADCOMP_BUILD_TESTS=ON \
   -DGRADCOMP_BUILD_EXAMPLES=ON \
   -DGRADCOMP_BUILD_BENCHMARKS=ON \
   -DGRADCOMP_WERROR=ON \
-  -DGRADCOMP_REQUIRE_THRUST_TESTS=ON ${GRADCOMP_CMAKE_ARGS:-}
-cmake --build "$build_dir" -j"$jobs"
-ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" "$@"
+  -DGRADCOMP_REQUIRE_THRUST_TESTS=ON \
+  "-DCMAKE_CUDA_ARCHITECTURES=${GRADCOMP_CUDA_ARCHITECTURES:-90}" ${GRADCOMP_CMAKE_ARGS:-}
+timed "tests: build" cmake --build "$build_dir" -j"$jobs"
+timed "tests: ctest" ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" "$@"
