@@ -19,7 +19,12 @@ jobs="$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
 
 "$script_dir/install_deps.sh" >&2
 
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_BUILD_EXAMPLES=ON >&2
+# shellcheck source=scripts/build_env.sh
+source "$script_dir/build_env.sh"
+configure_args=()
+gradcomp_generator_args configure_args "$build_dir"
+gradcomp_launcher_args configure_args
+cmake -S "$root" -B "$build_dir" "${configure_args[@]}" -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_BUILD_EXAMPLES=ON >&2
 cmake --build "$build_dir" --target "$demo_target" -j"$jobs" >&2
 
 out_dir="$build_dir/demo"

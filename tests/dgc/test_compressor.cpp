@@ -22,14 +22,9 @@ using gradcomp::tensor_mode;
 using gradcomp::warmup_schedule;
 using namespace gradcomp_test;
 
-namespace {
+using gradcomp_test::views;
 
-template <class T>
-std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
-  std::vector<span<const T>> out;
-  for (const auto& x : g) out.emplace_back(x.data(), x.size());
-  return out;
-}
+namespace {
 
 // A small model: two matrices, a bias and a tensor that is a matrix but tiny.
 const std::vector<std::vector<std::size_t>> kShapes = {{64, 300}, {10, 64}, {64}, {3, 3}};

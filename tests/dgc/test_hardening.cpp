@@ -20,6 +20,8 @@
 using namespace gradcomp;
 using namespace gradcomp_test;
 
+using gradcomp_test::views;
+
 namespace {
 
 // Every sum of an aggregator (readable at any time; the update after finish).
@@ -70,13 +72,6 @@ bool same_sums(const std::vector<std::vector<T>>& a, const std::vector<std::vect
   for (std::size_t t = 0; t < a.size(); ++t)
     if (!bitwise_equal(a[t], b[t])) return false;
   return true;
-}
-
-template <class T>
-std::vector<span<const T>> views(const std::vector<std::vector<T>>& g) {
-  std::vector<span<const T>> out;
-  for (const auto& x : g) out.emplace_back(x.data(), x.size());
-  return out;
 }
 
 // Compresses `g` step after step until a step is refused (at most `steps`); every accepted step

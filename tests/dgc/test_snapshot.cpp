@@ -13,7 +13,7 @@ using namespace gradcomp_test;
 
 namespace {
 
-const std::vector<std::vector<std::size_t>> kShapes = {{200, 300}, {300}, {50, 40}};
+const std::vector<std::vector<std::size_t>> kSnapshotShapes = {{200, 300}, {300}, {50, 40}};
 
 dgc_config make_config(std::uint64_t seed) {
   dgc_config cfg;
@@ -26,17 +26,17 @@ dgc_config make_config(std::uint64_t seed) {
 }
 
 template <class T>
-void register_model(dgc_compressor<T>& c) {
+void register_snapshot_model(dgc_compressor<T>& c) {
   const char* names[] = {"a", "b", "c"};
-  for (std::size_t t = 0; t < kShapes.size(); ++t) c.add_tensor(names[t], kShapes[t]);
+  for (std::size_t t = 0; t < kSnapshotShapes.size(); ++t) c.add_tensor(names[t], kSnapshotShapes[t]);
 }
 
 template <class T>
 std::vector<std::vector<T>> gradients(std::size_t step) {
   std::vector<std::vector<T>> g;
-  for (std::size_t t = 0; t < kShapes.size(); ++t) {
+  for (std::size_t t = 0; t < kSnapshotShapes.size(); ++t) {
     std::size_t n = 1;
-    for (auto d : kShapes[t]) n *= d;
+    for (auto d : kSnapshotShapes[t]) n *= d;
     g.push_back(random_vector<T>(n, dist::student_t, 1000 * step + t));
   }
   return g;
@@ -66,7 +66,7 @@ void step(dgc_compressor<T>& c, dgc_aggregator<T>& agg, std::vector<std::vector<
 
 TEST_CASE_TEMPLATE("save, restore into fresh objects, continue: bitwise identical", T, float, double) {
   dgc_compressor<T> a(make_config(7));
-  register_model(a);
+  register_snapshot_model(a);
   dgc_aggregator<T> agg_a(a);
   auto w_a = gradients<T>(999);
   for (std::size_t s = 0; s < 5; ++s) step(a, agg_a, w_a, s);
@@ -78,7 +78,7 @@ TEST_CASE_TEMPLATE("save, restore into fresh objects, continue: bitwise identica
 
   // A fresh process: another seed in its configuration, which the snapshot replaces.
   dgc_compressor<T> b(make_config(12345));
-  register_model(b);
+  register_snapshot_model(b);
   dgc_aggregator<T> agg_b(b);
   REQUIRE(restore_snapshot(b, span<const std::byte>(snap.data(), snap.size())));
   REQUIRE(restore_snapshot(agg_b, span<const std::byte>(agg_snap.data(), agg_snap.size())));
@@ -89,7 +89,7 @@ TEST_CASE_TEMPLATE("save, restore into fresh objects, continue: bitwise identica
   for (std::size_t s = 5; s < 12; ++s) {
     step(a, agg_a, w_a, s);
     step(b, agg_b, w_b, s);
-    for (std::size_t t = 0; t < kShapes.size(); ++t) {
+    for (std::size_t t = 0; t < kSnapshotShapes.size(); ++t) {
       CAPTURE(s);
       CAPTURE(t);
       CHECK(same_message(a.message(t), b.message(t)));
@@ -102,7 +102,7 @@ TEST_CASE_TEMPLATE("save, restore into fresh objects, continue: bitwise identica
 
 TEST_CASE("a snapshot is refused, and nothing changes, when it does not fit") {
   dgc_compressor<float> a(make_config(1));
-  register_model(a);
+  register_snapshot_model(a);
   dgc_aggregator<float> agg(a);
   std::vector<std::vector<float>> w = gradients<float>(50);
   for (std::size_t s = 0; s < 3; ++s) step(a, agg, w, s);
@@ -117,15 +117,15 @@ TEST_CASE("a snapshot is refused, and nothing changes, when it does not fit") {
   dgc_config no_momentum = make_config(1);
   no_momentum.momentum_correction = false;  // the snapshot records momentum correction
   dgc_compressor<float> nm(no_momentum);
-  register_model(nm);
+  register_snapshot_model(nm);
   CHECK(restore_snapshot(nm, msg).error() == errc::config_mismatch);
 
   dgc_compressor<double> wider(make_config(1));  // fp64 state expected
-  register_model(wider);
+  register_snapshot_model(wider);
   CHECK(restore_snapshot(wider, msg).error() == errc::layout_mismatch);
 
   dgc_compressor<float> fresh(make_config(1));
-  register_model(fresh);
+  register_snapshot_model(fresh);
   auto damaged = snap;
   damaged[damaged.size() / 2] ^= std::byte{0x40};
   CHECK(restore_snapshot(fresh, span<const std::byte>(damaged.data(), damaged.size())).error() ==

@@ -18,25 +18,15 @@
 #include <random>
 #include <vector>
 
+#include "isgq/factors.hpp"
 #include "wire/one_section.hpp"
 
 using namespace gradcomp;
 using gradcomp_test::encode_one;
+using gradcomp_test::factor;
+using gradcomp_test::widened;
 
 namespace {
-
-// rows x cols Gaussian values; with `relu`, about a quarter exact zeros and column `zero_col` all 0.
-std::vector<float> factor(std::size_t rows, std::size_t cols, std::uint64_t seed, bool relu,
-                          std::size_t zero_col = std::numeric_limits<std::size_t>::max()) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> w(rows * cols);
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    w[i] = normal(rng);
-    if ((relu && w[i] < -0.7f) || i % cols == zero_col) w[i] = 0.0f;
-  }
-  return w;
-}
 
 // The receiver's values of one message (decode_accumulate into zeros).
 std::vector<float> received(const tensor_message<float>& m) {
@@ -61,8 +51,6 @@ std::vector<double> product(const std::vector<double>& x, const std::vector<doub
     }
   return g;
 }
-
-std::vector<double> widened(const std::vector<float>& w) { return std::vector<double>(w.begin(), w.end()); }
 
 span<const float> view(const std::vector<float>& v) { return span<const float>(v.data(), v.size()); }
 

@@ -11,31 +11,22 @@
 #include <random>
 #include <vector>
 
+#include "isgq/factors.hpp"
+
 using namespace gradcomp::detail;
+using gradcomp_test::factor;
+using gradcomp_test::widened;
 
 namespace {
 
-// A factor of `rows` x `cols` with Gaussian values, about a quarter exact zeros (ReLU outputs).
-std::vector<float> factor(std::size_t rows, std::size_t cols, std::uint64_t seed, bool relu) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> w(rows * cols);
-  for (auto& x : w) {
-    x = normal(rng);
-    if (relu && x < -0.7f) x = 0.0f;
-  }
-  return w;
-}
-
+// The library's product of the factors (isgq_add_product), in binary64.
 template <class U>
-std::vector<double> product(const std::vector<U>& x, const std::vector<U>& d, std::size_t batch, std::size_t n_in,
+std::vector<double> library_product(const std::vector<U>& x, const std::vector<U>& d, std::size_t batch, std::size_t n_in,
                             std::size_t n_out) {
   std::vector<double> g(n_in * n_out, 0.0);
   isgq_add_product(x.data(), d.data(), batch, n_in, n_out, g.data());
   return g;
 }
-
-std::vector<double> widened(const std::vector<float>& w) { return std::vector<double>(w.begin(), w.end()); }
 
 isgq_dithered_factor quantised(const std::vector<float>& w, std::size_t bucket, std::uint32_t s, std::uint64_t key,
                                std::uint64_t step, std::uint32_t stream, std::uint32_t factor) {
@@ -78,13 +69,13 @@ TEST_CASE("ISGQ dithered factors: codes in [-s, s], error within half a step, ex
 TEST_CASE("ISGQ dithered factors: X^^T Delta^ is an unbiased estimate of X^T Delta; nearest rounding is not") {
   const std::size_t batch = 4, n_in = 6, n_out = 5, runs = 20000;
   const auto x = factor(batch, n_in, 3, true), d = factor(batch, n_out, 4, false);
-  const auto exact = product(x, d, batch, n_in, n_out);
+  const auto exact = library_product(x, d, batch, n_in, n_out);
   std::vector<double> sum(exact.size(), 0.0), squares(exact.size(), 0.0);
   const std::uint32_t s = 1;  // the coarsest levels: the largest bias a wrong rebuild could show
   for (std::size_t k = 0; k < runs; ++k) {
     const auto qx = quantised(x, 8, s, 7, k, 0, 0);
     const auto qd = quantised(d, 8, s, 7, k, 0, 1);
-    const auto g = product(isgq_dither_rebuild(qx, 8, s, 7, k, 0, 0), isgq_dither_rebuild(qd, 8, s, 7, k, 0, 1),
+    const auto g = library_product(isgq_dither_rebuild(qx, 8, s, 7, k, 0, 0), isgq_dither_rebuild(qd, 8, s, 7, k, 0, 1),
                            batch, n_in, n_out);
     for (std::size_t e = 0; e < g.size(); ++e) {
       sum[e] += g[e];
@@ -97,7 +88,7 @@ TEST_CASE("ISGQ dithered factors: X^^T Delta^ is an unbiased estimate of X^T Del
   std::vector<float> px(x.size()), pd(d.size());
   for (std::size_t i = 0; i < x.size(); ++i) px[i] = qx.scales[i / 8] * std::nearbyint(x[i] / qx.scales[i / 8]);
   for (std::size_t i = 0; i < d.size(); ++i) pd[i] = qd.scales[i / 8] * std::nearbyint(d[i] / qd.scales[i / 8]);
-  const auto plain = product(px, pd, batch, n_in, n_out);
+  const auto plain = library_product(px, pd, batch, n_in, n_out);
   std::size_t plain_off = 0;
   for (std::size_t e = 0; e < exact.size(); ++e) {
     CAPTURE(e);
@@ -154,7 +145,7 @@ TEST_CASE("ISGQ: the Gram-matrix error equals the error of the products written 
   const std::size_t batch = 5, n_in = 7, n_out = 3;
   const auto a = factor(batch, n_in, 11, false), b = factor(batch, n_out, 12, false);
   const auto c = factor(batch, n_in, 13, true), d = factor(batch, n_out, 14, false);
-  const auto ab = product(a, b, batch, n_in, n_out), cd = product(c, d, batch, n_in, n_out);
+  const auto ab = library_product(a, b, batch, n_in, n_out), cd = library_product(c, d, batch, n_in, n_out);
   double direct = 0.0;
   for (std::size_t e = 0; e < ab.size(); ++e) direct += (ab[e] - cd[e]) * (ab[e] - cd[e]);
   CHECK(isgq_product_error(widened(a), widened(b), widened(c), widened(d), batch, n_in, n_out) ==

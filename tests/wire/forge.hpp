@@ -6,7 +6,9 @@
 #include <gradcomp/detail/bytes.hpp>
 #include <gradcomp/detail/half.hpp>
 #include <gradcomp/span.hpp>
+#include <gradcomp/error.hpp>
 #include <gradcomp/wire/crc32c.hpp>
+#include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/format.hpp>
 
 #include <cstddef>
@@ -129,6 +131,20 @@ inline std::vector<std::byte> forge(gradcomp::wire::message_kind kind,
                             gradcomp::crc32c(gradcomp::span<const std::byte>(b.data(), body)));
   }
   return b;
+}
+
+// Where a message's first section starts (right after the message header).
+constexpr std::size_t kSection0 = gradcomp::wire::message_header_bytes;
+
+// Writes `v` little-endian at byte `at`, as the format stores every field.
+template <class U>
+void put(std::vector<std::byte>& b, std::size_t at, U v) {
+  gradcomp::detail::store_le<U>(b.data() + at, v);
+}
+
+// The validator's verdict on a whole message.
+inline gradcomp::errc check(const std::vector<std::byte>& b) {
+  return gradcomp::wire::validate(gradcomp::span<const std::byte>(b.data(), b.size())).error();
 }
 
 // Recomputes the CRC-32C trailer of a message that has one, after a deliberate change.

@@ -17,6 +17,8 @@
 #include <random>
 #include <vector>
 
+#include "wire/forge.hpp"
+
 using namespace gradcomp;
 namespace cpu = gradcomp::detail::cpu;
 namespace wire = gradcomp::wire;
@@ -197,7 +199,7 @@ TEST_CASE("one pass over the gaps: every coding's size and the first bad index, 
 namespace {
 
 // Encodes `v` as one dense section of coding c; the error, or the value payload.
-result<std::vector<std::byte>> dense_payload(const std::vector<float>& v, wire::value_coding c) {
+result<std::vector<std::byte>> dense_values_payload(const std::vector<float>& v, wire::value_coding c) {
   std::vector<std::byte> out(c == wire::value_coding::fp32 ? 4 * v.size() : 2 * v.size());
   const errc e = gradcomp::detail::encode_values<float>(span<const float>(v.data(), v.size()), c, out.data());
   if (e != errc::ok) return fail(e);
@@ -236,14 +238,14 @@ std::vector<float> boundaries(Widen&& widen, std::uint32_t finite_top) {
 // refused values among them): the same bytes or the same error on both paths.
 template <class Codec>
 void check_conversions(const std::vector<float>& sound, const std::vector<float>& all) {
-  const auto fast = dense_payload(sound, Codec::code);
+  const auto fast = dense_values_payload(sound, Codec::code);
   REQUIRE(fast);
   CHECK(*fast == *dense_payload_each<Codec>(sound));
   for (const std::size_t len : {1, 7, 8, 15, 16, 17, 33}) {
     for (std::size_t first = 0; first + len <= all.size(); first += 37 * len + 1) {
       const std::vector<float> v(all.begin() + static_cast<std::ptrdiff_t>(first),
                                  all.begin() + static_cast<std::ptrdiff_t>(first + len));
-      const auto a = dense_payload(v, Codec::code);
+      const auto a = dense_values_payload(v, Codec::code);
       const auto b = dense_payload_each<Codec>(v);
       REQUIRE(a.has_value() == b.has_value());
       if (a) {
@@ -297,17 +299,17 @@ TEST_CASE("fp16 and bf16 encoding: the first refused value decides the error, on
         CAPTURE(at);
         std::vector<float> v(41, 0.25f);
         v[at] = std::numeric_limits<float>::quiet_NaN();
-        CHECK(dense_payload(v, coding).error() == errc::non_finite_input);
+        CHECK(dense_values_payload(v, coding).error() == errc::non_finite_input);
         if (coding == wire::value_coding::fp32) continue;
         // The max float rounds to infinity in bf16: out of range, like 70000 in fp16.
         v[at] = too_big;
-        CHECK(dense_payload(v, coding).error() == errc::value_out_of_range);
+        CHECK(dense_values_payload(v, coding).error() == errc::value_out_of_range);
         if (at + 1 < v.size()) {
           v[at + 1] = std::numeric_limits<float>::infinity();  // refused too, but later
-          CHECK(dense_payload(v, coding).error() == errc::value_out_of_range);
+          CHECK(dense_values_payload(v, coding).error() == errc::value_out_of_range);
           v[at] = -std::numeric_limits<float>::infinity();
           v[at + 1] = too_big;
-          CHECK(dense_payload(v, coding).error() == errc::non_finite_input);
+          CHECK(dense_values_payload(v, coding).error() == errc::non_finite_input);
         }
       }
     }
@@ -355,11 +357,7 @@ std::vector<std::byte> message_with_checksum(std::size_t dense_values) {
   return wire::encode(span<const tensor_message<float>>(m, 2), opt);
 }
 
-// Writes a correct CRC-32C for the message as it is now.
-void reseal(std::vector<std::byte>& b) {
-  const std::size_t body = b.size() - 4;
-  gradcomp::detail::store_le<std::uint32_t>(b.data() + body, crc32c(span<const std::byte>(b.data(), body)));
-}
+using gradcomp_test::reseal;
 
 }  // namespace
 

@@ -33,9 +33,7 @@ constexpr auto bf16 = value_coding::bf16;
 constexpr auto fp32 = value_coding::fp32;
 constexpr auto fp64 = value_coding::fp64;
 
-errc check(const std::vector<std::byte>& b) {
-  return wire::validate(span<const std::byte>(b.data(), b.size())).error();
-}
+using gradcomp_test::check;
 
 errc check(message_kind kind, const std::vector<forged_section>& sections) {
   const errc plain = check(forge(kind, sections));

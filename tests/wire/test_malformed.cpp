@@ -8,14 +8,19 @@
 #include <limits>
 #include <vector>
 
+#include "wire/forge.hpp"
+
 using namespace gradcomp;
 using wire::index_coding;
 using wire::value_coding;
 
 namespace {
 
-// Offsets in the base message (header 24 bytes, then section 0 at 24).
-constexpr std::size_t kSection0 = 24;
+// Offsets in the base message: header 24 bytes, then section 0 at 24 (kSection0).
+using gradcomp_test::check;
+using gradcomp_test::kSection0;
+using gradcomp_test::put;
+using gradcomp_test::reseal;
 
 struct fixture {
   std::vector<std::uint32_t> idx = {2, 5, 9};
@@ -33,21 +38,6 @@ struct fixture {
     return wire::encode(span<const tensor_message<float>>(m.data(), m.size()), opt);
   }
 };
-
-template <class U>
-void put(std::vector<std::byte>& b, std::size_t at, U v) {
-  detail::store_le<U>(b.data() + at, v);
-}
-
-// Recomputes the CRC trailer so that a deliberate change is not reported as a checksum error.
-void reseal(std::vector<std::byte>& b) {
-  const std::size_t body = b.size() - 4;
-  put<std::uint32_t>(b, body, crc32c(span<const std::byte>(b.data(), body)));
-}
-
-errc check(const std::vector<std::byte>& b) {
-  return wire::validate(span<const std::byte>(b.data(), b.size())).error();
-}
 
 }  // namespace
 

@@ -17,17 +17,6 @@ using wire::value_coding;
 
 namespace {
 
-constexpr std::size_t kSection0 = wire::message_header_bytes;
-
-errc check(const std::vector<std::byte>& b) {
-  return wire::validate(span<const std::byte>(b.data(), b.size())).error();
-}
-
-template <class U>
-void put(std::vector<std::byte>& b, std::size_t at, U v) {
-  detail::store_le<U>(b.data() + at, v);
-}
-
 // One dense gradient section of 3 fp32 values (section bytes 44), and a raw_u32 one of 2 of 10.
 std::vector<std::byte> two_sections(bool checksum) {
   return forge(wire::message_kind::gradients,
