@@ -12,15 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace gradcomp_test {
+#include "support/step.hpp"  // views: a model's gradients, one view per tensor
 
-// Views of a model's gradients, one per tensor.
-template <class T>
-std::vector<gradcomp::span<const T>> views(const std::vector<std::vector<T>>& g) {
-  std::vector<gradcomp::span<const T>> v;
-  for (const auto& x : g) v.emplace_back(x.data(), x.size());
-  return v;
-}
+namespace gradcomp_test {
 
 // "t0", "t1", ... (appended, not prepended: GCC 12 warns falsely on a literal + std::string in C++20).
 inline std::string tensor_name(std::size_t t) {
