@@ -1,4 +1,0 @@
-// ISGQ's tests on the Thrust backend (thrust/test_thrust_isgq.cpp) on Thrust's CUDA system: the
-// dithered quantiser's kernel on the GPU against the CPU backend, bitwise.
-#define GRADCOMP_TEST_CUDA_SYSTEM 1
-#include "thrust/test_thrust_isgq.cpp"
