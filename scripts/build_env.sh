@@ -24,7 +24,7 @@ gradcomp_launcher_args() {
   if [[ "${GRADCOMP_CCACHE:-1}" != "0" ]] && command -v ccache >/dev/null 2>&1; then
     _args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
     # Depend mode: ccache hashes the compiler's own dependency file (-MD) instead of running the
-    # preprocessor first, so a cold cache costs almost nothing. The base directory lets clones
+    # preprocessor a second time on a cache miss. The base directory lets clones
     # in other folders share entries (paths under it are hashed as relative ones).
     export CCACHE_DEPEND="${CCACHE_DEPEND:-true}"
     export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
