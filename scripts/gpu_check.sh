@@ -66,8 +66,10 @@ run_bg tests_nvcc_headers "$bin/gradcomp_nvcc_headers"
 if [ -x "$bin/gradcomp_consumer" ]; then
   run_bg consumer "$bin/gradcomp_consumer"
 fi
-run_bg demo cmake "-DDEMO=$bin/train_fashion_mnist_cuda" -DOTHER=cuda "-DWORKDIR=$r/demo" \
-  -P "$src/examples/fashion_mnist/check_backends.cmake"
+# The demo's cpu run, then its cuda run, which must be the same run.
+run_bg demo sh -c 'cmake "-DDEMO=$1" "-DWORKDIR=$2/reference" -P "$3/run_reference.cmake" &&
+  cmake "-DDEMO=$1" -DOTHER=cuda "-DWORKDIR=$2/cuda" "-DREFERENCE=$2/reference" -P "$3/check_backends.cmake"' \
+  sh "$bin/train_fashion_mnist_cuda" "$r/demo" "$src/examples/fashion_mnist"
 for tool in memcheck racecheck synccheck initcheck; do
   run_bg "${tool}_thrust" "$sanitizer" --tool "$tool" --error-exitcode 1 "$bin/gradcomp_cuda_tests"
   run_bg "${tool}_separate" "$sanitizer" --tool "$tool" --error-exitcode 1 "$bin/gradcomp_separate_cuda_tests"

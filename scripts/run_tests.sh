@@ -5,13 +5,15 @@
 #   scripts/run_tests.sh -L consumer   # only the consumer-project tests
 #
 # The build uses Ninja (Debian: ninja-build) and ccache where they are installed
-# (scripts/install_deps.sh installs both), and nvcc compiles one GPU architecture (sm_90); the
-# library's own default, without this script, is 80 and 90.
+# (scripts/install_deps.sh installs both), and nvcc compiles one GPU architecture: sm_90 where
+# nvidia-smi lists a GPU, else 90-virtual (PTX only: every CUDA source is still compiled and
+# checked, without ptxas's machine code, which a machine without a GPU cannot run; a GPU would
+# compile the PTX when it loads). The library's own default, without this script, is 80 and 90.
 #
 # Environment:
 #   BUILD_DIR                  build directory (default: build, next to this script's parent)
 #   GRADCOMP_CMAKE_ARGS        extra arguments for the configuration (CI: -DGRADCOMP_REQUIRE_NCCL_TESTS=ON)
-#   GRADCOMP_CUDA_ARCHITECTURES  nvcc's architectures (default: 90)
+#   GRADCOMP_CUDA_ARCHITECTURES  nvcc's architectures (default: 90 with a GPU, else 90-virtual)
 #   GRADCOMP_CCACHE=0          do not compile through ccache
 #   GRADCOMP_STAGE_TIMES       a file to which the configure, build and ctest times are appended
 #                              ("<seconds>\t<stage>" lines, read by scripts/ci_times.py)
@@ -29,7 +31,8 @@ source "$script_dir/build_env.sh"
 configure_args=()
 gradcomp_generator_args configure_args "$build_dir"
 gradcomp_launcher_args configure_args
-
+cuda_architectures=90-virtual
+if nvidia-smi -L >/dev/null 2>&1; then cuda_architectures=90; fi
 
 timed "tests: configure" cmake -S "$root" -B "$build_dir" "${configure_args[@]}" \
   -DCMAKE_BUILD_TYPE=Release \
@@ -38,6 +41,6 @@ timed "tests: configure" cmake -S "$root" -B "$build_dir" "${configure_args[@]}"
   -DGRADCOMP_BUILD_BENCHMARKS=ON \
   -DGRADCOMP_WERROR=ON \
   -DGRADCOMP_REQUIRE_THRUST_TESTS=ON \
-  "-DCMAKE_CUDA_ARCHITECTURES=${GRADCOMP_CUDA_ARCHITECTURES:-90}" ${GRADCOMP_CMAKE_ARGS:-}
+  "-DCMAKE_CUDA_ARCHITECTURES=${GRADCOMP_CUDA_ARCHITECTURES:-$cuda_architectures}" ${GRADCOMP_CMAKE_ARGS:-}
 timed "tests: build" cmake --build "$build_dir" -j"$jobs"
 timed "tests: ctest" ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" "$@"

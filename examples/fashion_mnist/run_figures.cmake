@@ -2,15 +2,28 @@
 # check_mpi.cmake: every CSV line but its last column (the seconds) and the summary JSON without
 # the backend's name and the times.
 
-# Reads ${WORKDIR}/<name>.csv and <name>.json into <name>_csv and <name>_json in the caller's scope.
+# The run that both compare with: every mode, 4 workers in one process on the cpu backend, two
+# short epochs (8 steps each, the first half of the first one DGC's warm-up). run_reference.cmake
+# writes it once (ctest fixture demo_reference) into the directory REFERENCE.
+set(demo_check_args --train-limit 1024 --test-limit 1000 --epochs 2 --warmup-epochs 0.5 --jobs 1)
+
+# Reads <dir>/<name>.csv and <name>.json (dir: the optional second argument, else WORKDIR) into
+# <name>_csv and <name>_json in the caller's scope.
 function(read_run_figures name)
-  file(STRINGS "${WORKDIR}/${name}.csv" _lines)
+  set(_dir "${WORKDIR}")
+  if(ARGC GREATER 1)
+    set(_dir "${ARGV1}")
+  endif()
+  if(NOT EXISTS "${_dir}/${name}.csv" OR NOT EXISTS "${_dir}/${name}.json")
+    message(FATAL_ERROR "no run ${name} in ${_dir} (the test demo.reference_run writes it)")
+  endif()
+  file(STRINGS "${_dir}/${name}.csv" _lines)
   set(_epochs "")
   foreach(_line IN LISTS _lines)
     string(REGEX REPLACE ",[^,]*$" "" _line "${_line}")
     list(APPEND _epochs "${_line}")
   endforeach()
-  file(READ "${WORKDIR}/${name}.json" _json)
+  file(READ "${_dir}/${name}.json" _json)
   string(REGEX REPLACE "\"backend\": \"[a-z]+\", " "" _json "${_json}")
   string(REGEX REPLACE ", \"compress_seconds\": [0-9.]+, \"step_seconds\": [0-9.]+" "" _json "${_json}")
   set(${name}_csv "${_epochs}" PARENT_SCOPE)
