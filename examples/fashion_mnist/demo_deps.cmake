@@ -12,6 +12,10 @@ if(TARGET Eigen3::Eigen AND TARGET ZLIB::ZLIB AND TARGET Threads::Threads)
   target_include_directories(gradcomp_fashion_mnist_common INTERFACE "${CMAKE_CURRENT_LIST_DIR}")
   target_link_libraries(gradcomp_fashion_mnist_common INTERFACE
     gradcomp::gradcomp Eigen3::Eigen ZLIB::ZLIB Threads::Threads)
+  # Eigen never runs a product on several threads (with OpenMP it would, and its blocking would
+  # then depend on the thread count): the demo trains its modes in parallel itself (--jobs), and
+  # its products give the same bits on every machine (fmnist::pin_eigen_blocking).
+  target_compile_definitions(gradcomp_fashion_mnist_common INTERFACE EIGEN_DONT_PARALLELIZE)
   add_library(gradcomp_fashion_mnist INTERFACE)
   target_link_libraries(gradcomp_fashion_mnist INTERFACE gradcomp_fashion_mnist_common)
   # --backend thrust: the portable Thrust backend on Thrust's OpenMP system, where the Thrust
@@ -24,10 +28,10 @@ if(TARGET Eigen3::Eigen AND TARGET ZLIB::ZLIB AND TARGET Threads::Threads)
   find_package(OpenMP QUIET COMPONENTS CXX)
   if(GRADCOMP_DEMO_THRUST_INCLUDE_DIR AND OpenMP_CXX_FOUND AND NOT GRADCOMP_SANITIZE)
     target_include_directories(gradcomp_fashion_mnist SYSTEM INTERFACE "${GRADCOMP_DEMO_THRUST_INCLUDE_DIR}")
-    # EIGEN_DONT_PARALLELIZE: OpenMP is here for the Thrust backend; the demo already trains its
-    # modes in parallel (--jobs), and Eigen's own OpenMP threads on top of them oversubscribe the
-    # cores (the model's products ran several times slower).
-    target_compile_definitions(gradcomp_fashion_mnist INTERFACE FMNIST_WITH_THRUST EIGEN_DONT_PARALLELIZE
+    # OpenMP is here for the Thrust backend (EIGEN_DONT_PARALLELIZE, above, keeps Eigen off it:
+    # Eigen's own OpenMP threads on top of the demo's --jobs oversubscribed the cores, and the
+    # model's products ran several times slower).
+    target_compile_definitions(gradcomp_fashion_mnist INTERFACE FMNIST_WITH_THRUST
                                                                 THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP)
     target_link_libraries(gradcomp_fashion_mnist INTERFACE OpenMP::OpenMP_CXX)
     set(GRADCOMP_DEMO_WITH_THRUST ON CACHE INTERNAL "the demo offers --backend thrust")

@@ -18,6 +18,22 @@
 
 namespace fmnist {
 
+/// The cache sizes the demo's matrix products are blocked for: 32 KiB L1, 1 MiB L2, 32 MiB L3.
+inline constexpr std::ptrdiff_t eigen_l1_bytes = 32 * 1024;
+inline constexpr std::ptrdiff_t eigen_l2_bytes = 1024 * 1024;
+inline constexpr std::ptrdiff_t eigen_l3_bytes = 32 * 1024 * 1024;
+
+/**
+ * Makes Eigen block its matrix products for the fixed cache sizes above instead of the ones it
+ * reads from the CPU. The blocking decides how each product's sums are split and in which order
+ * the parts are added, so without this the same product gives other bits on a machine with other
+ * caches (Eigen's matrix products are otherwise deterministic: their instruction set is fixed when
+ * the demo is compiled, and EIGEN_DONT_PARALLELIZE keeps the thread count out of the blocking).
+ * The demo calls it once at start-up, before its threads; Eigen keeps the sizes in globals, so it
+ * must not run while another thread multiplies.
+ */
+inline void pin_eigen_blocking() { Eigen::setCpuCacheSizes(eigen_l1_bytes, eigen_l2_bytes, eigen_l3_bytes); }
+
 /// One parameter tensor: name, shape and values.
 struct parameter {
   std::string name;

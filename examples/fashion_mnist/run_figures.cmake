@@ -2,10 +2,11 @@
 # check_mpi.cmake: every CSV line but its last column (the seconds) and the summary JSON without
 # the backend's name and the times.
 
-# The run that both compare with: every mode, 4 workers in one process on the cpu backend, two
-# short epochs (8 steps each, the first half of the first one DGC's warm-up). run_reference.cmake
-# writes it once (ctest fixture demo_reference) into the directory REFERENCE.
-set(demo_check_args --train-limit 1024 --test-limit 1000 --epochs 2 --warmup-epochs 0.5 --jobs 1)
+# The run that both compare with: every mode, 4 workers in one process on the cpu backend, three
+# short epochs (8 steps each; the first 4 steps DGC's warm-up, SAEF's residuals averaged at step
+# 20). run_reference.cmake writes it once (ctest fixture demo_reference) into the directory
+# REFERENCE, and compares its trained weights with tests/fingerprints/train_fashion_mnist.txt.
+set(demo_check_args --train-limit 1024 --test-limit 1000 --epochs 3 --warmup-epochs 0.5 --jobs 1)
 
 # Reads <dir>/<name>.csv and <name>.json (dir: the optional second argument, else WORKDIR) into
 # <name>_csv and <name>_json in the caller's scope.
@@ -30,12 +31,14 @@ function(read_run_figures name)
   set(${name}_json "${_json}" PARENT_SCOPE)
 endfunction()
 
-# Runs the command after `name` (in WORKDIR, adding --csv <name>.csv --summary-json <name>.json),
-# fails if it fails, then reads its figures (read_run_figures).
+# Runs the command after `name` (in WORKDIR, adding --csv <name>.csv --summary-json <name>.json;
+# its standard output kept as <name>.out), fails if it fails, then reads its figures
+# (read_run_figures).
 function(run_demo name)
   execute_process(
     COMMAND ${ARGN} --csv "${name}.csv" --summary-json "${name}.json"
     WORKING_DIRECTORY "${WORKDIR}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  file(WRITE "${WORKDIR}/${name}.out" "${_out}")
   message("${_out}${_err}")
   if(NOT _rc EQUAL 0)
     message(FATAL_ERROR "the ${name} run exited with ${_rc}")

@@ -167,15 +167,15 @@ void write_json(const std::string& path, const std::vector<fmnist::run_result>& 
     out << "  {\"mode\": \"" << r.mode << "\", \"backend\": \"" << o.backend << "\", \"workers\": " << r.workers
         << ", \"epochs\": " << r.epochs.size() << ", \"steps\": " << r.steps
         << ", \"batch_per_worker\": " << o.batch << ", \"parameters\": " << r.parameters
-        << ", \"final_sparsity\": " << fmt("%.6g", 1.0 - r.final_density)
+        << ", \"final_sparsity\": " << fmt("%.17g", 1.0 - r.final_density)
         << ", \"sent_fraction\": " << fmt("%.6g", r.sent_fraction)
-        << ", \"test_accuracy\": " << fmt("%.6f", r.final_accuracy)
-        << ", \"best_test_accuracy\": " << fmt("%.6f", r.best_accuracy)
-        << ", \"wire_bytes_per_step\": " << fmt("%.1f", r.bytes_per_step_final)
+        << ", \"test_accuracy\": " << fmt("%.17g", r.final_accuracy)
+        << ", \"best_test_accuracy\": " << fmt("%.17g", r.best_accuracy)
+        << ", \"wire_bytes_per_step\": " << fmt("%.17g", r.bytes_per_step_final)
         << ", \"wire_bytes_per_step_run\": " << fmt("%.1f", r.bytes_per_step_run)
         << ", \"dense_bytes_per_step\": " << fmt("%.0f", r.dense_bytes)
-        << ", \"compression_ratio\": " << fmt("%.2f", r.ratio_final)
-        << ", \"compression_ratio_run\": " << fmt("%.2f", r.ratio_run)
+        << ", \"compression_ratio\": " << fmt("%.17g", r.ratio_final)
+        << ", \"compression_ratio_run\": " << fmt("%.17g", r.ratio_run)
         << ", \"clipped_fraction\": " << fmt("%.4f", r.clipped_fraction)
         << ", \"weights_fnv1a\": \"" << hex64(r.weights_fnv1a) << "\""
         << ", \"compress_seconds\": " << fmt("%.3f", r.compress_seconds)
@@ -186,25 +186,37 @@ void write_json(const std::string& path, const std::vector<fmnist::run_result>& 
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+// The results table: every column a function of the run's numerics, so the same run prints the
+// same table on every machine (scripts/demo_tables.py renders it from the summary JSON, and the
+// test demo.table_format checks that the two agree). Times are in print_times.
 void print_table(const std::vector<fmnist::run_result>& runs) {
   const fmnist::run_result* dense = nullptr;
   for (const auto& r : runs)
     if (r.mode == "dense") dense = &r;
-  std::printf("\n%-14s %9s %9s %8s %10s %14s %10s %10s %9s\n", "mode", "final acc", "best acc",
-              "vs dense", "sparsity", "bytes/step", "ratio", "ratio run", "comp/step");
+  std::printf("\n%-14s %9s %9s %8s %10s %14s %10s %10s\n", "mode", "final acc", "best acc", "vs dense",
+              "sparsity", "bytes/step", "ratio", "ratio run");
   for (const auto& r : runs) {
     const std::string delta =
         dense ? fmt("%+.2f pp", 100.0 * (r.final_accuracy - dense->final_accuracy)) : "-";
-    std::printf("%-14s %8.2f%% %8.2f%% %8s %9.2f%% %14.0f %9.1fx %9.1fx %8.1f%%\n", r.mode.c_str(),
+    std::printf("%-14s %8.2f%% %8.2f%% %8s %9.2f%% %14.0f %9.1fx %9.1fx\n", r.mode.c_str(),
                 100.0 * r.final_accuracy, 100.0 * r.best_accuracy, delta.c_str(),
-                100.0 * (1.0 - r.final_density), r.bytes_per_step_final, r.ratio_final, r.ratio_run,
-                100.0 * r.compress_seconds / r.step_seconds);
+                100.0 * (1.0 - r.final_density), r.bytes_per_step_final, r.ratio_final, r.ratio_run);
   }
   std::printf(
       "\nbytes/step: mean wire message bytes per worker per step at the final density (whole\n"
       "messages: headers, every tensor, checksum); ratio: dense fp32 gradient bytes over that;\n"
-      "ratio run: the same over the whole run, warm-up included; comp/step: share of the step\n"
-      "time spent compressing, encoding, decoding and aggregating.\n");
+      "ratio run: the same over the whole run, warm-up included.\n");
+}
+
+// This machine's times, which differ from run to run.
+void print_times(const std::vector<fmnist::run_result>& runs) {
+  std::printf("\n%-14s %9s %10s\n", "mode", "step ms", "comp/step");
+  for (const auto& r : runs)
+    std::printf("%-14s %9.2f %9.1f%%\n", r.mode.c_str(), 1e3 * r.step_seconds / static_cast<double>(r.steps),
+                100.0 * r.compress_seconds / r.step_seconds);
+  std::printf(
+      "\nstep ms: wall time of a training step, all workers' gradients included; comp/step: its share\n"
+      "spent compressing, encoding, decoding and aggregating.\n");
 }
 
 }  // namespace
@@ -230,6 +242,7 @@ int main(int argc, char** argv) {
   }
 #endif
   try {
+    fmnist::pin_eigen_blocking();  // the same bits on every machine (before any thread multiplies)
     fmnist::dataset train = fmnist::load_split(c.data_dir, "train");
     fmnist::dataset test = fmnist::load_split(c.data_dir, "t10k");
     double mean = 0.0, stddev = 1.0;
@@ -293,6 +306,7 @@ int main(int argc, char** argv) {
     if (!speaks) return 0;
 
     print_table(runs);
+    print_times(runs);
     if (!c.csv.empty()) {
       write_csv(c.csv, runs);
       std::printf("per-epoch figures: %s\n", c.csv.c_str());

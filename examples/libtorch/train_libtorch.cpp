@@ -23,6 +23,7 @@
 
 #include "cnn.hpp"
 #include "command_line.hpp"
+#include "numerics.hpp"
 #include "torch_data.hpp"
 #include "trainer.hpp"
 #if defined(FMNIST_WITH_MPI)
@@ -41,6 +42,7 @@ struct cli {
   std::string json;
   double min_accuracy = 0.0;
   int threads = 0;
+  bool portable = false;
   bool mpi = false;
 };
 
@@ -60,6 +62,8 @@ const char* help =
     "  --test-limit N       evaluate on the first N test images only (default: all 10000)\n"
     "  --max-steps S        stop each run after S steps\n"
     "  --threads T          torch's intra-op threads (default: torch's choice)\n"
+    "  --portable           the same bits on every x86-64 machine: torch's baseline kernels, no oneDNN,\n"
+    "                       one thread (slower; without it the bits follow the CPU; numerics.hpp)\n"
     "  --min-accuracy A     exit with status 3 if a run ends below test accuracy A (0..1)\n"
     "  --json FILE          one JSON object per run, one per line\n"
     "  --data DIR           the Fashion-MNIST IDX files, gzipped or not (default "
@@ -94,6 +98,8 @@ cli parse(int argc, char** argv) {
       c.weight_decay = command.number(a, value());
     } else if (a == "--threads") {
       c.threads = static_cast<int>(command.count(a, value()));
+    } else if (a == "--portable") {
+      c.portable = true;
     } else if (a == "--min-accuracy") {
       c.min_accuracy = command.number(a, value());
     } else if (a == "--json") {
@@ -113,6 +119,7 @@ cli parse(int argc, char** argv) {
   if (!(c.weight_decay >= 0.0)) command.error("--weight-decay must be >= 0");
   if (!(c.min_accuracy >= 0.0 && c.min_accuracy <= 1.0)) command.error("--min-accuracy must be in [0, 1]");
   if (c.mpi && workers_set) command.error("--mpi runs one worker per process: leave --workers out");
+  if (c.portable && c.threads > 1) command.error("--portable runs torch on one thread: leave --threads out");
   return c;
 }
 
@@ -148,7 +155,8 @@ int main(int argc, char** argv) {
     c.train.workers = static_cast<std::size_t>(ranks);
   }
 #endif
-  if (c.threads > 0) torch::set_num_threads(c.threads);
+  if (c.portable) torch_demo::pin_numerics();
+  else if (c.threads > 0) torch::set_num_threads(c.threads);
   try {
     torch_demo::prepare_idx_dir(c.data_dir, c.cache);
     fmnist::dataset train = fmnist::head(torch_demo::load_split(c.cache, true), c.train.train_limit);

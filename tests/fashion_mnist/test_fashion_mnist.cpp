@@ -262,6 +262,55 @@ TEST_CASE("mlp: backpropagation matches a plain double-precision reference") {
   CHECK(net.evaluate(x.data(), y.data(), batch).loss == doctest::Approx(r.loss).epsilon(1e-6));
 }
 
+// The demo's model (784-512-256-10, a worker's batch of 32): one gradient, as the bits of every
+// tensor, under the cache sizes Eigen has at the time.
+std::vector<std::vector<float>> demo_gradient() {
+  const std::vector<std::size_t> sizes = {784, 512, 256, 10};
+  fmnist::mlp net(sizes, 3);
+  const std::size_t batch = 32;
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> pixel(-0.8f, 2.0f);
+  std::vector<float> x(batch * sizes[0]);
+  for (auto& v : x) v = pixel(rng);
+  std::vector<std::uint8_t> y(batch);
+  for (std::size_t i = 0; i < batch; ++i) y[i] = static_cast<std::uint8_t>(i % 10);
+  auto grads = net.make_gradients();
+  net.gradient(x.data(), y.data(), batch, grads);
+  return grads;
+}
+
+bool same_gradient(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  for (std::size_t t = 0; t < a.size(); ++t)
+    if (a[t].size() != b[t].size() || std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) != 0)
+      return false;
+  return a.size() == b.size();
+}
+
+TEST_CASE("mlp: the products give the same bits whatever caches the machine has, once pinned") {
+  // Two machines as Eigen sees them: 64 KiB L1 and 2 MiB L2, and 16 KiB L1 and 512 KiB L2.
+  const auto machine = [](int which) {
+    if (which == 0) Eigen::setCpuCacheSizes(64 * 1024, 2 * 1024 * 1024, 32 * 1024 * 1024);
+    else Eigen::setCpuCacheSizes(16 * 1024, 512 * 1024, 512 * 1024);
+  };
+  // Unpinned, the blocking follows the caches, and so do the gradient's bits: what the pin is for.
+  machine(0);
+  const auto a = demo_gradient();
+  machine(1);
+  const auto b = demo_gradient();
+  CHECK_FALSE(same_gradient(a, b));
+  // Pinned (the demo's start-up), the two machines compute the same bits.
+  machine(0);
+  fmnist::pin_eigen_blocking();
+  const auto c = demo_gradient();
+  machine(1);
+  fmnist::pin_eigen_blocking();
+  const auto d = demo_gradient();
+  CHECK(same_gradient(c, d));
+  CHECK(Eigen::l1CacheSize() == fmnist::eigen_l1_bytes);
+  CHECK(Eigen::l2CacheSize() == fmnist::eigen_l2_bytes);
+  CHECK(Eigen::l3CacheSize() == fmnist::eigen_l3_bytes);
+}
+
 TEST_CASE("mode names and settings") {
   fmnist::train_options o;
   o.workers = 3;
