@@ -143,14 +143,15 @@ def printed_table(output):
 
 
 def measure(build_dir):
-    demo = os.path.join(build_dir, "examples", "train_fashion_mnist")
-    os.makedirs(os.path.join(ROOT, RESULTS), exist_ok=True)
+    demo = os.path.abspath(os.path.join(build_dir, "examples", "train_fashion_mnist"))
+    results = os.path.join(ROOT, RESULTS)
+    os.makedirs(results, exist_ok=True)
     for name, args in RUNS.items():
-        base = os.path.join(ROOT, RESULTS, name)
-        cmd = [demo, *args, "--summary-json", base + ".json", "--csv", base + ".csv"]
-        print("+", " ".join(cmd), flush=True)
-        with open(base + ".txt", "w") as log:
-            subprocess.run(cmd, check=True, stdout=log)
+        # Run in the results' folder with relative names: the printed output names no machine's paths.
+        cmd = [demo, *args, "--summary-json", name + ".json", "--csv", name + ".csv"]
+        print("+ train_fashion_mnist", " ".join(cmd[1:]), flush=True)
+        with open(os.path.join(results, name + ".txt"), "w") as log:
+            subprocess.run(cmd, check=True, stdout=log, cwd=results)
 
 
 def main():

@@ -4,9 +4,14 @@
 //   - no copy between torch and gradcomp: the compressors read .grad()'s own memory;
 //   - bad tensors are refused with a clear error.
 // The real-data cases need the Debian package dataset-fashion-mnist (skipped, exit 77, without).
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <future>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cnn.hpp"
@@ -86,6 +91,42 @@ TEST_CASE("the compressors read .grad() itself: autograd writes the worker's gra
 }
 
 TEST_SUITE("real_data") {
+TEST_CASE("the data cache: fillers started at once all succeed and leave four complete files") {
+  namespace fs = std::filesystem;
+  const fs::path cache = fs::temp_directory_path() / ("gradcomp-libtorch-cache-" + std::to_string(std::random_device{}()));
+  fs::remove_all(cache);
+  // Eight fillers released together: each inflates every file and renames it into place at the
+  // same moments as the others (a shared partial file's name made all but one fail).
+  std::promise<void> go;
+  const std::shared_future<void> start = go.get_future().share();
+  std::atomic<int> failed{0};
+  std::vector<std::string> errors(8);
+  std::vector<std::thread> fillers;
+  for (std::size_t i = 0; i < errors.size(); ++i)
+    fillers.emplace_back([&, i] {
+      start.wait();
+      try {
+        torch_demo::prepare_idx_dir(fmnist::default_data_dir(), cache.string());
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+        ++failed;
+      }
+    });
+  go.set_value();
+  for (auto& t : fillers) t.join();
+  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+  CHECK(failed == 0);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(cache)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-images-idx3-ubyte",
+                                          "train-labels-idx1-ubyte"});
+  // Complete: the reader takes them (the IDX headers' counts against the files' sizes).
+  CHECK(torch_demo::load_split(cache.string(), true).count == 60000);
+  CHECK(torch_demo::load_split(cache.string(), false).count == 10000);
+  fs::remove_all(cache);
+}
+
 TEST_CASE("dense mode through gradcomp is torch::optim::SGD on the averaged gradients, bit for bit") {
   const real_data d = load(4 * 32 * 75);  // 75 steps per epoch of 4 workers x 32 images
   fmnist::train_options o;
