@@ -1,9 +1,11 @@
 // Snapshots: train, save, restore into fresh objects, continue: bitwise the same as never stopping.
 #include <gradcomp/dgc/snapshot.hpp>
+#include <gradcomp/wire/decode.hpp>
 
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "support/inputs.hpp"
@@ -145,4 +147,58 @@ TEST_CASE("a snapshot is refused, and nothing changes, when it does not fit") {
   CHECK(restore_snapshot(fresh, span<const std::byte>(agg_snap.data(), agg_snap.size())).error() ==
         errc::layout_mismatch);
   CHECK(wire::validate(msg));
+}
+
+// An empty tensor among compressed ones, in every position, with and without momentum
+// correction: its residual section is followed by its momentum section like every other tensor's,
+// so the snapshot validates, restores and continues bitwise (the empty tensor's momentum section
+// was left out, and the snapshot was refused as section_not_allowed).
+TEST_CASE("a snapshot with an empty tensor in any position restores and continues bitwise") {
+  for (const bool momentum_correction : {true, false})
+    for (std::size_t empty_at = 0; empty_at < 3; ++empty_at) {
+      CAPTURE(momentum_correction);
+      CAPTURE(empty_at);
+      std::vector<std::vector<std::size_t>> shapes = {{3, 4}, {7}, {2, 5}};
+      shapes[empty_at] = {0};
+      dgc_config cfg = make_config(3);
+      cfg.momentum_correction = momentum_correction;
+      cfg.schedule = warmup_schedule::constant(0.25);
+      cfg.policy = compression_policy::every_tensor();  // the empty tensor is compressed too
+      const auto model = [&](dgc_compressor<float>& c) {
+        for (std::size_t t = 0; t < shapes.size(); ++t) c.add_tensor("t" + std::to_string(t), shapes[t]);
+      };
+      const auto grads = [&](std::size_t s) {
+        std::vector<std::vector<float>> g;
+        for (std::size_t t = 0; t < shapes.size(); ++t) {
+          std::size_t n = 1;
+          for (auto d : shapes[t]) n *= d;
+          g.push_back(random_vector<float>(n, dist::gaussian, 100 * s + t));
+        }
+        return g;
+      };
+      const auto compress = [&](dgc_compressor<float>& c, std::size_t s) {
+        const auto g = grads(s);
+        std::vector<span<const float>> views;
+        for (const auto& x : g) views.emplace_back(x.data(), x.size());
+        REQUIRE(c.compress(views));
+      };
+      dgc_compressor<float> a(cfg);
+      model(a);
+      for (std::size_t s = 0; s < 3; ++s) compress(a, s);
+      const auto snap = save_snapshot(a);
+      const span<const std::byte> msg(snap.data(), snap.size());
+      REQUIRE(wire::validate(msg));
+      for (std::size_t t = 0; t < shapes.size(); ++t) REQUIRE(a.info(t).compressed);
+      dgc_compressor<float> b(cfg);
+      model(b);
+      REQUIRE(restore_snapshot(b, msg));
+      for (std::size_t s = 3; s < 5; ++s) {
+        compress(a, s);
+        compress(b, s);
+        for (std::size_t t = 0; t < shapes.size(); ++t) {
+          CHECK(same_message(a.message(t), b.message(t)));
+          CHECK(bitwise_equal(a.residual(t), b.residual(t)));
+        }
+      }
+    }
 }

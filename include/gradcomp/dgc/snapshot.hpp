@@ -33,7 +33,8 @@ struct dgc_snapshot_access {
   static const B& backend(const dgc_compressor<T, B>& c) noexcept {
     return c.backend_;
   }
-  // Residual, then momentum (with momentum correction), of every compressed tensor.
+  // Residual, then momentum (with momentum correction), of every compressed tensor: an empty
+  // tensor's too, so that every residual section is followed by its momentum section.
   template <class T, class B>
   static std::vector<snapshot_item<T, memory_space_t<B>>> items(dgc_compressor<T, B>& c) {
     std::vector<snapshot_item<T, memory_space_t<B>>> out;
@@ -41,7 +42,8 @@ struct dgc_snapshot_access {
       auto& st = c.tensors_[t];
       if (!st.info.compressed) continue;
       out.push_back(make_snapshot_item(wire::section_role::residual, t, st.v.view()));
-      if (st.u.size() != 0) out.push_back(make_snapshot_item(wire::section_role::momentum, t, st.u.view()));
+      if (c.cfg_.sender_momentum() != momentum_kind::none)
+        out.push_back(make_snapshot_item(wire::section_role::momentum, t, st.u.view()));
     }
     return out;
   }
@@ -98,7 +100,7 @@ struct dgc_snapshot_access {
       host[t].u_bound = host[t].v_bound = 0.0;
       if (!c.tensors_[t].info.compressed) continue;
       host[t].v_bound = largest[i++];
-      if (c.tensors_[t].u.size() != 0) host[t].u_bound = largest[i++];
+      if (c.cfg_.sender_momentum() != momentum_kind::none) host[t].u_bound = largest[i++];
     }
     ops<B>::copy_to_backend(c.backend_, readonly(h), c.records_.view());
     ops<B>::synchronize(c.backend_);
