@@ -33,12 +33,14 @@ void register_snapshot_model(dgc_compressor<T>& c) {
   for (std::size_t t = 0; t < kSnapshotShapes.size(); ++t) c.add_tensor(names[t], kSnapshotShapes[t]);
 }
 
+// One step's gradients of a model (the tensors' shapes), heavy-tailed.
 template <class T>
-std::vector<std::vector<T>> gradients(std::size_t step) {
+std::vector<std::vector<T>> gradients(std::size_t step,
+                                      const std::vector<std::vector<std::size_t>>& shapes = kSnapshotShapes) {
   std::vector<std::vector<T>> g;
-  for (std::size_t t = 0; t < kSnapshotShapes.size(); ++t) {
+  for (std::size_t t = 0; t < shapes.size(); ++t) {
     std::size_t n = 1;
-    for (auto d : kSnapshotShapes[t]) n *= d;
+    for (auto d : shapes[t]) n *= d;
     g.push_back(random_vector<T>(n, dist::student_t, 1000 * step + t));
   }
   return g;
@@ -167,17 +169,8 @@ TEST_CASE("a snapshot with an empty tensor in any position restores and continue
       const auto model = [&](dgc_compressor<float>& c) {
         for (std::size_t t = 0; t < shapes.size(); ++t) c.add_tensor("t" + std::to_string(t), shapes[t]);
       };
-      const auto grads = [&](std::size_t s) {
-        std::vector<std::vector<float>> g;
-        for (std::size_t t = 0; t < shapes.size(); ++t) {
-          std::size_t n = 1;
-          for (auto d : shapes[t]) n *= d;
-          g.push_back(random_vector<float>(n, dist::gaussian, 100 * s + t));
-        }
-        return g;
-      };
       const auto compress = [&](dgc_compressor<float>& c, std::size_t s) {
-        const auto g = grads(s);
+        const auto g = gradients<float>(s, shapes);
         std::vector<span<const float>> views;
         for (const auto& x : g) views.emplace_back(x.data(), x.size());
         REQUIRE(c.compress(views));
