@@ -215,8 +215,10 @@ class saef_worker {
 
   /// Where to take tensor `id`'s gradient for a step-ahead step: `out = x - e` (`out = x` for a
   /// tensor without a residual), issued on the backend. `x` and `out` have the tensor's length
-  /// (`errc::size_mismatch`) and may be the same memory.
+  /// (`errc::size_mismatch`) and may be the same memory; an `id` at or past the tensor count is
+  /// `errc::unknown_tensor`.
   [[nodiscard]] result<void> lookahead(std::size_t id, const_view x, view out) const {
+    if (id >= m_.size()) return fail(errc::unknown_tensor);
     const std::size_t n = c_->info(id).numel;
     if (x.size() != n || out.size() != n) return fail(errc::size_mismatch);
     kernels::difference(c_->backend(), x, detail::residual_of(*c_, id), out);
@@ -246,7 +248,8 @@ class saef_worker {
     return {};
   }
 
-  /// Tensor `id`'s input to the compressor in the last step, `u = eta * M`.
+  /// Tensor `id`'s input to the compressor in the last step, `u = eta * M` (`id` unchecked: below
+  /// the tensor count, as for every view accessor here).
   const_view update(std::size_t id) const noexcept { return readonly(u_[id].view()); }
   /// Tensor `id`'s momentum buffer M.
   const_view momentum_buffer(std::size_t id) const noexcept { return readonly(m_[id].view()); }
@@ -357,13 +360,16 @@ class saef_server {
     return {};
   }
 
-  /// Tensor `id`'s D' of the last step, dense (zeros before the first).
+  /// Tensor `id`'s D' of the last step, dense (zeros before the first; `id` unchecked: below the
+  /// tensor count, as for every view accessor here).
   const_view update(std::size_t id) const noexcept { return readonly(out_[id].view()); }
   /// Tensor `id`'s residual s (the compressor's; empty for a tensor without one).
   auto residual(std::size_t id) const noexcept { return detail::residual_of(*c_, id); }
 
-  /// `x -= D'` for tensor `id`, issued on the backend (`errc::size_mismatch` for another length).
+  /// `x -= D'` for tensor `id`, issued on the backend (`errc::size_mismatch` for another length,
+  /// `errc::unknown_tensor` for an `id` at or past the tensor count).
   [[nodiscard]] result<void> apply(std::size_t id, view x) const {
+    if (id >= out_.size()) return fail(errc::unknown_tensor);
     if (x.size() != out_[id].size()) return fail(errc::size_mismatch);
     kernels::difference(c_->backend(), readonly(x), readonly(out_[id].view()), x);
     return {};

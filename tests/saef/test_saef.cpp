@@ -279,4 +279,15 @@ TEST_CASE("SAEF: bad settings and inputs are refused and change nothing") {
   CHECK(same_bits(w.residual(0), e0));
   std::vector<float> x(3), out(3);
   CHECK(w.lookahead(0, span<const float>(x.data(), 3), span<float>(out.data(), 3)).error() == errc::size_mismatch);
+  // A tensor id at or past the tensor count is refused before anything is read (it was read out
+  // of bounds).
+  const std::size_t n0 = g[0].size();
+  std::vector<float> x0(n0), out0(n0);
+  auto sc = topk();
+  saef_server<dgc_compressor<float>> server(sc);
+  for (const std::size_t id : {kShapes.size(), kShapes.size() + 1, std::size_t(-1)}) {
+    CHECK(w.lookahead(id, span<const float>(x0.data(), n0), span<float>(out0.data(), n0)).error() ==
+          errc::unknown_tensor);
+    CHECK(server.apply(id, span<float>(x0.data(), n0)).error() == errc::unknown_tensor);
+  }
 }
