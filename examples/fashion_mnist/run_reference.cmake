@@ -13,4 +13,4 @@ if(_rows LESS 3)
   message(FATAL_ERROR "the reference run wrote ${_rows} CSV lines")
 endif()
 check_fingerprints("${WORKDIR}/cpu.json" "${FINGERPRINTS}"
-                   "the demo's tables (scripts/demo_tables.py --help names the runs)")
+                   "the demo's tables: scripts/compare_compressors.sh (scripts/demo_tables.py --list names its runs)")

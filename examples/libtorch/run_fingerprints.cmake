@@ -17,4 +17,4 @@ if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "train_libtorch exited with ${_rc}")
 endif()
 check_fingerprints("${WORKDIR}/runs.jsonl" "${FINGERPRINTS}"
-                   "the libtorch tables (examples/libtorch/compare.py; README's Testing section)")
+                   "the libtorch tables: python3 examples/libtorch/compare.py --binary <build>/examples/libtorch/train_libtorch --docs README.md docs/compressors.md")
