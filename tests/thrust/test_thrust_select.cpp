@@ -21,6 +21,7 @@
 #include <gradcomp/thrust/sampled.hpp>
 #include <gradcomp/thrust/select.hpp>
 
+#include "support/sanitized.hpp"
 #include "thrust/systems.hpp"
 
 namespace {
@@ -149,7 +150,11 @@ TEST_CASE("thrust exact top-k: inputs of millions of elements, both plans") {
   // More than 1,024 tiles of 2,048 keys (the CUDA kernels scan the tiles' counts in several
   // chunks) and more keys than one grid of the histogram kernel covers in one sweep.
   const std::size_t n = 9000011;
-  for (const auto s : {shape::gaussian, shape::few_levels, shape::mostly_zero}) {
+  // Under AddressSanitizer, one shape: the sizes, not the values, reach these paths.
+  const std::vector<shape> shapes = gradcomp_test::sanitized
+                                        ? std::vector<shape>{shape::gaussian}
+                                        : std::vector<shape>{shape::gaussian, shape::few_levels, shape::mostly_zero};
+  for (const auto s : shapes) {
     const auto v = input<float>(n, s, 77 + static_cast<std::uint64_t>(s));
     for (const std::size_t k : {std::size_t(1), std::size_t(9000), n / 20, n - 1}) {
       CAPTURE(static_cast<int>(s));
@@ -339,7 +344,8 @@ TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection re
       for (const std::size_t k : {std::size_t(1), std::size_t(2), n / 1000, n / 100, n / 20})
         for (std::size_t c = 0; c < configs.size(); ++c)
           for (const std::uint64_t seed : {std::uint64_t(3), std::uint64_t(1234567)}) {
-            if (k == 0) continue;
+            // Under AddressSanitizer, the first seed only: the flags below must still all be set.
+            if (k == 0 || (gradcomp_test::sanitized && seed != 3)) continue;
             CAPTURE(n);
             CAPTURE(static_cast<int>(s));
             CAPTURE(k);

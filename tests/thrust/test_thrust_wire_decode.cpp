@@ -22,17 +22,9 @@
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 
+#include "support/sanitized.hpp"
 #include "thrust/data.hpp"
 #include "thrust/systems.hpp"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GRADCOMP_TEST_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define GRADCOMP_TEST_SANITIZED 1
-#endif
 
 namespace {
 
