@@ -41,6 +41,11 @@ packages=(
   python3-matplotlib
   # The libtorch example (examples/libtorch): libtorch's headers, libraries and CMake package.
   libtorch-dev
+  # The arith.aarch64 test (tests/arith): the bitwise tests cross-compiled for aarch64 (the cross
+  # compiler, its C library and binutils) and run under qemu-user.
+  g++-aarch64-linux-gnu
+  libc6-dev-arm64-cross
+  qemu-user
   ca-certificates
   git
 )

@@ -21,6 +21,7 @@
 #include "tensor_message.hpp"
 #include "wire/accumulate.hpp"
 #include "wire/decode.hpp"
+#include "detail/rounded.hpp"
 
 namespace gradcomp {
 
@@ -234,7 +235,8 @@ class aggregator {
       st.next_bound = a;
       st.next_u_bound = st.u_bound;
       if (!st.receiver_momentum) continue;
-      const double u = kind_ == momentum_kind::nesterov ? m * (st.u_bound + a) : m * st.u_bound + a;
+      const double u = kind_ == momentum_kind::nesterov ? detail::rounded(m * (st.u_bound + a))
+                                                          : detail::rounded(m * st.u_bound) + a;
       const double out = kind_ == momentum_kind::nesterov ? u + a : u;
       st.next_u_bound = u * detail::bound_slack;
       st.next_bound = out * detail::bound_slack;

@@ -6,6 +6,7 @@
 #include <gradcomp/cpu/ops.hpp>
 #include <gradcomp/cpu/terngrad_ops.hpp>
 #include <gradcomp/detail/ordered_sum.hpp>
+#include <gradcomp/detail/rounded.hpp>
 
 #include <doctest/doctest.h>
 
@@ -74,7 +75,7 @@ TEST_CASE("ordered sum: the clipping norm, EF-SignSGD's and TernGrad's measures 
     const double squares = reference::sum_of(n, [&](std::size_t i) { return x(i) * x(i); });
     const double sum = reference::sum_of(n, x);
     const double l1 = reference::sum_of(n, [&](std::size_t i) {
-      return std::fabs(static_cast<double>(static_cast<float>(e[i] + lr * g[i])));
+      return std::fabs(static_cast<double>(static_cast<float>(e[i] + gradcomp::detail::rounded(lr * g[i]))));
     });
     for (const auto level : levels) {
       CAPTURE(static_cast<int>(level));

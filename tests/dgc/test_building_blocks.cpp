@@ -3,6 +3,7 @@
 #include <gradcomp/dgc/clipping.hpp>
 #include <gradcomp/dgc/momentum.hpp>
 #include <gradcomp/dgc/residual_accumulator.hpp>
+#include <gradcomp/detail/rounded.hpp>
 
 #include <doctest/doctest.h>
 
@@ -39,14 +40,14 @@ TEST_CASE_TEMPLATE("momentum_correction computes each form exactly", T, float, d
     CAPTURE(gradcomp::to_string(kind));
     auto u = u0, v = v0, ur = u0, vr = v0;
     for (std::size_t i = 0; i < g.size(); ++i) {
-      const T cg = c * g[i];
+      const T cg = gradcomp::detail::rounded(c * g[i]);
       if (kind == momentum_kind::none) {
         vr[i] = vr[i] + cg;
       } else if (kind == momentum_kind::vanilla) {
-        ur[i] = m * ur[i] + cg;
+        ur[i] = gradcomp::detail::rounded(m * ur[i]) + cg;
         vr[i] = vr[i] + ur[i];
       } else {
-        ur[i] = m * (ur[i] + cg);
+        ur[i] = gradcomp::detail::rounded(m * (ur[i] + cg));
         vr[i] = vr[i] + ur[i] + cg;
       }
     }

@@ -1,6 +1,7 @@
 // Properties of the composed DGC step (docs/algorithms.md).
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/dgc/momentum.hpp>
+#include <gradcomp/detail/rounded.hpp>
 
 #include <doctest/doctest.h>
 
@@ -64,9 +65,9 @@ struct dense_sgd {
       for (const auto& x : g) buf.emplace_back(x.size(), T(0));
     for (std::size_t t = 0; t < g.size(); ++t)
       for (std::size_t i = 0; i < g[t].size(); ++i) {
-        buf[t][i] = m * buf[t][i] + g[t][i];
-        const T d = nesterov ? g[t][i] + m * buf[t][i] : buf[t][i];
-        w[t][i] -= lr * d;
+        buf[t][i] = gradcomp::detail::rounded(m * buf[t][i]) + g[t][i];
+        const T d = nesterov ? g[t][i] + gradcomp::detail::rounded(m * buf[t][i]) : buf[t][i];
+        w[t][i] -= gradcomp::detail::rounded(lr * d);
       }
   }
 };
@@ -75,7 +76,7 @@ template <class T>
 void apply(std::vector<std::vector<T>>& w, const dgc_aggregator<T>& agg, T lr) {
   for (std::size_t t = 0; t < w.size(); ++t) {
     const auto u = agg.update(t);
-    for (std::size_t i = 0; i < w[t].size(); ++i) w[t][i] -= lr * u[i];
+    for (std::size_t i = 0; i < w[t].size(); ++i) w[t][i] -= gradcomp::detail::rounded(lr * u[i]);
   }
 }
 
@@ -113,7 +114,7 @@ TEST_CASE_TEMPLATE("conservation: residual_new + sent == residual_old + velocity
         double sq = 0.0;
         for (const auto& x : g) {
           const double nrm = gradcomp::l2_norm(gradcomp::cpu_backend{}, span<const T>(x.data(), x.size())).value();
-          sq += nrm * nrm;
+          sq += gradcomp::detail::rounded(nrm * nrm);
         }
         const double coef = gradcomp::clip_coefficient(
             std::sqrt(sq), gradcomp::local_clip_threshold(cfg.clip_norm, cfg.num_workers));
@@ -132,12 +133,12 @@ TEST_CASE_TEMPLATE("conservation: residual_new + sent == residual_old + velocity
             continue;
           }
           for (std::size_t i = 0; i < g[t].size(); ++i) {
-            const T cg = cc * g[t][i];
+            const T cg = gradcomp::detail::rounded(cc * g[t][i]);
             if (nesterov) {
-              u_ref[t][i] = m * (u_ref[t][i] + cg);
+              u_ref[t][i] = gradcomp::detail::rounded(m * (u_ref[t][i] + cg));
               v_ref[t][i] = v_ref[t][i] + u_ref[t][i] + cg;
             } else {
-              u_ref[t][i] = m * u_ref[t][i] + cg;
+              u_ref[t][i] = gradcomp::detail::rounded(m * u_ref[t][i]) + cg;
               v_ref[t][i] = v_ref[t][i] + u_ref[t][i];
             }
           }
@@ -281,7 +282,7 @@ TEST_CASE_TEMPLATE("masking on and k = n: DGC degenerates to plain SGD", T, floa
         std::vector<T> expect(g[t]);
         // U is reset every step: vanilla sends g; Nesterov sends m*g + g.
         if (nesterov)
-          for (auto& x : expect) x = m * x + x;
+          for (auto& x : expect) x = gradcomp::detail::rounded(m * x) + x;
         CHECK(bitwise_equal(agg.update(t), expect));
       }
     }

@@ -2,6 +2,7 @@
 // value, conservation of lr * g through the error feedback, the wire round trip into the common
 // aggregator, refusals that change nothing, the common compressor interface, and snapshots.
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/detail/rounded.hpp>
 
 #include <doctest/doctest.h>
 
@@ -67,7 +68,7 @@ void reference_step(T lr, const std::vector<T>& g, std::vector<T>& e, std::vecto
   std::vector<T> p(n);
   double part[32] = {};
   for (std::size_t i = 0; i < n; ++i) {
-    p[i] = static_cast<T>(e[i] + lr * g[i]);
+    p[i] = static_cast<T>(e[i] + gradcomp::detail::rounded(lr * g[i]));
     part[i % 32] += std::fabs(static_cast<double>(p[i]));
   }
   for (std::size_t w = 16; w > 0; w /= 2)
@@ -130,16 +131,16 @@ TEST_CASE("EF-SignSGD: values are sign(p) times the mean |p| as binary32, and lr
       const auto v = c.message(t).values;
       const std::size_t n = v.size();
       double l1 = 0.0;
-      for (std::size_t i = 0; i < n; ++i) l1 += std::fabs(e_before[t][i] + 0.01 * g[t][i]);
+      for (std::size_t i = 0; i < n; ++i) l1 += std::fabs(e_before[t][i] + gradcomp::detail::rounded(0.01 * g[t][i]));
       const double scale = std::fabs(v[0]);
       CHECK(scale == static_cast<double>(static_cast<float>(scale)));   // a binary32 scale
       CHECK(scale == doctest::Approx(l1 / static_cast<double>(n)).epsilon(1e-6));
       for (std::size_t i = 0; i < n; ++i) {
-        const double p = e_before[t][i] + 0.01 * g[t][i];
+        const double p = e_before[t][i] + gradcomp::detail::rounded(0.01 * g[t][i]);
         REQUIRE(std::fabs(v[i]) == scale);
         REQUIRE(std::signbit(v[i]) == std::signbit(p));
         sent_sum[t][i] += v[i];
-        input_sum[t][i] += 0.01 * g[t][i];
+        input_sum[t][i] += gradcomp::detail::rounded(0.01 * g[t][i]);
       }
     }
   }

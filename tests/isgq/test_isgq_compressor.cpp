@@ -14,8 +14,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "isgq/factors.hpp"
@@ -412,4 +414,26 @@ TEST_CASE("ISGQ on the wire: a product below float's range decodes to a zero of 
   CHECK(wire::decode<double>(view)[0].values[0] == static_cast<double>(1e-30f) * static_cast<double>(-1e-30f));
   // Added into an accumulator of +0: +0 + -0 is +0.
   CHECK(gradcomp_test::same_bits(received(m)[0], 0.0f));
+}
+
+TEST_CASE("ISGQ on the wire: a dithered product is the spec's bits, whatever the compiler may contract") {
+  // A one-weight dithered block whose product, each term rounded and then summed in binary64 as
+  // docs/wire_format.md says, is 0xbff5c16ad34cb110; a build that fuses the batch sum into a
+  // multiply-add (GCC with -mfma, -march=native, or on aarch64, without the library's guard)
+  // decoded it as 0xbff5c16ad34cb111. The contraction build of CI runs this test.
+  const char* hex =
+      "4743574601000000000000000100000069000000000000005100000000000000000000000100000001000000"
+      "001500000000000000000000020000000100000001000000000001000400000000000000080000000000000000"
+      "000000000000000000803f0000803f7d";
+  std::vector<std::byte> msg;
+  for (const char* p = hex; p[0] != '\0' && p[1] != '\0'; p += 2)
+    msg.push_back(static_cast<std::byte>(std::stoi(std::string(p, 2), nullptr, 16)));
+  REQUIRE(msg.size() == 105);
+  const span<const std::byte> view(msg.data(), msg.size());
+  const auto as_double = wire::decode<double>(view);
+  REQUIRE(as_double.size() == 1);
+  REQUIRE(as_double[0].values.size() == 1);
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &as_double[0].values[0], sizeof bits);
+  CHECK(bits == 0xbff5c16ad34cb110ull);
 }

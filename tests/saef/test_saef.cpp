@@ -4,6 +4,7 @@
 // averaging, the dense compressor reproducing momentum SGD bitwise, the step-ahead point, and
 // refusals that change nothing.
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/detail/rounded.hpp>
 
 #include <doctest/doctest.h>
 
@@ -221,9 +222,9 @@ TEST_CASE("SAEF with the identity compressor is momentum SGD, bitwise") {
       const auto g = gradient_at(y, k, s);
       for (std::size_t t = 0; t < y.size(); ++t)
         for (std::size_t i = 0; i < y[t].size(); ++i) {
-          const float bm = 0.9f * m[k][t][i];
+          const float bm = gradcomp::detail::rounded(0.9f * m[k][t][i]);
           m[k][t][i] = bm + g[t][i];
-          const float u = 0.05f * m[k][t][i];
+          const float u = gradcomp::detail::rounded(0.05f * m[k][t][i]);
           sum[t][i] = sum[t][i] + u;
         }
     }
@@ -234,7 +235,7 @@ TEST_CASE("SAEF with the identity compressor is momentum SGD, bitwise") {
     for (std::size_t t = 0; t < x.size(); ++t) {
       REQUIRE(server.apply(t, span<float>(x[t].data(), x[t].size())));
       const float inv = 1.0f / static_cast<float>(kWorkers);
-      for (std::size_t i = 0; i < y[t].size(); ++i) y[t][i] = y[t][i] - sum[t][i] * inv;
+      for (std::size_t i = 0; i < y[t].size(); ++i) y[t][i] = y[t][i] - gradcomp::detail::rounded(sum[t][i] * inv);
       CHECK(same_bits(span<const float>(x[t].data(), x[t].size()), y[t]));
     }
   }

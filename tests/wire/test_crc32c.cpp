@@ -42,6 +42,11 @@ TEST_CASE("CRC-32C: the path in use and the pinned portable path") {
   if (!cpu::portable_pinned() && gradcomp::detail::crc32c_sse42_available())
     CHECK(gradcomp::detail::active_crc32c_path() == gradcomp::detail::crc32c_path::sse42);
 #endif
+#if GRADCOMP_HAVE_ARM_CRC
+  if (!cpu::portable_pinned()) CHECK(gradcomp::detail::active_crc32c_path() == gradcomp::detail::crc32c_path::armv8);
+#elif defined(GRADCOMP_TEST_EXPECT_ARM_CRC)
+  FAIL("built without the ARMv8 CRC-32C instructions (-march=armv8-a+crc)");
+#endif
   const char text[] = "123456789";
   CHECK(automatic(span<const std::byte>(reinterpret_cast<const std::byte*>(text), 9)) == 0xE3069283u);
 }

@@ -251,7 +251,7 @@ state_magnitudes momentum_apply_magnitudes(momentum_kind kind, T m, T inv, bool 
                                            span<const T> a) {
   key_t<T> ku = 0, ka = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    T av = scaled ? a[i] * inv : a[i];
+    T av = scaled ? rounded(a[i] * inv) : a[i];
     T uv = kind == momentum_kind::none ? T(0) : u[i];
     receiver_momentum_one(kind, m, uv, av);
     ku = std::max(ku, magnitude_key(uv));

@@ -10,6 +10,7 @@
 #include "../backend.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/ordered_sum.hpp"
+#include "../detail/rounded.hpp"
 #include "../ef_signsgd/step_plan.hpp"
 #include "../span.hpp"
 #include "simd.hpp"
@@ -41,7 +42,7 @@ struct ef_sign_leaf {
   const T* e;  // null: p = lr * g
   GRADCOMP_HD ef_sign_sums<T> operator()(std::size_t i) const {
     const T gi = g[i];
-    const T p = e != nullptr ? static_cast<T>(e[i] + lr * gi) : static_cast<T>(lr * gi);
+    const T p = e != nullptr ? static_cast<T>(e[i] + rounded(lr * gi)) : static_cast<T>(lr * gi);
     return {std::fabs(static_cast<double>(p)), magnitude_key(gi), magnitude_key(p)};
   }
 };
@@ -79,7 +80,7 @@ void ef_sign_measure_portable(T lr, const T* g, const T* e, std::size_t first, s
 template <class T>
 void ef_sign_apply_portable(T lr, T s, const T* g, T* e, T* values, std::size_t first, std::size_t n) {
   for (std::size_t i = first; i < n; ++i) {
-    const T p = static_cast<T>(e[i] + lr * g[i]);
+    const T p = static_cast<T>(e[i] + rounded(lr * g[i]));
     const T v = std::signbit(p) ? -s : s;
     values[i] = v;
     e[i] = static_cast<T>(p - v);
@@ -104,7 +105,7 @@ GRADCOMP_TARGET_AVX2 inline std::size_t ef_sign_measure_avx2(float lr, const flo
   for (; i + sum_lanes <= n; i += sum_lanes) {
     for (int j = 0; j < 4; ++j) {
       const __m256 gv = _mm256_loadu_ps(g + i + 8 * j);
-      const __m256 lg = _mm256_mul_ps(vlr, gv);
+      const __m256 lg = rounded_ps(_mm256_mul_ps(vlr, gv));
       const __m256 p = e != nullptr ? _mm256_add_ps(_mm256_loadu_ps(e + i + 8 * j), lg) : lg;
       kg = _mm256_max_epu32(kg, _mm256_and_si256(_mm256_castps_si256(gv), abs));
       kp = _mm256_max_epu32(kp, _mm256_and_si256(_mm256_castps_si256(p), abs));
@@ -132,7 +133,7 @@ GRADCOMP_TARGET_AVX2 inline std::size_t ef_sign_apply_avx2(float lr, float s, co
   const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 p = _mm256_add_ps(_mm256_loadu_ps(e + i), _mm256_mul_ps(vlr, _mm256_loadu_ps(g + i)));
+    const __m256 p = _mm256_add_ps(_mm256_loadu_ps(e + i), rounded_ps(_mm256_mul_ps(vlr, _mm256_loadu_ps(g + i))));
     const __m256 v = _mm256_or_ps(vs, _mm256_and_ps(p, sign));
     _mm256_storeu_ps(values + i, v);
     _mm256_storeu_ps(e + i, _mm256_sub_ps(p, v));

@@ -23,6 +23,7 @@
 #include "../select/selection_types.hpp"
 #include "../span.hpp"
 #include "simd.hpp"
+#include "../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -170,7 +171,8 @@ inline topk_plan plan_topk(std::size_t n, std::size_t k) {
   // standard deviations (plus a few) higher makes "fewer than k pass" rare; about
   // rank * n / samples elements then pass, and twice that is kept.
   const double expected = static_cast<double>(k) * static_cast<double>(p.samples) / static_cast<double>(n);
-  p.rank = std::min(p.samples, static_cast<std::size_t>(std::ceil(expected + 3.0 * std::sqrt(expected) + 4.0)));
+  const double margin = rounded(3.0 * std::sqrt(expected));
+  p.rank = std::min(p.samples, static_cast<std::size_t>(std::ceil(expected + margin + 4.0)));
   const double passing = static_cast<double>(p.rank) * static_cast<double>(n) / static_cast<double>(p.samples);
   p.candidate_cap = std::min(n, static_cast<std::size_t>(2.0 * passing) + 1024);
   p.radix_only = false;

@@ -21,6 +21,7 @@
 
 #include "../detail/magnitude.hpp"
 #include "../detail/ordered_sum.hpp"
+#include "../detail/rounded.hpp"
 #include "../dgc/momentum_kind.hpp"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
@@ -130,6 +131,21 @@ inline bool portable_pinned() {
 
 #if GRADCOMP_HAVE_AVX2_KERNELS
 
+// rounded() (detail/rounded.hpp) for vectors: a vector of products that no later addition can
+// fuse with, where the target has fused multiply-adds; nothing otherwise.
+GRADCOMP_TARGET_AVX2 inline __m256 rounded_ps(__m256 x) noexcept {
+#if GRADCOMP_ROUNDING_BARRIER == 1
+  __asm__("" : "+x"(x));
+#endif
+  return x;
+}
+GRADCOMP_TARGET_AVX2 inline __m256d rounded_pd(__m256d x) noexcept {
+#if GRADCOMP_ROUNDING_BARRIER == 1
+  __asm__("" : "+x"(x));
+#endif
+  return x;
+}
+
 // Sum of squares of n floats in double into the sum_lanes lanes of one block, updated in the
 // order of detail/ordered_sum.hpp (lane j takes the elements i with i % sum_lanes == j): eight
 // independent vector sums, so the additions' latency does not limit the pass.
@@ -143,14 +159,14 @@ GRADCOMP_TARGET_AVX2 inline void sum_squares_avx2(const float* p, std::size_t n,
       const __m256 x = _mm256_loadu_ps(p + i + 8 * j);
       const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
       const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-      acc[2 * j] = _mm256_add_pd(acc[2 * j], _mm256_mul_pd(lo, lo));
-      acc[2 * j + 1] = _mm256_add_pd(acc[2 * j + 1], _mm256_mul_pd(hi, hi));
+      acc[2 * j] = _mm256_add_pd(acc[2 * j], rounded_pd(_mm256_mul_pd(lo, lo)));
+      acc[2 * j + 1] = _mm256_add_pd(acc[2 * j + 1], rounded_pd(_mm256_mul_pd(hi, hi)));
     }
   }
   for (int j = 0; j < 8; ++j) _mm256_storeu_pd(part + 4 * j, acc[j]);
   for (std::size_t j = 0; i < n; ++i, ++j) {
     const double x = static_cast<double>(p[i]);
-    part[j] += x * x;
+    part[j] += rounded(x * x);
   }
 }
 
@@ -328,18 +344,18 @@ GRADCOMP_TARGET_AVX2 inline std::size_t filter_at_least_avx2(const float* v, std
 // returns the new v.
 template <momentum_kind K>
 GRADCOMP_TARGET_AVX2 inline __m256 accumulate8(__m256 m, __m256 c, const float* g, float* u, float* v) {
-  const __m256 cg = _mm256_mul_ps(c, _mm256_loadu_ps(g));
+  const __m256 cg = rounded_ps(_mm256_mul_ps(c, _mm256_loadu_ps(g)));
   __m256 vv = _mm256_loadu_ps(v);
   if constexpr (K == momentum_kind::none) {
     (void)m;
     (void)u;
     vv = _mm256_add_ps(vv, cg);
   } else if constexpr (K == momentum_kind::vanilla) {
-    const __m256 uu = _mm256_add_ps(_mm256_mul_ps(m, _mm256_loadu_ps(u)), cg);
+    const __m256 uu = _mm256_add_ps(rounded_ps(_mm256_mul_ps(m, _mm256_loadu_ps(u))), cg);
     _mm256_storeu_ps(u, uu);
     vv = _mm256_add_ps(vv, uu);
   } else {
-    const __m256 uu = _mm256_mul_ps(m, _mm256_add_ps(_mm256_loadu_ps(u), cg));
+    const __m256 uu = rounded_ps(_mm256_mul_ps(m, _mm256_add_ps(_mm256_loadu_ps(u), cg)));
     _mm256_storeu_ps(u, uu);
     vv = _mm256_add_ps(_mm256_add_ps(vv, uu), cg);
   }

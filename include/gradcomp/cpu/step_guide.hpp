@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../detail/rounded.hpp"
+
 namespace gradcomp {
 namespace detail {
 namespace cpu {
@@ -51,7 +53,7 @@ struct step_guide {
     if (!(last > T(0)) || !std::isfinite(last)) return T(0);
     if (!(before > T(0)) || !std::isfinite(before)) return last;
     const T ratio = std::min(std::max(last / before, T(0.9)), T(1.1));
-    return static_cast<T>(last * (T(1) + share * (ratio - T(1))));
+    return static_cast<T>(last * (T(1) + rounded(share * (ratio - T(1)))));
   }
 };
 

@@ -8,6 +8,7 @@
 #include "../backend.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/ordered_sum.hpp"
+#include "../detail/rounded.hpp"
 #include "../detail/philox.hpp"
 #include "../span.hpp"
 #include "../terngrad/step_plan.hpp"
@@ -36,7 +37,7 @@ struct terngrad_leaf {
   const T* g;
   GRADCOMP_HD terngrad_sums<T> operator()(std::size_t i) const {
     const double x = static_cast<double>(g[i]);
-    return {x, x * x, magnitude_key(g[i])};
+    return {x, rounded(x * x), magnitude_key(g[i])};
   }
 };
 

@@ -1,12 +1,13 @@
 // The DGC step's arithmetic on one element, shared by every backend's kernels so that they all
 // compute the same bits: the sender's momentum correction and accumulation, and the receiver's
-// momentum. Each is written with separate multiplications and additions, in a fixed order; the
-// library is compiled without contracting them into fused multiply-adds, and a backend must do
-// the same.
+// momentum. Each is written with separate multiplications and additions, in a fixed order, and
+// every product is rounded before it is added (rounded(), detail/rounded.hpp), whatever the
+// compiler's contraction setting; device code is compiled with nvcc's -fmad=false.
 #pragma once
 
 #include "../config.hpp"
 #include "../dgc/momentum_kind.hpp"
+#include "rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -22,13 +23,13 @@ GRADCOMP_HD inline T accumulate_one(T m, T c, T g, T& u, T& v) {
   if constexpr (K == momentum_kind::none) {
     (void)m;
     (void)u;
-    v += c * g;
+    v += rounded(c * g);
   } else if constexpr (K == momentum_kind::vanilla) {
-    u = m * u + c * g;
+    u = rounded(m * u) + rounded(c * g);
     v += u;
   } else {
-    const T cg = c * g;
-    u = m * (u + cg);
+    const T cg = rounded(c * g);
+    u = rounded(m * (u + cg));
     v = v + u + cg;
   }
   return v;
@@ -49,10 +50,10 @@ GRADCOMP_HD inline T accumulate_one(momentum_kind kind, T m, T c, T g, T& u, T& 
 template <class T>
 GRADCOMP_HD inline void receiver_momentum_one(momentum_kind kind, T m, T& u, T& a) {
   if (kind == momentum_kind::vanilla) {
-    u = m * u + a;
+    u = rounded(m * u) + a;
     a = u;
   } else if (kind == momentum_kind::nesterov) {
-    u = m * (u + a);
+    u = rounded(m * (u + a));
     a = u + a;
   }
 }

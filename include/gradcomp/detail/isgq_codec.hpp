@@ -36,6 +36,7 @@
 #include "index_codec.hpp"
 #include "philox.hpp"
 #include "qsgd_codec.hpp"
+#include "rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -43,7 +44,7 @@ namespace detail {
 // The dither of element i of factor `factor` (0: X, 1: Delta) of stream `stream` at a step, under
 // `key`: (draw + 1/2) / 2^32 - 1/2, symmetric in (-1/2, 1/2), its mean over all draws exactly 0.
 GRADCOMP_HD inline double isgq_dither_of_draw(std::uint32_t draw) noexcept {
-  return (static_cast<double>(draw) + 0.5) * (1.0 / 4294967296.0) - 0.5;
+  return rounded((static_cast<double>(draw) + 0.5) * (1.0 / 4294967296.0)) - 0.5;
 }
 inline double isgq_dither(std::uint64_t key, std::uint64_t step, std::uint32_t stream, std::uint32_t factor,
                           std::uint32_t i) noexcept {
@@ -277,7 +278,7 @@ struct isgq_codec {
         const double ar = a[k * rows + r];
         if (ar == 0.0) continue;  // adds only zeros: the sums stay bitwise the same
         const double* orow = o.data() + k * cols;
-        for (std::size_t c = 0; c < cols; ++c) sums[c] += ar * orow[c];
+        for (std::size_t c = 0; c < cols; ++c) sums[c] += rounded(ar * orow[c]);
       }
       row(r, sums.data(), cols);
     }
@@ -324,7 +325,7 @@ struct isgq_codec {
       double mx = 0.0, md = 0.0;
       for (std::size_t i = 0; i < b.n_in; ++i) mx = std::max(mx, std::fabs(h.x[k * b.n_in + i]));
       for (std::size_t o = 0; o < b.n_out; ++o) md = std::max(md, std::fabs(h.delta[k * b.n_out + o]));
-      bound += mx * md;
+      bound += rounded(mx * md);
     }
     if (!(bound <= 0.5 * static_cast<double>(std::numeric_limits<T>::max()))) return errc::value_out_of_range;
     largest = bound;

@@ -27,6 +27,7 @@
 #include "bytes.hpp"
 #include "isgq_codec.hpp"
 #include "magnitude.hpp"
+#include "rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -128,7 +129,7 @@ void isgq_add_product(const T* x, const T* delta, std::size_t batch, std::size_t
     for (std::size_t i = 0; i < n_in; ++i) {
       const double xi = static_cast<double>(x[b * n_in + i]);
       if (xi == 0.0) continue;
-      for (std::size_t j = 0; j < n_out; ++j) acc[i * n_out + j] += xi * static_cast<double>(delta[b * n_out + j]);
+      for (std::size_t j = 0; j < n_out; ++j) acc[i * n_out + j] += rounded(xi * static_cast<double>(delta[b * n_out + j]));
     }
 }
 
@@ -149,7 +150,7 @@ isgq_level_factor isgq_assign_levels(const T* w, std::size_t n, std::uint32_t le
   double m = 0.0;
   for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(w[i])));
   f.value.resize(levels);
-  for (std::uint32_t l = 0; l < levels; ++l) f.value[l] = m * (-1.0 + (2.0 * l + 1.0) / levels);
+  for (std::uint32_t l = 0; l < levels; ++l) f.value[l] = m * (-1.0 + (rounded(2.0 * l) + 1.0) / levels);
   f.level.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     if (w[i] == T(0)) {
@@ -175,7 +176,7 @@ inline std::vector<double> isgq_gram(const double* p, const double* q, std::size
   for (std::size_t a = 0; a < batch; ++a)
     for (std::size_t b = 0; b < batch; ++b) {
       double s = 0.0;
-      for (std::size_t i = 0; i < n; ++i) s += p[a * n + i] * q[b * n + i];
+      for (std::size_t i = 0; i < n; ++i) s += rounded(p[a * n + i] * q[b * n + i]);
       g[a * batch + b] = s;
     }
   return g;
@@ -192,8 +193,8 @@ inline double isgq_product_error(const std::vector<double>& a, const std::vector
   double e = 0.0;
   for (std::size_t i = 0; i < batch; ++i)
     for (std::size_t j = 0; j < batch; ++j)
-      e += aa[i * batch + j] * bb[j * batch + i] - 2.0 * ac[i * batch + j] * db[j * batch + i] +
-           cc[i * batch + j] * dd[j * batch + i];
+      e += rounded(aa[i * batch + j] * bb[j * batch + i]) - rounded(2.0 * ac[i * batch + j] * db[j * batch + i]) +
+           rounded(cc[i * batch + j] * dd[j * batch + i]);
   return e;
 }
 
@@ -214,7 +215,7 @@ void isgq_refit(isgq_level_factor& f, const T* w, std::size_t batch, std::size_t
       const std::size_t l = f.level[b * n + i];
       if (l >= L) continue;
       double nib = 0.0;  // N_ib = sum_b' w[b'][i] (O O^^T)_{b' b}
-      for (std::size_t b2 = 0; b2 < batch; ++b2) nib += static_cast<double>(w[b2 * n + i]) * oo[b2 * batch + b];
+      for (std::size_t b2 = 0; b2 < batch; ++b2) nib += rounded(static_cast<double>(w[b2 * n + i]) * oo[b2 * batch + b]);
       rhs[l] += nib;
       for (std::size_t b2 = 0; b2 < batch; ++b2) {
         const std::size_t l2 = f.level[b2 * n + i];
@@ -241,7 +242,7 @@ void isgq_refit(isgq_level_factor& f, const T* w, std::size_t batch, std::size_t
     for (std::size_t r = 0; r < u; ++r) {
       if (r == col) continue;
       const double factor = s[r * (u + 1) + col] / s[col * (u + 1) + col];
-      for (std::size_t c = col; c <= u; ++c) s[r * (u + 1) + c] -= factor * s[col * (u + 1) + c];
+      for (std::size_t c = col; c <= u; ++c) s[r * (u + 1) + c] -= rounded(factor * s[col * (u + 1) + c]);
     }
   }
   for (std::size_t r = 0; r < u; ++r) f.value[used[r]] = s[r * (u + 1) + u] / s[r * (u + 1) + r];

@@ -14,6 +14,7 @@
 #include <cstddef>
 
 #include "../config.hpp"
+#include "rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -104,7 +105,7 @@ struct square_leaf {
   const T* g;
   GRADCOMP_HD double operator()(std::size_t i) const {
     const double x = static_cast<double>(g[i]);
-    return x * x;
+    return rounded(x * x);
   }
 };
 
@@ -116,7 +117,7 @@ struct scaled_square_leaf {
   double top;
   GRADCOMP_HD double operator()(std::size_t i) const {
     const double x = static_cast<double>(g[i]) / top;
-    return x * x;
+    return rounded(x * x);
   }
 };
 

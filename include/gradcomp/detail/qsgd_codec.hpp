@@ -23,6 +23,7 @@
 #include "../wire/format.hpp"
 #include "bytes.hpp"
 #include "index_codec.hpp"
+#include "rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -233,7 +234,7 @@ struct qsgd_codec_base {
           on_value(j, 0u, false);
           continue;
         }
-        const double guess = static_cast<double>(a) * per_norm + 0.5;
+        const double guess = rounded(static_cast<double>(a) * per_norm) + 0.5;
         if (!(guess >= 1.0 && guess < static_cast<double>(c.levels) + 1.0)) return errc::value_out_of_range;
         const auto level = static_cast<std::uint32_t>(guess);
         if (fractions.value<T>(norm, level, false) != a) return errc::value_out_of_range;

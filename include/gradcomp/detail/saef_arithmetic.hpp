@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "../config.hpp"
+#include "rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -21,7 +22,7 @@ struct saef_momentum_op {
   T* next_m;
   T* next_u;
   GRADCOMP_HD void operator()(std::size_t i) const {
-    const T bm = static_cast<T>(beta * m[i]);
+    const T bm = rounded(static_cast<T>(beta * m[i]));
     const T nm = static_cast<T>(bm + g[i]);
     next_m[i] = nm;
     next_u[i] = static_cast<T>(eta * nm);

@@ -20,6 +20,7 @@
 #include "../error.hpp"
 #include "../select/selection_types.hpp"
 #include "momentum_kind.hpp"
+#include "../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -107,7 +108,7 @@ GRADCOMP_HD scaled_norm global_norm(const dgc_tensor_record<T>* r, std::size_t c
   bool plain = true;
   for (std::size_t t = 0; t < count; ++t) {
     plain = plain && r[t].norm_scale == 1.0;
-    sq += r[t].norm_root * r[t].norm_root;
+    sq += rounded(r[t].norm_root * r[t].norm_root);
   }
   if (plain && std::isfinite(sq)) return {1.0, std::sqrt(sq)};
   double top = 0.0;
@@ -118,7 +119,7 @@ GRADCOMP_HD scaled_norm global_norm(const dgc_tensor_record<T>* r, std::size_t c
   double scaled = 0.0;
   for (std::size_t t = 0; t < count; ++t) {
     const double x = r[t].norm_scale == 1.0 ? r[t].norm_root / top : (r[t].norm_scale / top) * r[t].norm_root;
-    scaled += x * x;
+    scaled += rounded(x * x);
   }
   return {top, std::sqrt(scaled)};
 }
@@ -161,12 +162,12 @@ GRADCOMP_HD void plan_dgc_step(dgc_tensor_record<T>* r, std::size_t count, const
     dgc_tensor_record<T>& x = r[t];
     x.coef = p.per_tensor ? clip_coefficient(scaled_norm{x.norm_scale, x.norm_root}, p.threshold) : global;
     if (x.compressed == 0) continue;
-    const double g = static_cast<double>(static_cast<T>(x.coef)) * x.largest;
+    const double g = rounded(static_cast<double>(static_cast<T>(x.coef)) * x.largest);
     double u = 0.0, v = 0.0;
     switch (p.kind) {
       case momentum_kind::none: v = x.v_bound + g; break;
-      case momentum_kind::vanilla: u = p.momentum * x.u_bound + g; v = x.v_bound + u; break;
-      case momentum_kind::nesterov: u = p.momentum * (x.u_bound + g); v = x.v_bound + u + g; break;
+      case momentum_kind::vanilla: u = rounded(p.momentum * x.u_bound) + g; v = x.v_bound + u; break;
+      case momentum_kind::nesterov: u = rounded(p.momentum * (x.u_bound + g)); v = x.v_bound + u + g; break;
     }
     x.next_u_bound = u * bound_slack;
     x.next_v_bound = v * bound_slack;

@@ -14,6 +14,7 @@
 #include "../detail/philox.hpp"
 #include "../detail/qsgd_codec.hpp"
 #include "../error.hpp"
+#include "../detail/rounded.hpp"
 
 namespace gradcomp {
 
@@ -71,7 +72,7 @@ GRADCOMP_HD float qsgd_bucket_norm(const T* g, std::size_t first, std::size_t la
     const key_t<T> k = magnitude_key(g[i]);
     top = k > top ? k : top;
     const double x = static_cast<double>(g[i]);
-    squares += x * x;
+    squares += rounded(x * x);
   }
   if (!is_finite_key<T>(top)) return bits_float(0x7fc00000u);
   const double norm = kind == qsgd_norm::l2 ? std::sqrt(squares) : static_cast<double>(value_of_key<T>(top));
@@ -113,7 +114,7 @@ GRADCOMP_HD inline void plan_qsgd_step(const qsgd_record* r, std::size_t count, 
 template <class T>
 GRADCOMP_HD std::uint32_t qsgd_level(T g, float norm, std::uint32_t levels, std::uint32_t draw) noexcept {
   if (!(norm > 0.0f)) return 0;
-  const double r = static_cast<double>(g < T(0) ? -g : g) / static_cast<double>(norm) * static_cast<double>(levels);
+  const double r = rounded(static_cast<double>(g < T(0) ? -g : g) / static_cast<double>(norm) * static_cast<double>(levels));
   const auto low = static_cast<std::uint32_t>(r);
   if (low >= levels) return levels;  // |g| at the norm (r cannot pass s: the norm is rounded up)
   return low + (uniform_below(draw, r - static_cast<double>(low)) ? 1u : 0u);

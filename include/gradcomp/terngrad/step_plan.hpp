@@ -12,6 +12,7 @@
 #include "../detail/bytes.hpp"
 #include "../detail/philox.hpp"
 #include "../error.hpp"
+#include "../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -73,7 +74,7 @@ GRADCOMP_HD inline void plan_terngrad_step(terngrad_record* r, std::size_t count
     if (p.clip_sigmas > 0.0) {
       const double n = static_cast<double>(x.numel);
       const double mean = x.sum / n;
-      const double variance = x.squares / n - mean * mean;
+      const double variance = x.squares / n - detail::rounded(mean * mean);
       const double clip = p.clip_sigmas * std::sqrt(variance > 0.0 ? variance : 0.0);
       if (clip > 0.0 && clip < bound) bound = clip;  // sigma 0 (all elements equal): no clipping
     }

@@ -181,7 +181,7 @@ struct momentum_apply_keys_op {
   const T* u;
   const T* a;
   GRADCOMP_HD key_pair<key_t<T>> operator()(std::size_t i) const {
-    T av = scaled ? a[i] * inv : a[i];
+    T av = scaled ? rounded(a[i] * inv) : a[i];
     T uv = kind == momentum_kind::none ? T(0) : u[i];
     receiver_momentum_one(kind, m, uv, av);
     return key_pair<key_t<T>>{magnitude_key(uv), magnitude_key(av)};

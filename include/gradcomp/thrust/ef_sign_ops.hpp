@@ -7,6 +7,7 @@
 
 #include "../cpu/ef_sign_ops.hpp"
 #include "../detail/magnitude.hpp"
+#include "../detail/rounded.hpp"
 #include "../ef_signsgd/step_plan.hpp"
 #include "kernel_support.hpp"
 #include "ordered_sum.hpp"
@@ -24,7 +25,7 @@ struct ef_sign_apply_op {
   T* e;
   T* values;
   GRADCOMP_HD void operator()(std::size_t i) const {
-    const T p = static_cast<T>(e[i] + lr * g[i]);
+    const T p = static_cast<T>(e[i] + rounded(lr * g[i]));
     const T v = std::signbit(p) ? -s : s;
     values[i] = v;
     e[i] = static_cast<T>(p - v);
