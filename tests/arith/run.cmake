@@ -73,5 +73,6 @@ if(NOT _summary MATCHES "[1-9][0-9]* passed \\| 0 failed")
   message("${_arith_out}")
   message(FATAL_ERROR "arith.${ARCH}: no test case ran")
 endif()
-arith_run(find_fused ${PYTHON} ${SOURCE_ROOT}/scripts/find_fused.py --objdump ${_objdump} ${BINARY_DIR}/gradcomp_arith_tests)
+arith_run(find_fused ${PYTHON} ${SOURCE_ROOT}/scripts/find_fused.py --objdump ${_objdump}
+          ${BINARY_DIR}/gradcomp_arith_tests)
 message("${_arith_out}")

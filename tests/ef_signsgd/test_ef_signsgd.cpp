@@ -131,7 +131,8 @@ TEST_CASE("EF-SignSGD: values are sign(p) times the mean |p| as binary32, and lr
       const auto v = c.message(t).values;
       const std::size_t n = v.size();
       double l1 = 0.0;
-      for (std::size_t i = 0; i < n; ++i) l1 += std::fabs(e_before[t][i] + gradcomp::detail::rounded(0.01 * g[t][i]));
+      for (std::size_t i = 0; i < n; ++i)
+        l1 += std::fabs(e_before[t][i] + gradcomp::detail::rounded(0.01 * g[t][i]));
       const double scale = std::fabs(v[0]);
       CHECK(scale == static_cast<double>(static_cast<float>(scale)));   // a binary32 scale
       CHECK(scale == doctest::Approx(l1 / static_cast<double>(n)).epsilon(1e-6));

@@ -43,7 +43,8 @@ TEST_CASE("CRC-32C: the path in use and the pinned portable path") {
     CHECK(gradcomp::detail::active_crc32c_path() == gradcomp::detail::crc32c_path::sse42);
 #endif
 #if GRADCOMP_HAVE_ARM_CRC
-  if (!cpu::portable_pinned()) CHECK(gradcomp::detail::active_crc32c_path() == gradcomp::detail::crc32c_path::armv8);
+  if (!cpu::portable_pinned())
+    CHECK(gradcomp::detail::active_crc32c_path() == gradcomp::detail::crc32c_path::armv8);
 #elif defined(GRADCOMP_TEST_EXPECT_ARM_CRC)
   FAIL("built without the ARMv8 CRC-32C instructions (-march=armv8-a+crc)");
 #endif

@@ -129,7 +129,8 @@ void isgq_add_product(const T* x, const T* delta, std::size_t batch, std::size_t
     for (std::size_t i = 0; i < n_in; ++i) {
       const double xi = static_cast<double>(x[b * n_in + i]);
       if (xi == 0.0) continue;
-      for (std::size_t j = 0; j < n_out; ++j) acc[i * n_out + j] += rounded(xi * static_cast<double>(delta[b * n_out + j]));
+      for (std::size_t j = 0; j < n_out; ++j)
+        acc[i * n_out + j] += rounded(xi * static_cast<double>(delta[b * n_out + j]));
     }
 }
 
@@ -193,8 +194,8 @@ inline double isgq_product_error(const std::vector<double>& a, const std::vector
   double e = 0.0;
   for (std::size_t i = 0; i < batch; ++i)
     for (std::size_t j = 0; j < batch; ++j)
-      e += rounded(aa[i * batch + j] * bb[j * batch + i]) - rounded(2.0 * ac[i * batch + j] * db[j * batch + i]) +
-           rounded(cc[i * batch + j] * dd[j * batch + i]);
+      e += rounded(aa[i * batch + j] * bb[j * batch + i]) -
+           rounded(2.0 * ac[i * batch + j] * db[j * batch + i]) + rounded(cc[i * batch + j] * dd[j * batch + i]);
   return e;
 }
 
@@ -215,7 +216,8 @@ void isgq_refit(isgq_level_factor& f, const T* w, std::size_t batch, std::size_t
       const std::size_t l = f.level[b * n + i];
       if (l >= L) continue;
       double nib = 0.0;  // N_ib = sum_b' w[b'][i] (O O^^T)_{b' b}
-      for (std::size_t b2 = 0; b2 < batch; ++b2) nib += rounded(static_cast<double>(w[b2 * n + i]) * oo[b2 * batch + b]);
+      for (std::size_t b2 = 0; b2 < batch; ++b2)
+        nib += rounded(static_cast<double>(w[b2 * n + i]) * oo[b2 * batch + b]);
       rhs[l] += nib;
       for (std::size_t b2 = 0; b2 < batch; ++b2) {
         const std::size_t l2 = f.level[b2 * n + i];

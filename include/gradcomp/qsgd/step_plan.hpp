@@ -114,7 +114,8 @@ GRADCOMP_HD inline void plan_qsgd_step(const qsgd_record* r, std::size_t count, 
 template <class T>
 GRADCOMP_HD std::uint32_t qsgd_level(T g, float norm, std::uint32_t levels, std::uint32_t draw) noexcept {
   if (!(norm > 0.0f)) return 0;
-  const double r = rounded(static_cast<double>(g < T(0) ? -g : g) / static_cast<double>(norm) * static_cast<double>(levels));
+  const double a = static_cast<double>(g < T(0) ? -g : g) / static_cast<double>(norm);
+  const double r = rounded(a * static_cast<double>(levels));
   const auto low = static_cast<std::uint32_t>(r);
   if (low >= levels) return levels;  // |g| at the norm (r cannot pass s: the norm is rounded up)
   return low + (uniform_below(draw, r - static_cast<double>(low)) ? 1u : 0u);
