@@ -1,8 +1,9 @@
 # ctest driver of the tests arith.x86_64_v3 and arith.aarch64 (tests/arith/CMakeLists.txt):
 # configures and builds the bitwise tests for ARCH, runs them (under qemu for aarch64), then
 # requires scripts/find_fused.py to find no fused multiply-add in the library's functions.
-# Without the target's tools (a CPU without FMA for x86_64_v3; the cross compiler or qemu for
-# aarch64) it prints "arith: skipped" (a skip for ctest), or fails when REQUIRED is on.
+# Without the target's tools (for x86_64_v3 a CPU with FMA, or qemu-x86_64; for aarch64 the cross
+# compiler and qemu-aarch64) it prints "arith: skipped" (a skip for ctest), or fails when REQUIRED
+# is on.
 #
 #   cmake -DTARGET=x86_64_v3|aarch64 -DSOURCE_ROOT=<repo> -DBINARY_DIR=<dir> -DDOCTEST_INCLUDE_DIR=<dir>
 #         -DCXX=<compiler> -DGENERATOR=<generator> -DPYTHON=<python3> [-DLAUNCHER=ccache] [-DREQUIRED=ON]
@@ -37,13 +38,18 @@ endif()
 set(_emulator "")
 set(_objdump objdump)
 if(ARCH STREQUAL "x86_64_v3")
-  # The tests run here, so the CPU must have what x86-64-v3 assumes (AVX2 and FMA among them).
+  # The tests run on this CPU when it has what x86-64-v3 assumes (AVX2 and FMA among them), else
+  # under qemu-user's emulation of a CPU that has (qemu-x86_64 -cpu max).
   if(EXISTS /proc/cpuinfo)
     file(STRINGS /proc/cpuinfo _flags REGEX "^flags" LIMIT_COUNT 1)
   endif()
   if(NOT _flags MATCHES " fma( |$)" OR NOT _flags MATCHES " avx2( |$)")
-    arith_skip("this CPU has no FMA or AVX2 (x86-64-v3)")
-    return()
+    find_program(_qemu_x86 qemu-x86_64)
+    if(NOT _qemu_x86)
+      arith_skip("this CPU has no FMA or AVX2 (x86-64-v3), and there is no qemu-x86_64")
+      return()
+    endif()
+    set(_emulator ${_qemu_x86} -cpu max)
   endif()
   list(APPEND _args -DCMAKE_CXX_COMPILER=${CXX} "-DCMAKE_CXX_FLAGS=-march=x86-64-v3 -ffp-contract=fast")
 elseif(ARCH STREQUAL "aarch64")
