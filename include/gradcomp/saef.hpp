@@ -189,7 +189,10 @@ class saef_worker {
   saef_worker(C& c, saef_config cfg) : c_(&c), cfg_(cfg) {
     detail::check_saef_compressor(c);
     set_learning_rate(cfg_.learning_rate);
-    if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0)) throw error(errc::invalid_argument, "momentum must be in [0, 1)");
+    // Checked as the steps use it: in the compressor's value type.
+    const auto beta = static_cast<value_type>(cfg_.momentum);
+    if (!(cfg_.momentum >= 0.0 && beta >= value_type(0) && beta < value_type(1)))
+      throw error(errc::invalid_argument, "momentum must be in [0, 1) in the value type");
     for (std::size_t t = 0; t < c.num_tensors(); ++t) {
       const std::size_t n = c.info(t).numel;
       m_.push_back(allocate_buffer<value_type>(c.backend(), n));
@@ -200,9 +203,12 @@ class saef_worker {
     refresh_views();
   }
 
-  /// The learning rate of the next steps (finite and positive; throws `errc::invalid_argument`).
+  /// The learning rate of the next steps: finite and positive in the compressor's value type, as
+  /// the steps use it (throws `errc::invalid_argument`; 1e39 or 1e-50 for float, say).
   void set_learning_rate(double lr) {
-    if (!(std::isfinite(lr) && lr > 0.0)) throw error(errc::invalid_argument, "learning_rate must be finite and > 0");
+    const auto eta = static_cast<value_type>(lr);
+    if (!(std::isfinite(lr) && lr > 0.0 && std::isfinite(eta) && eta > value_type(0)))
+      throw error(errc::invalid_argument, "learning_rate must be finite and > 0 in the value type");
     cfg_.learning_rate = lr;
   }
 

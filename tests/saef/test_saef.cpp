@@ -249,6 +249,24 @@ TEST_CASE("SAEF: bad settings and inputs are refused and change nothing") {
   cfg = saef_config{};
   cfg.momentum = 1.0;
   CHECK_THROWS_AS(saef_worker<dgc_compressor<float>>(c, cfg), error);
+  // Settings are checked in the value type the steps use: a learning rate beyond float's range
+  // (every step was refused as non_finite_input) or below it (the rate became 0), a momentum that
+  // rounds to 1 as a float. The same values are fine for double.
+  for (const double lr : {1e39, 1e-50}) {
+    cfg = saef_config{};
+    cfg.learning_rate = lr;
+    CHECK_THROWS_AS(saef_worker<dgc_compressor<float>>(c, cfg), error);
+    saef_worker<dgc_compressor<float>> ok(c, saef_config{});
+    CHECK_THROWS_AS(ok.set_learning_rate(lr), error);
+    CHECK(ok.config().learning_rate == saef_config{}.learning_rate);
+    dgc_config dc;
+    dc.momentum_correction = false;
+    dgc_compressor<double> cd(dc);
+    CHECK_NOTHROW(saef_worker<dgc_compressor<double>>(cd, cfg));
+  }
+  cfg = saef_config{};
+  cfg.momentum = 1.0 - 1e-9;
+  CHECK_THROWS_AS(saef_worker<dgc_compressor<float>>(c, cfg), error);
   // A compressor with momentum of its own, or a learning rate of its own.
   dgc_compressor<float> corrected(dgc_config{});
   CHECK_THROWS_AS(saef_worker<dgc_compressor<float>>(corrected, saef_config{}), error);
