@@ -70,16 +70,28 @@ using compressor_value_t = typename C::tensor_view::value_type;
 template <class C>
 using compressor_backend_t = std::decay_t<decltype(std::declval<const C&>().backend())>;
 
-// A compressor's residual: `error_feedback(id)`, or DGC's residual accumulator `residual(id)`.
+// A compressor's residual: `error_feedback(id)`, DGC's residual accumulator `residual(id)`, or,
+// for a compressor without error feedback (QSGD, TernGrad), an empty view: e = 0.
 template <class C, class = void>
 struct has_error_feedback : std::false_type {};
 template <class C>
 struct has_error_feedback<C, std::void_t<decltype(std::declval<const C&>().error_feedback(0))>> : std::true_type {};
+template <class C, class = void>
+struct has_residual : std::false_type {};
+template <class C>
+struct has_residual<C, std::void_t<decltype(std::declval<const C&>().residual(0))>> : std::true_type {};
 
 template <class C>
 auto residual_of(const C& c, std::size_t id) {
-  if constexpr (has_error_feedback<C>::value) return c.error_feedback(id);
-  else return c.residual(id);
+  if constexpr (has_error_feedback<C>::value) {
+    return c.error_feedback(id);
+  } else if constexpr (has_residual<C>::value) {
+    return c.residual(id);
+  } else {
+    (void)c;
+    (void)id;
+    return backend_span<const compressor_value_t<C>, compressor_backend_t<C>>{};
+  }
 }
 
 // Settings of a compressor that would break the identities: its own momentum (DGC's momentum

@@ -11,6 +11,7 @@
 #include "saef/saef_parity.hpp"
 #include "support/quantiser_helpers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -309,4 +310,29 @@ TEST_CASE("SAEF: bad settings and inputs are refused and change nothing") {
           errc::unknown_tensor);
     CHECK(server.apply(id, span<float>(x0.data(), n0)).error() == errc::unknown_tensor);
   }
+}
+
+TEST_CASE("SAEF with a compressor without error feedback (QSGD, TernGrad): e = 0, lookahead gives x") {
+  // Both did not compile: the residual was read through a residual() these compressors lack.
+  qsgd_compressor<float> q(qsgd_config{});
+  terngrad_compressor<float> tg(terngrad_config{});
+  for (std::size_t t = 0; t < kShapes.size(); ++t) {
+    q.add_tensor(tensor_name(t), kShapes[t]);
+    tg.add_tensor(tensor_name(t), kShapes[t]);
+  }
+  saef_worker<qsgd_compressor<float>> wq(q, saef_config{});
+  saef_worker<terngrad_compressor<float>> wt(tg, saef_config{});
+  const auto x = gradient_at(zeros(), 1, 3);
+  for (std::size_t t = 0; t < x.size(); ++t) {
+    CHECK(wq.residual(t).empty());
+    CHECK(wt.residual(t).empty());
+    std::vector<float> out(x[t].size(), 7.0f);
+    REQUIRE(wq.lookahead(t, span<const float>(x[t].data(), x[t].size()), span<float>(out.data(), out.size())));
+    CHECK(same_bits(span<const float>(out.data(), out.size()), x[t]));
+    std::fill(out.begin(), out.end(), 7.0f);
+    REQUIRE(wt.lookahead(t, span<const float>(x[t].data(), x[t].size()), span<float>(out.data(), out.size())));
+    CHECK(same_bits(span<const float>(out.data(), out.size()), x[t]));
+  }
+  REQUIRE(wq.step(views(x)));
+  REQUIRE(wt.step(views(x)));
 }
