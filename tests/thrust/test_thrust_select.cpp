@@ -344,8 +344,9 @@ TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection re
       for (const std::size_t k : {std::size_t(1), std::size_t(2), n / 1000, n / 100, n / 20})
         for (std::size_t c = 0; c < configs.size(); ++c)
           for (const std::uint64_t seed : {std::uint64_t(3), std::uint64_t(1234567)}) {
-            // Under AddressSanitizer, the first seed only: the flags below must still all be set.
-            if (k == 0 || (gradcomp_test::sanitized && seed != 3)) continue;
+            // Under AddressSanitizer, the first seed only, and the largest input in one shape:
+            // the flags below must still all be set.
+            if (k == 0 || (gradcomp_test::sanitized && (seed != 3 || (n > 40000 && s != shape::gaussian)))) continue;
             CAPTURE(n);
             CAPTURE(static_cast<int>(s));
             CAPTURE(k);

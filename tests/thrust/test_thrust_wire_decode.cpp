@@ -270,13 +270,10 @@ void check_damage(const message_form& form, std::uint64_t seed) {
   };
   // Every byte on the sequential C++ system, which runs the same functors as the others; every
   // fifth on the OpenMP system (which byte is damaged changes the decoder's branch, not how its
-  // work is split among threads); every third under AddressSanitizer (fuzz_device_decode covers
-  // the reads there) and every seventh on a GPU (where the suite also runs under
-  // compute-sanitizer).
-#if defined(GRADCOMP_TEST_CUDA_SYSTEM)
+  // work is split among threads); every seventh under AddressSanitizer (fuzz_device_decode covers
+  // the reads there) and on a GPU (where the suite also runs under compute-sanitizer).
+#if defined(GRADCOMP_TEST_CUDA_SYSTEM) || defined(GRADCOMP_TEST_SANITIZED)
   constexpr std::size_t stride = 7;
-#elif defined(GRADCOMP_TEST_SANITIZED)
-  constexpr std::size_t stride = 3;
 #else
   constexpr std::size_t stride = std::is_same_v<Backend, gradcomp_test::second_backend> ? 1 : 5;
 #endif
