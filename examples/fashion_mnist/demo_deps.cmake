@@ -1,5 +1,6 @@
 # The Fashion-MNIST demo's dependencies, Eigen and zlib, which only the demo and its tests use
-# (the library itself has none). Defines the INTERFACE target gradcomp_fashion_mnist when both
+# (the library itself has none). Defines the targets gradcomp_fashion_mnist_common (the demo's
+# headers) and gradcomp_fashion_mnist (a static library: the mode registry, modes.cpp) when both
 # are found; included by examples/ and tests/.
 include_guard(GLOBAL)
 
@@ -16,8 +17,14 @@ if(TARGET Eigen3::Eigen AND TARGET ZLIB::ZLIB AND TARGET Threads::Threads)
   # then depend on the thread count): the demo trains its modes in parallel itself (--jobs), and
   # its products give the same bits on every machine (fmnist::pin_eigen_blocking).
   target_compile_definitions(gradcomp_fashion_mnist_common INTERFACE EIGEN_DONT_PARALLELIZE)
-  add_library(gradcomp_fashion_mnist INTERFACE)
-  target_link_libraries(gradcomp_fashion_mnist INTERFACE gradcomp_fashion_mnist_common)
+  # The mode registry (modes.cpp), which instantiates every compressor on every backend, is
+  # compiled once here for the demo, its tests and the libtorch trainer.
+  add_library(gradcomp_fashion_mnist STATIC "${CMAKE_CURRENT_LIST_DIR}/modes.cpp")
+  target_link_libraries(gradcomp_fashion_mnist PUBLIC gradcomp_fashion_mnist_common)
+  if(TARGET gradcomp_dev_flags)
+    target_link_libraries(gradcomp_fashion_mnist PRIVATE gradcomp_dev_flags)
+  endif()
+  set_target_properties(gradcomp_fashion_mnist PROPERTIES CXX_EXTENSIONS OFF)
   # --backend thrust: the portable Thrust backend on Thrust's OpenMP system, where the Thrust
   # headers (the CUDA Toolkit's CCCL) and OpenMP are found; not in sanitizer builds, where the
   # Thrust backend is covered by its own tests (Thrust binds references to null pointers in its
@@ -27,13 +34,13 @@ if(TARGET Eigen3::Eigen AND TARGET ZLIB::ZLIB AND TARGET Threads::Threads)
                   /usr/local/cuda/include)
   find_package(OpenMP QUIET COMPONENTS CXX)
   if(GRADCOMP_DEMO_THRUST_INCLUDE_DIR AND OpenMP_CXX_FOUND AND NOT GRADCOMP_SANITIZE)
-    target_include_directories(gradcomp_fashion_mnist SYSTEM INTERFACE "${GRADCOMP_DEMO_THRUST_INCLUDE_DIR}")
+    target_include_directories(gradcomp_fashion_mnist SYSTEM PUBLIC "${GRADCOMP_DEMO_THRUST_INCLUDE_DIR}")
     # OpenMP is here for the Thrust backend (EIGEN_DONT_PARALLELIZE, above, keeps Eigen off it:
     # Eigen's own OpenMP threads on top of the demo's --jobs oversubscribed the cores, and the
     # model's products ran several times slower).
-    target_compile_definitions(gradcomp_fashion_mnist INTERFACE FMNIST_WITH_THRUST
+    target_compile_definitions(gradcomp_fashion_mnist PUBLIC FMNIST_WITH_THRUST
                                                                 THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP)
-    target_link_libraries(gradcomp_fashion_mnist INTERFACE OpenMP::OpenMP_CXX)
+    target_link_libraries(gradcomp_fashion_mnist PUBLIC OpenMP::OpenMP_CXX)
     set(GRADCOMP_DEMO_WITH_THRUST ON CACHE INTERNAL "the demo offers --backend thrust")
   else()
     set(GRADCOMP_DEMO_WITH_THRUST OFF CACHE INTERNAL "the demo offers --backend thrust")

@@ -5,7 +5,7 @@
 // gradient with torch's autograd into their own .grad() tensors; gradcomp compresses straight from
 // those tensors' memory, the messages go through the wire format, every replica decodes and
 // averages them, and torch's SGD applies the average to the parameters in place. Modes come from
-// the demo's registry (examples/fashion_mnist/modes.hpp): dense, dgc, topk_ef, ef_signsgd,
+// the demo's registry (examples/fashion_mnist/modes.cpp): dense, dgc, topk_ef, ef_signsgd,
 // terngrad, onebit_sgd, qsgd, adacomp, saef_topk, saef_sign, isgq, ...
 //
 //   train_libtorch                                    every mode, 4 workers, 1 epoch
