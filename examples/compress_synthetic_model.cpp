@@ -6,6 +6,7 @@
 //
 //   compress_synthetic_model [--workers N] [--steps S]
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/detail/rounded.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -155,8 +156,11 @@ int main(int argc, char** argv) {
         if (msg.dense) continue;
         auto& u = ref_u[r][t];
         auto& v = ref_v[r][t];
+        // Each product rounded before it is added, as the library computes it: a compiler that
+        // may contract (aarch64, -march=native) would otherwise fuse them into one multiply-add
+        // here, and this reference would hold other bits (docs/algorithms.md, "Arithmetic").
         for (std::size_t i = 0; i < u.size(); ++i) {
-          u[i] = m * u[i] + c * grads[t][i];
+          u[i] = gradcomp::detail::rounded(m * u[i]) + gradcomp::detail::rounded(c * grads[t][i]);
           v[i] += u[i];
         }
         for (std::size_t j = 0; j < msg.indices.size(); ++j) {

@@ -81,8 +81,9 @@ class aggregator {
    */
   explicit aggregator(const receiver_layout& layout, Backend backend = Backend{})
       : backend_(backend), momentum_(static_cast<T>(layout.momentum)), kind_(layout.kind) {
-    if (!(layout.momentum >= 0.0 && layout.momentum < 1.0))
-      throw error(errc::invalid_argument, "receiver momentum must be in [0, 1)");
+    // Checked as `finish` uses it: in T.
+    if (!(layout.momentum >= 0.0 && layout.momentum < 1.0 && momentum_ < T(1)))
+      throw error(errc::invalid_argument, "receiver momentum must be in [0, 1) in the value type");
     if (kind_ != momentum_kind::vanilla && kind_ != momentum_kind::nesterov)
       throw error(errc::invalid_argument, "receiver momentum form must be vanilla or nesterov");
     std::size_t scratch = 0;

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "error.hpp"
 #include "span.hpp"
 
 namespace gradcomp {
@@ -68,6 +69,11 @@ struct one_tensor_at_a_time {
   struct executor {};
   /// The executor for any number of tensors.
   static executor make_executor(std::size_t) { return executor{}; }
+  /// Nothing to start: always succeeds.
+  template <class Backend>
+  static result<void> start_executor(const Backend&, executor&, std::size_t) {
+    return {};
+  }
   /// Tensors run one at a time, so one workspace slot serves them all.
   static std::size_t executor_slots(const executor&) noexcept { return 1; }
   /// Calls `f(t, 0)` for every `t` of `order`, in order.

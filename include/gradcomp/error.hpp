@@ -58,6 +58,8 @@ enum class errc : std::uint16_t {
   device_fault = 501,          ///< The device's context is lost (an illegal address, a trap, an
                                ///< uncorrectable ECC error): every later call on it fails until the
                                ///< process restarts.
+  resource_unavailable = 502,  ///< The system refused a resource a step needs (a worker thread of
+                               ///< a compressor's `threads`); nothing was modified.
   peer_failed = 600,           ///< Another rank of an exchange had no message for the step (its
                                ///< step was refused or its message too large).
   comm_error = 601,            ///< The communication library (MPI, NCCL) or the CUDA runtime under it
@@ -98,6 +100,7 @@ constexpr const char* to_string(errc e) noexcept {
     case errc::config_mismatch: return "config_mismatch";
     case errc::device_error: return "device_error";
     case errc::device_fault: return "device_fault";
+    case errc::resource_unavailable: return "resource_unavailable";
     case errc::peer_failed: return "peer_failed";
     case errc::comm_error: return "comm_error";
   }

@@ -167,7 +167,8 @@ class isgq_compressor {
 
   /// Layers registered.
   std::size_t layers() const noexcept { return layers_.size(); }
-  /// What `add_layer` registered, and the layer's step count.
+  /// What `add_layer` registered, and the layer's step count (throws std::out_of_range for an `id`
+  /// at or past `layers()`).
   const isgq_layer_info& layer(std::size_t id) const { return layers_.at(id).info; }
   /// The configuration.
   const isgq_config& config() const noexcept { return cfg_; }
@@ -252,6 +253,7 @@ class isgq_compressor {
    * message after the initial level assignment and after each refit (X's, then Delta's, for each
    * iteration), with the levels' values in binary64; never increasing. The message carries the
    * values rounded to binary32. Empty for the dithered method and before the first message.
+   * Throws std::out_of_range for an `id` at or past `layers()`.
    */
   span<const double> errors(std::size_t id) const {
     const auto& e = layers_.at(id).errors;

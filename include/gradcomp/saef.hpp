@@ -212,7 +212,6 @@ class saef_worker {
       next_m_.push_back(allocate_buffer<value_type>(c.backend(), n));
       next_u_.push_back(allocate_buffer<value_type>(c.backend(), n));
     }
-    refresh_views();
   }
 
   /// The learning rate of the next steps: finite and positive in the compressor's value type, as
@@ -257,11 +256,14 @@ class saef_worker {
     for (std::size_t t = 0; t < m_.size(); ++t)
       kernels::momentum(c_->backend(), beta, eta, readonly(m_[t].view()), grads[t], next_m_[t].view(),
                         next_u_[t].view());
+    // The views of this object's own buffers, made here: a copy of the worker must not keep the
+    // original's (their storage is reused from step to step, so nothing is allocated).
+    views_.clear();
+    for (const auto& u : next_u_) views_.push_back(u.view());
     if (auto r = c_->compress(views_); !r) return r;
     if (auto s = c_->stats(); !s) return fail(s.error());
     std::swap(m_, next_m_);
     std::swap(u_, next_u_);
-    refresh_views();
     ++steps_;
     return {};
   }
@@ -269,9 +271,9 @@ class saef_worker {
   /// Tensor `id`'s input to the compressor in the last step, `u = eta * M` (`id` unchecked: below
   /// the tensor count, as for every view accessor here).
   const_view update(std::size_t id) const noexcept { return readonly(u_[id].view()); }
-  /// Tensor `id`'s momentum buffer M.
+  /// Tensor `id`'s momentum buffer M (`id` unchecked).
   const_view momentum_buffer(std::size_t id) const noexcept { return readonly(m_[id].view()); }
-  /// Tensor `id`'s residual e (the compressor's; empty for a tensor without one).
+  /// Tensor `id`'s residual e (the compressor's; empty for a tensor without one; `id` unchecked).
   auto residual(std::size_t id) const noexcept { return detail::residual_of(*c_, id); }
 
   /// Whether the residuals are to be averaged now: `average_every` is not 0 and divides the steps
@@ -319,16 +321,11 @@ class saef_worker {
   using kernels = detail::saef_ops<backend_type>;
   using buffer = backend_buffer<value_type, backend_type>;
 
-  void refresh_views() {
-    views_.clear();
-    for (const auto& u : next_u_) views_.push_back(u.view());
-  }
-
   C* c_;
   saef_config cfg_;
   std::vector<buffer> m_, u_;
   std::vector<buffer> next_m_, next_u_;  // the next step's, then swapped in
-  std::vector<const_view> views_;        // of next_u_
+  std::vector<const_view> views_;        // of next_u_, made by each step
   std::size_t steps_ = 0;
 };
 
@@ -381,7 +378,7 @@ class saef_server {
   /// Tensor `id`'s D' of the last step, dense (zeros before the first; `id` unchecked: below the
   /// tensor count, as for every view accessor here).
   const_view update(std::size_t id) const noexcept { return readonly(out_[id].view()); }
-  /// Tensor `id`'s residual s (the compressor's; empty for a tensor without one).
+  /// Tensor `id`'s residual s (the compressor's; empty for a tensor without one; `id` unchecked).
   auto residual(std::size_t id) const noexcept { return detail::residual_of(*c_, id); }
 
   /// `x -= D'` for tensor `id`, issued on the backend (`errc::size_mismatch` for another length,

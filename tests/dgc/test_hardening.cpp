@@ -619,3 +619,17 @@ TEST_CASE("case 9: restore refuses a snapshot taken with other momentum, Nestero
   auto ef_target = trained(plain_nesterov);
   CHECK(restore_snapshot(ef_target, span<const std::byte>(ef.data(), ef.size())));
 }
+
+TEST_CASE("a momentum is checked in the value type that uses it: one that rounds to 1 as a float is refused") {
+  // 0.99999999 is below 1 as a double and 1 as a float: a float compressor or receiver would have
+  // run with momentum 1 (never forgetting), while a double one keeps it.
+  dgc_config cfg;
+  cfg.momentum = 0.99999999;
+  REQUIRE(static_cast<float>(cfg.momentum) == 1.0f);
+  CHECK_THROWS_AS(dgc_compressor<float>{cfg}, gradcomp::error);
+  CHECK_NOTHROW(dgc_compressor<double>{cfg});
+  receiver_layout r;
+  r.momentum = 0.99999999;
+  CHECK_THROWS_AS(aggregator<float>{r}, gradcomp::error);
+  CHECK_NOTHROW(aggregator<double>{r});
+}

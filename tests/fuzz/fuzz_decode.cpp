@@ -412,7 +412,11 @@ errc reference_value_error(const reference_section& r) {
                                                                                      : errc::value_out_of_range;
   for (const double v : r.values) {
     if (!std::isfinite(v)) return errc::non_finite_input;
-    if (!std::isfinite(static_cast<T>(v))) return errc::value_out_of_range;
+    // The spec's limit for binary32 (docs/wire_format.md): a magnitude of FLT_MAX + 2^103 or
+    // more, the midpoint that rounds up to an infinity; below it a value rounds to FLT_MAX.
+    if constexpr (std::is_same<T, float>::value) {
+      if (std::fabs(v) >= 0x1.ffffffp+127) return errc::value_out_of_range;
+    }
   }
   return errc::ok;
 }

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -335,4 +336,35 @@ TEST_CASE("SAEF with a compressor without error feedback (QSGD, TernGrad): e = 0
   }
   REQUIRE(wq.step(views(x)));
   REQUIRE(wt.step(views(x)));
+}
+
+TEST_CASE("SAEF: a copied worker steps on its own buffers, after the original is gone too") {
+  // The copy kept the original's views of its spare buffers: its next step compressed the
+  // original's (a wrong message), or freed memory once the original was destroyed.
+  auto message_of = [](auto& c) {
+    std::vector<std::byte> out(c.max_message_bytes());
+    out.resize(c.encode_message({}, span<std::byte>(out.data(), out.size())).value());
+    return out;
+  };
+  auto c = topk();
+  auto twin_c = topk();
+  saef_worker<dgc_compressor<float>> twin(twin_c, saef_config{});
+  auto original = std::make_unique<saef_worker<dgc_compressor<float>>>(c, saef_config{});
+  const auto g0 = gradient_at(zeros(), 0, 1), g1 = gradient_at(zeros(), 1, 1), g2 = gradient_at(zeros(), 2, 1);
+  REQUIRE(original->step(views(g0)));
+  REQUIRE(twin.step(views(g0)));
+  saef_worker<dgc_compressor<float>> copy = *original;
+  REQUIRE(original->step(views(g2)));  // the original moves on with other gradients
+  // The original's step was its compressor's, which the copy shares: the twins restart from
+  // step 1 on both compressors' snapshots.
+  const auto saved = save_snapshot(twin_c);
+  REQUIRE(restore_snapshot(c, span<const std::byte>(saved.data(), saved.size())));
+  original.reset();
+  REQUIRE(copy.step(views(g1)));
+  REQUIRE(twin.step(views(g1)));
+  CHECK(message_of(copy.compressor()) == message_of(twin_c));
+  for (std::size_t t = 0; t < kShapes.size(); ++t) {
+    CHECK(same_bits(copy.momentum_buffer(t), std::vector<float>(twin.momentum_buffer(t).begin(), twin.momentum_buffer(t).end())));
+    CHECK(same_bits(copy.update(t), std::vector<float>(twin.update(t).begin(), twin.update(t).end())));
+  }
 }

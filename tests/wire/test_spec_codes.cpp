@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -121,4 +122,25 @@ TEST_CASE("an fp64 value beyond the destination type is value_out_of_range") {
   const span<const std::byte> msg(b.data(), b.size());
   CHECK(wire::validate(msg));
   CHECK(wire::validate<float>(msg).error() == errc::value_out_of_range);
+}
+
+TEST_CASE("the fp64 limit for binary32 is FLT_MAX + 2^103: at it refused, just below it FLT_MAX") {
+  // docs/wire_format.md: the midpoint between FLT_MAX and 2^128 rounds up (to even) to an
+  // infinity; every smaller magnitude rounds to FLT_MAX.
+  const double limit = 0x1.ffffffp+127;
+  REQUIRE(limit == static_cast<double>(std::numeric_limits<float>::max()) + 0x1p103);
+  for (const double sign : {1.0, -1.0}) {
+    CAPTURE(sign);
+    const auto at = forge(wire::message_kind::gradients,
+                          {dense_section(section_role::gradient, 0, {sign * limit}, value_coding::fp64)});
+    CHECK(wire::validate<float>(span<const std::byte>(at.data(), at.size())).error() == errc::value_out_of_range);
+    const auto below = forge(wire::message_kind::gradients,
+                             {dense_section(section_role::gradient, 0, {sign * std::nextafter(limit, 0.0)},
+                                            value_coding::fp64)});
+    const span<const std::byte> msg(below.data(), below.size());
+    REQUIRE(wire::validate<float>(msg));
+    const auto d = wire::decode<float>(msg);
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].values[0] == static_cast<float>(sign) * std::numeric_limits<float>::max());
+  }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstring>
+#include <system_error>
 #include <type_traits>
 
 #include "../backend.hpp"
@@ -54,6 +55,17 @@ struct ops<cpu_backend> {
     cpu::lazy_task_pool pool;
   };
   static executor make_executor(std::size_t threads) { return executor{threads, {}}; }
+  // Starts the executor's threads for `items` tensors, before a step modifies anything:
+  // errc::resource_unavailable when the system refuses a thread (no thread is left running).
+  static result<void> start_executor(const cpu_backend&, executor& e, std::size_t items) {
+    if (e.threads <= 1 || items <= 1) return {};
+    try {
+      (void)e.pool.get(e.threads);
+    } catch (const std::system_error&) {
+      return fail(errc::resource_unavailable);
+    }
+    return {};
+  }
   // Workspace slots the executor uses at once (the `slot` argument of for_each's calls).
   static std::size_t executor_slots(const executor& e) noexcept { return e.threads; }
   // Calls f(t, slot) for every t in `order` (any order, any thread; `order` lists the largest

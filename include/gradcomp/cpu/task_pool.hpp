@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -16,21 +17,36 @@ namespace gradcomp {
 namespace detail {
 namespace cpu {
 
+// Tests only: a pool refuses to start more worker threads than this (0: no limit), as the system
+// does when it refuses one (std::thread throws std::system_error), so that the refusal's path can
+// be tested without exhausting the system's threads.
+inline std::atomic<std::size_t>& worker_thread_limit() noexcept {
+  static std::atomic<std::size_t> limit{0};
+  return limit;
+}
+
 class task_pool {
  public:
+  // Starts threads - 1 workers. When the system refuses one, the workers already started are
+  // stopped and joined, and the std::system_error is rethrown.
   explicit task_pool(std::size_t threads) {
-    for (std::size_t w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+    workers_.reserve(threads > 1 ? threads - 1 : 0);  // emplace_back below never reallocates
+    try {
+      const std::size_t limit = worker_thread_limit().load(std::memory_order_relaxed);
+      for (std::size_t w = 1; w < threads; ++w) {
+        if (limit != 0 && workers_.size() >= limit)
+          throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                  "gradcomp: worker thread refused (worker_thread_limit)");
+        workers_.emplace_back([this, w] { work(w); });
+      }
+    } catch (...) {
+      stop();
+      throw;
+    }
   }
   task_pool(const task_pool&) = delete;
   task_pool& operator=(const task_pool&) = delete;
-  ~task_pool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
+  ~task_pool() { stop(); }
 
   std::size_t threads() const noexcept { return workers_.size() + 1; }
 
@@ -58,6 +74,16 @@ class task_pool {
   }
 
  private:
+  // Wakes every worker to return, and joins them.
+  void stop() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
   void drain(std::size_t thread) {
     for (std::size_t i = next_.fetch_add(1, std::memory_order_relaxed); i < count_;
          i = next_.fetch_add(1, std::memory_order_relaxed))
@@ -109,6 +135,7 @@ class lazy_task_pool {
   lazy_task_pool(lazy_task_pool&&) noexcept = default;
   lazy_task_pool& operator=(lazy_task_pool&&) noexcept = default;
 
+  // Throws std::system_error when the system refuses a thread (and holds no pool then).
   task_pool& get(std::size_t threads) {
     if (!pool_ || pool_->threads() != threads) {
       pool_.reset();

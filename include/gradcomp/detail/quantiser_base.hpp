@@ -275,6 +275,15 @@ class quantiser_base {
         [](const tensor_info&) { return wire::coding_parameters{}; });
   }
 
+  // The start of every step: the gradients checked against the registered tensors, the step in
+  // progress waited for, the executor's threads started (errc::resource_unavailable when the
+  // system refuses one); nothing is modified when it fails.
+  result<void> begin_step(const Backend& on, span<const tensor_view> grads) {
+    if (const errc e = detail::check_gradients(tensors_, grads); e != errc::ok) return fail(e);
+    wait();
+    return ops::start_executor(on, exec_, tensors_.size());
+  }
+
   // After issuing a step on `on`.
   void issued(const Backend& on) noexcept {
     pending_ = true;

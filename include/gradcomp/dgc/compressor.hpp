@@ -171,8 +171,9 @@ class dgc_compressor {
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`) for a bad value.
   explicit dgc_compressor(dgc_config cfg, Backend backend = Backend{})
       : cfg_(std::move(cfg)), backend_(backend) {
-    if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0))
-      throw error(errc::invalid_argument, "momentum must be in [0, 1)");
+    // Checked as the steps use it: in T (0.99999999 is below 1, but rounds to 1 as a float).
+    if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0 && static_cast<T>(cfg_.momentum) < T(1)))
+      throw error(errc::invalid_argument, "momentum must be in [0, 1) in the value type");
     if (!(cfg_.clip_norm >= 0.0)) throw error(errc::invalid_argument, "clip_norm must be >= 0");
     if (cfg_.num_workers == 0) throw error(errc::invalid_argument, "num_workers must be >= 1");
     if (cfg_.threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
@@ -326,7 +327,8 @@ class dgc_compressor {
    * when it is still in progress (its outcome fixes this step's number).
    *
    * @param grads one local gradient per tensor, in registration order, in the backend's memory.
-   * @return `errc::wrong_tensor_count` or `errc::size_mismatch` (nothing issued); the step's own
+   * @return `errc::wrong_tensor_count` or `errc::size_mismatch`,
+   *         `errc::resource_unavailable` (a worker thread refused; nothing issued); the step's own
    *         outcome comes from `stats()`.
    */
   [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(backend_, grads); }
@@ -343,6 +345,7 @@ class dgc_compressor {
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
     if (const errc e = detail::check_gradients(tensors_, grads); e != errc::ok) return fail(e);
     wait();
+    if (auto started = ops::start_executor(on, exec_, tensors_.size()); !started) return started;
 
     // The host's plan: what the configuration and the step number fix.
     const double threshold = local_clip_threshold(cfg_.clip_norm, cfg_.num_workers);
@@ -528,11 +531,11 @@ class dgc_compressor {
     return host_records()[id].selection;
   }
 
-  /// The residual accumulator V of tensor `id`, in the backend's memory (empty for dense
-  /// tensors).
+  /// The residual accumulator V of tensor `id` (unchecked id), in the backend's memory (empty for
+  /// dense tensors).
   backend_span<const T, Backend> residual(std::size_t id) const noexcept { return tensors_[id].v.view(); }
-  /// The momentum buffer U of tensor `id`, in the backend's memory (empty for dense tensors and
-  /// without correction).
+  /// The momentum buffer U of tensor `id` (unchecked id), in the backend's memory (empty for dense
+  /// tensors and without correction).
   backend_span<const T, Backend> momentum_buffer(std::size_t id) const noexcept { return tensors_[id].u.view(); }
 
  private:

@@ -137,8 +137,9 @@ std::vector<std::byte> save_snapshot(const dgc_compressor<T, B>& c, bool checksu
 
 /**
  * @brief Restores a snapshot written by `save_snapshot` (on any backend) into `c`, which must
- * have the same tensors (names are not stored: ids, sizes and the compressed/dense split must
- * match) and the same settings that the state depends on: `momentum_correction`, `nesterov`
+ * have the same compressed tensors (names are not stored: their ids and sizes must match; the
+ * tensors sent whole keep no state, are not recorded and are not compared) and the same settings
+ * that the state depends on: `momentum_correction`, `nesterov`
  * (with momentum correction only) and `selection` (recorded in the snapshot; snapshots of the
  * first release, which did not record them, are restored without that comparison). The
  * snapshot's step, epoch and seed replace the compressor's; the other settings
@@ -146,8 +147,8 @@ std::vector<std::byte> save_snapshot(const dgc_compressor<T, B>& c, bool checksu
  * compressor's own and may differ.
  *
  * The message is checked completely first: on any error `c` is unchanged.
- * @return `errc::layout_mismatch` (another layout, or not a snapshot), `errc::config_mismatch`
- *         (a recorded setting differs, or the snapshot is another compressor's; `detail()` names
+ * @return `errc::layout_mismatch` (compressed tensors of other ids or sizes, or not a snapshot),
+ *         `errc::config_mismatch` (a recorded setting differs, or the snapshot is another compressor's; `detail()` names
  *         the field: `"momentum_correction"`, `"nesterov"` or `"selection"`),
  *         `errc::malformed_payload` (counters that are not whole numbers in range), or any
  *         decoding error.

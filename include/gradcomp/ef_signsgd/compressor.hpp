@@ -99,7 +99,8 @@ class ef_signsgd_compressor
 
   /// Issues one step over all tensors (see `dgc_compressor::compress`); its outcome comes from
   /// `stats()`: `errc::non_finite_input`, `errc::state_overflow` refuse it with nothing modified.
-  /// @return `errc::wrong_tensor_count`, `errc::size_mismatch` (nothing issued).
+  /// @return `errc::wrong_tensor_count`, `errc::size_mismatch`,
+  /// `errc::resource_unavailable` (a worker thread refused; nothing issued).
   [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
   /// `compress` taking a vector of gradient views.
   [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
@@ -107,8 +108,7 @@ class ef_signsgd_compressor
   }
   /// `compress` on the execution context `on`.
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
-    this->wait();
+    if (auto started = this->begin_step(on, grads); !started) return started;
     const T lr = static_cast<T>(cfg_.learning_rate);
     const auto records = this->records_.view();
     const auto step = this->step_record_.view();
@@ -127,7 +127,8 @@ class ef_signsgd_compressor
     return {};
   }
 
-  /// The error buffer e of tensor `id`, in the backend's memory (empty for tensors sent whole).
+  /// The error buffer e of tensor `id` (unchecked id), in the backend's memory (empty for tensors
+  /// sent whole).
   backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return this->tensors_[id].e.view(); }
 
   /// What the receiving side needs: every tensor as a dense section, no receiver momentum (the

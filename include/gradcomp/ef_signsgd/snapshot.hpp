@@ -51,9 +51,10 @@ std::vector<std::byte> save_snapshot(const ef_signsgd_compressor<T, B>& c, bool 
 
 /**
  * @brief Restores a snapshot written by `save_snapshot` (on any backend) into `c`, which must
- * have the same tensors (ids, sizes and the compressed/dense split). The message is checked
- * completely first: on any error `c` is unchanged.
- * @return `errc::layout_mismatch` (another layout, or not a snapshot), `errc::config_mismatch`
+ * have the same compressed tensors (ids and sizes). The message is checked completely first: on
+ * any error `c` is unchanged.
+ * @return `errc::layout_mismatch` (compressed tensors of other ids or sizes, or not a snapshot;
+ *         tensors sent whole keep no state and are not compared), `errc::config_mismatch`
  *         (another compressor's snapshot; `detail()` is `"selection"`), `errc::malformed_payload`,
  *         or any decoding error.
  */

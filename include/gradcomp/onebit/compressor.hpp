@@ -126,12 +126,12 @@ class onebit_sgd_compressor
   /// The configuration.
   const onebit_sgd_config& config() const noexcept { return cfg_; }
 
-  /// The columns tensor `id` is quantised in (1 for a tensor sent whole).
+  /// The columns tensor `id` (unchecked) is quantised in (1 for a tensor sent whole).
   std::size_t columns(std::size_t id) const noexcept { return columns_[id].cols.view().size(); }
 
   /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
   /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
-  /// `errc::size_mismatch` (nothing issued).
+  /// `errc::size_mismatch`, `errc::resource_unavailable` (a worker thread refused; nothing issued).
   [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
   /// `compress` taking a vector of gradient views.
   [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
@@ -139,8 +139,7 @@ class onebit_sgd_compressor
   }
   /// `compress` on the execution context `on`.
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
-    this->wait();
+    if (auto started = this->begin_step(on, grads); !started) return started;
     const auto records = this->records_.view();
     const auto step = this->step_record_.view();
     auto& tensors = this->tensors_;
@@ -159,7 +158,8 @@ class onebit_sgd_compressor
     return {};
   }
 
-  /// The residual r of tensor `id`, in the backend's memory (empty for tensors sent whole).
+  /// The residual r of tensor `id` (unchecked id), in the backend's memory (empty for tensors sent
+  /// whole).
   backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return this->tensors_[id].e.view(); }
 
   /// What the receiving side needs: every tensor as a dense section, the configured momentum.

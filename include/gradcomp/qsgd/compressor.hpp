@@ -130,15 +130,15 @@ class qsgd_compressor : public detail::quantiser_base<T, Backend, detail::qsgd_r
   /// The configuration.
   const qsgd_config& config() const noexcept { return cfg_; }
 
-  /// The last step's norm of each bucket of tensor `id`, in the backend's memory (empty for a tensor
-  /// sent whole).
+  /// The last step's norm of each bucket of tensor `id` (unchecked id), in the backend's memory
+  /// (empty for a tensor sent whole).
   backend_span<const float, Backend> norms(std::size_t id) const noexcept {
     return readonly(this->tensors_[id].scales.view());
   }
 
   /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
   /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
-  /// `errc::size_mismatch` (nothing issued).
+  /// `errc::size_mismatch`, `errc::resource_unavailable` (a worker thread refused; nothing issued).
   [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
   /// `compress` taking a vector of gradient views.
   [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
@@ -146,8 +146,7 @@ class qsgd_compressor : public detail::quantiser_base<T, Backend, detail::qsgd_r
   }
   /// `compress` on the execution context `on`.
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
-    this->wait();
+    if (auto started = this->begin_step(on, grads); !started) return started;
     const auto records = this->records_.view();
     const auto step = this->step_record_.view();
     const detail::qsgd_step_params p = params();

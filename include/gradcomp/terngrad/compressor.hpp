@@ -112,7 +112,8 @@ class terngrad_compressor
 
   /// Issues one step over all tensors with this worker's own scales; its outcome comes from
   /// `stats()` (`errc::non_finite_input`, `errc::state_overflow` for a scale beyond binary32:
-  /// nothing modified). @return `errc::wrong_tensor_count`, `errc::size_mismatch` (nothing issued).
+  /// nothing modified). @return `errc::wrong_tensor_count`, `errc::size_mismatch`,
+  /// `errc::resource_unavailable` (a worker thread refused; nothing issued).
   [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return issue(this->backend_, grads, nullptr); }
   /// `compress` taking a vector of gradient views.
   [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
@@ -126,7 +127,8 @@ class terngrad_compressor
    * registration order; the entries of tensors sent whole are ignored): the largest of the
    * workers' `local_scales`. `stats()` refuses the step with `errc::invalid_argument` if a shared
    * scale is below this worker's own for the same gradients, or not finite.
-   * @return `errc::wrong_tensor_count`, `errc::size_mismatch` (nothing issued).
+   * @return `errc::wrong_tensor_count`, `errc::size_mismatch`,
+   *         `errc::resource_unavailable` (a worker thread refused; nothing issued).
    */
   [[nodiscard]] result<void> compress(span<const tensor_view> grads, span<const float> shared) {
     return compress(this->backend_, grads, shared);
@@ -145,8 +147,7 @@ class terngrad_compressor
    *         `errc::non_finite_input`, `errc::state_overflow`.
    */
   [[nodiscard]] result<std::vector<float>> local_scales(span<const tensor_view> grads) {
-    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
-    this->wait();
+    if (auto started = this->begin_step(this->backend_, grads); !started) return fail(started.error());
     const auto records = this->records_.view();
     measure_all(this->backend_, grads);
     detail::terngrad_step_params p = params(false);
@@ -187,8 +188,7 @@ class terngrad_compressor
 
   // A step with this worker's scales (shared null) or the shared ones.
   result<void> issue(const Backend& on, span<const tensor_view> grads, const span<const float>* shared) {
-    if (const errc e = detail::check_gradients(this->tensors_, grads); e != errc::ok) return fail(e);
-    this->wait();
+    if (auto started = this->begin_step(on, grads); !started) return started;
     const auto records = this->records_.view();
     const auto step = this->step_record_.view();
     if (shared != nullptr) write_shared(on, *shared);
