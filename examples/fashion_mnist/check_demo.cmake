@@ -3,8 +3,12 @@
 # JSON (one object per mode with the documented keys) and the per-epoch CSV; with PYTHON set,
 # also turns the CSV into a PNG with plot_training.py.
 #
+# TRAIN_LIMIT (default 2048) sets the training images; MIN_ACCURACY (default 0.5) each mode's
+# least test accuracy, which the sanitizer build, whose run is about memory and undefined
+# behaviour, sets to 0 on half the images (the optimised build checks the accuracy).
+#
 #   cmake -DDEMO=<train_fashion_mnist> -DWORKDIR=<dir> [-DPYTHON=<python3> -DPLOT=<script>]
-#         -P check_demo.cmake
+#         [-DTRAIN_LIMIT=<n>] [-DMIN_ACCURACY=<a>] -P check_demo.cmake
 foreach(_var DEMO WORKDIR)
   if(NOT DEFINED ${_var})
     message(FATAL_ERROR "check_demo.cmake: ${_var} is not set")
@@ -15,8 +19,14 @@ file(MAKE_DIRECTORY "${WORKDIR}")
 
 set(_workers 2)
 set(_epochs 2)
+if(NOT DEFINED TRAIN_LIMIT)
+  set(TRAIN_LIMIT 2048)
+endif()
+if(NOT DEFINED MIN_ACCURACY)
+  set(MIN_ACCURACY 0.5)
+endif()
 execute_process(
-  COMMAND "${DEMO}" --train-limit 2048 --test-limit 1000 --workers ${_workers} --epochs ${_epochs}
+  COMMAND "${DEMO}" --train-limit ${TRAIN_LIMIT} --test-limit 1000 --workers ${_workers} --epochs ${_epochs}
           --warmup-epochs 0.5 --summary-json summary.json --csv epochs.csv
   WORKING_DIRECTORY "${WORKDIR}"
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
@@ -105,7 +115,7 @@ foreach(_i RANGE ${_last})
   elseif(_v_final_sparsity LESS 0.99899 OR _v_final_sparsity GREATER 0.99901 OR _v_compression_ratio LESS 500)
     message(FATAL_ERROR "${_mode}: sparsity ${_v_final_sparsity}, ratio ${_v_compression_ratio}")
   endif()
-  if(_v_test_accuracy LESS 0.5)
+  if(_v_test_accuracy LESS MIN_ACCURACY)
     message(FATAL_ERROR "${_mode}: test accuracy ${_v_test_accuracy}")
   endif()
 endforeach()
