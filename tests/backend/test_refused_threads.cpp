@@ -89,49 +89,26 @@ TEST_CASE("task_pool: a refused worker thread stops those started and rethrows, 
   for (const auto& r : ran) CHECK(r.load() == 1);
 }
 
+// A maker of Compressor with `cfg` and 4 threads.
+template <class Compressor, class Config>
+auto with_threads(Config cfg) {
+  cfg.threads = 4;
+  return [cfg] { return Compressor(cfg); };
+}
+
 TEST_CASE("a refused worker thread: every compressor's compress returns resource_unavailable, nothing modified") {
-  SUBCASE("dgc") {
-    check_refusal([] {
-      gradcomp::dgc_config cfg;
-      cfg.threads = 4;
-      cfg.num_workers = 4;
-      return gradcomp::dgc_compressor<float>(cfg);
-    });
-  }
-  SUBCASE("ef_signsgd") {
-    check_refusal([] {
-      gradcomp::ef_signsgd_config cfg;
-      cfg.learning_rate = 0.02;
-      cfg.threads = 4;
-      return gradcomp::ef_signsgd_compressor<float>(cfg);
-    });
-  }
+  gradcomp::dgc_config dgc;
+  dgc.num_workers = 4;
+  gradcomp::ef_signsgd_config ef;
+  ef.learning_rate = 0.02;
+  SUBCASE("dgc") { check_refusal(with_threads<gradcomp::dgc_compressor<float>>(dgc)); }
+  SUBCASE("ef_signsgd") { check_refusal(with_threads<gradcomp::ef_signsgd_compressor<float>>(ef)); }
   SUBCASE("terngrad") {
-    check_refusal([] {
-      gradcomp::terngrad_config cfg;
-      cfg.threads = 4;
-      return gradcomp::terngrad_compressor<float>(cfg);
-    });
+    check_refusal(with_threads<gradcomp::terngrad_compressor<float>>(gradcomp::terngrad_config{}));
   }
   SUBCASE("onebit_sgd") {
-    check_refusal([] {
-      gradcomp::onebit_sgd_config cfg;
-      cfg.threads = 4;
-      return gradcomp::onebit_sgd_compressor<float>(cfg);
-    });
+    check_refusal(with_threads<gradcomp::onebit_sgd_compressor<float>>(gradcomp::onebit_sgd_config{}));
   }
-  SUBCASE("qsgd") {
-    check_refusal([] {
-      gradcomp::qsgd_config cfg;
-      cfg.threads = 4;
-      return gradcomp::qsgd_compressor<float>(cfg);
-    });
-  }
-  SUBCASE("adacomp") {
-    check_refusal([] {
-      gradcomp::adacomp_config cfg;
-      cfg.threads = 4;
-      return gradcomp::adacomp_compressor<float>(cfg);
-    });
-  }
+  SUBCASE("qsgd") { check_refusal(with_threads<gradcomp::qsgd_compressor<float>>(gradcomp::qsgd_config{})); }
+  SUBCASE("adacomp") { check_refusal(with_threads<gradcomp::adacomp_compressor<float>>(gradcomp::adacomp_config{})); }
 }

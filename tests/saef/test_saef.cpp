@@ -364,7 +364,8 @@ TEST_CASE("SAEF: a copied worker steps on its own buffers, after the original is
   REQUIRE(twin.step(views(g1)));
   CHECK(message_of(copy.compressor()) == message_of(twin_c));
   for (std::size_t t = 0; t < kShapes.size(); ++t) {
-    CHECK(same_bits(copy.momentum_buffer(t), std::vector<float>(twin.momentum_buffer(t).begin(), twin.momentum_buffer(t).end())));
+    const auto m = twin.momentum_buffer(t);
+    CHECK(same_bits(copy.momentum_buffer(t), std::vector<float>(m.begin(), m.end())));
     CHECK(same_bits(copy.update(t), std::vector<float>(twin.update(t).begin(), twin.update(t).end())));
   }
 }
