@@ -6,12 +6,14 @@
 --stages names a file of lines "<seconds>\t<stage>" (.ci/run writes it as each stage ends).
 Each BUILD_DIR is a CMake build tree: its translation units come from Ninja's own log
 (.ninja_log, the last build of each object file) and its tests from ctest's log of the last run
-(Testing/Temporary/LastTest.log). A build tree without either is skipped. Prints three Markdown
+(Testing/Temporary/LastTest.log, and the LastTest_<name>.log copies that .ci/run keeps of
+earlier runs in the same tree). A build tree without either is skipped. Prints three Markdown
 tables and, when the stages together exceed --budget, says so (the exit status stays 0: the
 budget is a warning, CI's hard limit is its own).
 """
 
 import argparse
+import glob
 import os
 import re
 import sys
@@ -58,22 +60,25 @@ TEST_TIME = re.compile(r"^Test time =\s*([0-9.]+) sec")
 
 
 def test_times(build_dir):
-    """[(seconds, test name)] of ctest's last run in build_dir."""
-    log = os.path.join(build_dir, "Testing", "Temporary", "LastTest.log")
-    if not os.path.exists(log):
-        return []
-    times, current = [], None
-    with open(log, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            started = TEST_START.match(line)
-            if started:
-                current = started.group(1)
-                continue
-            took = TEST_TIME.match(line)
-            if took and current is not None:
-                times.append((float(took.group(1)), current))
-                current = None
-    return times
+    """[(seconds, test name)] of ctest's last runs in build_dir: LastTest.log and the copies of
+    earlier runs' logs kept beside it (LastTest_<name>.log), each test once (its latest time)."""
+    folder = os.path.join(build_dir, "Testing", "Temporary")
+    logs = sorted(glob.glob(os.path.join(folder, "LastTest_*.log")))
+    logs += [p for p in [os.path.join(folder, "LastTest.log")] if os.path.exists(p)]
+    times = {}
+    for log in logs:
+        current = None
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                started = TEST_START.match(line)
+                if started:
+                    current = started.group(1)
+                    continue
+                took = TEST_TIME.match(line)
+                if took and current is not None:
+                    times[current] = float(took.group(1))
+                    current = None
+    return [(seconds, name) for name, seconds in times.items()]
 
 
 def minutes(seconds):
