@@ -75,10 +75,10 @@
 #include <gradcomp/cpu/fused_kernels.hpp>
 #include <gradcomp/dgc/compressor.hpp>
 #include <gradcomp/ef_signsgd/compressor.hpp>
-#include <gradcomp/isgq.hpp>
+#include <gradcomp/isgq/compressor.hpp>
 #include <gradcomp/onebit/compressor.hpp>
 #include <gradcomp/qsgd/compressor.hpp>
-#include <gradcomp/saef.hpp>
+#include <gradcomp/saef/worker.hpp>
 #include <gradcomp/terngrad/compressor.hpp>
 #include <gradcomp/wire/encode.hpp>
 

@@ -27,7 +27,7 @@
 #include <benchmark/benchmark.h>
 
 #include <gradcomp/backend.hpp>
-#include <gradcomp/cpu/simd.hpp>
+#include <gradcomp/detail/simd.hpp>
 #include <gradcomp/dgc/warmup_schedule.hpp>
 #include <gradcomp/select/exact_topk.hpp>
 #include <gradcomp/select/sampled_threshold.hpp>

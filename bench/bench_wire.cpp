@@ -37,7 +37,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/span.hpp>
-#include <gradcomp/tensor_message.hpp>
+#include <gradcomp/wire/tensor_message.hpp>
 #include <gradcomp/wire/crc32c.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>

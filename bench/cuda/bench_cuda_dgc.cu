@@ -26,7 +26,7 @@
 #include <vector>
 
 #include <gradcomp/gradcomp.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <gradcomp/thrust/wire_encode.hpp>
 #include <thrust/system/cuda/execution_policy.h>
 

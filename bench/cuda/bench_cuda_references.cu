@@ -24,7 +24,7 @@
 #include <vector>
 
 #include <cub/device/device_select.cuh>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <thrust/device_vector.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>

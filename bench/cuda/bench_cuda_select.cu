@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <thrust/system/cuda/execution_policy.h>
 
 #include "gpu_timing.cuh"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include <gradcomp/gradcomp.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <gradcomp/thrust/wire_decode.hpp>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>

@@ -5,7 +5,7 @@
 #include "modes.hpp"
 
 #if defined(FMNIST_WITH_THRUST)
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #if defined(__CUDACC__)
 #include <thrust/system/cuda/execution_policy.h>
 #else

@@ -4,7 +4,7 @@
 // go through the wire format, and a replica sums them in the backend's memory; the averaged
 // update is copied back and compared with the CPU backend's, which it equals bit for bit.
 #include <gradcomp/gradcomp.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <thrust/system/omp/execution_policy.h>
 
 #include <cmath>

@@ -6,7 +6,7 @@
 // checked completely (a corrupt one is refused with an error code and changes nothing) before any
 // of it is added. The host reads the sums only to show that they are decode_accumulate's.
 #include <gradcomp/gradcomp.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <gradcomp/thrust/wire_decode.hpp>
 #include <thrust/system/omp/execution_policy.h>
 

@@ -5,7 +5,7 @@
 // The host reads the outcome (the length) and the bytes only to show that they are the bytes
 // encode_message writes on the host; a trainer would hand them to its exchange instead.
 #include <gradcomp/gradcomp.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <gradcomp/thrust/wire_encode.hpp>
 #include <thrust/system/omp/execution_policy.h>
 

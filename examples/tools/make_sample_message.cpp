@@ -8,7 +8,7 @@
 // of a value in the first section flipped, which only the checksum detects.
 #include <gradcomp/error.hpp>
 #include <gradcomp/span.hpp>
-#include <gradcomp/tensor_message.hpp>
+#include <gradcomp/wire/tensor_message.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 #include <gradcomp/wire/format.hpp>

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "dgc/momentum_kind.hpp"
+#include "momentum_kind.hpp"
 #include "error.hpp"
 
 namespace gradcomp {

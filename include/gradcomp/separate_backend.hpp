@@ -27,11 +27,11 @@
 #include "cpu/dgc_kernels.hpp"
 #include "detail/magnitude.hpp"
 #include "detail/state_bounds.hpp"
-#include "dgc/momentum_kind.hpp"
+#include "momentum_kind.hpp"
 #include "dgc/step_plan.hpp"
 #include "ef_signsgd/step_plan.hpp"
 #include "error.hpp"
-#include "select/selection_types.hpp"
+#include "selection_types.hpp"
 #include "span.hpp"
 
 // The CUDA runtime's stream type (cudaStream_t is CUstream_st*), named without the CUDA headers.

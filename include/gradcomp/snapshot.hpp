@@ -19,7 +19,7 @@
 #include "backend.hpp"
 #include "error.hpp"
 #include "span.hpp"
-#include "tensor_message.hpp"
+#include "wire/tensor_message.hpp"
 #include "wire/decode.hpp"
 #include "wire/encode.hpp"
 #include "wire/format.hpp"
@@ -297,6 +297,15 @@ struct compressor_snapshot {
   }
 };
 
+// Which access type (compressor_snapshot's A) a compressor's snapshots go through: each method's
+// snapshot.hpp specialises it for its compressor, with `type` (the access) and `value_type` (the
+// compressor's T). The snapshot functions below exist for the compressors that have one.
+template <class C, class = void>
+struct snapshot_access {};
+
+template <class C>
+using snapshot_access_t = typename snapshot_access<C>::type;
+
 // The state an aggregator's snapshot holds: its receiver-side momentum buffers.
 struct aggregator_snapshot_access {
   template <class T, class B>
@@ -321,6 +330,56 @@ struct aggregator_snapshot_access {
 };
 
 }  // namespace detail
+
+/// Exact size of `save_snapshot`'s output for the compressor `c` (any compressor whose snapshot
+/// header, `<gradcomp/<method>/snapshot.hpp>`, is included).
+template <class C, class A = detail::snapshot_access_t<C>>
+std::size_t snapshot_bytes(const C& c, bool checksum = true) {
+  return detail::compressor_snapshot<A>::bytes(c, checksum);
+}
+
+/**
+ * @brief Writes the compressor's whole state as a snapshot message into `out`, with a CRC-32C
+ * unless `checksum` is false: the step counter and what the method records beside it (DGC: the
+ * residuals, the momentum buffers, the epoch and the seed; the methods with error feedback: each
+ * compressed tensor's error; QSGD and TernGrad: the seed), under the method's code. Waits for the
+ * step in progress; on a backend whose memory the host cannot read, copies the state to the host
+ * first (one synchronisation).
+ * @return bytes written, or `errc::output_too_small` (see `snapshot_bytes`),
+ *         `errc::non_finite_input` (a state buffer holds NaN or an infinity).
+ */
+template <class C, class A = detail::snapshot_access_t<C>>
+[[nodiscard]] result<std::size_t> save_snapshot(const C& c, span<std::byte> out, bool checksum = true) {
+  return detail::compressor_snapshot<A>::template save<typename detail::snapshot_access<C>::value_type>(c, out,
+                                                                                                      checksum);
+}
+
+/// Convenience: the compressor's snapshot in a new vector; throws `gradcomp::error`.
+template <class C, class A = detail::snapshot_access_t<C>>
+std::vector<std::byte> save_snapshot(const C& c, bool checksum = true) {
+  return detail::compressor_snapshot<A>::template save<typename detail::snapshot_access<C>::value_type>(c, checksum);
+}
+
+/**
+ * @brief Restores a snapshot written by `save_snapshot` (on any backend) into `c`, which must
+ * have the same compressed tensors (names are not stored: their ids and sizes must match; the
+ * tensors sent whole keep no state, are not recorded and are not compared) and the same settings
+ * that the state depends on (the method; for DGC `momentum_correction`, `nesterov` with momentum
+ * correction only, and `selection`, which snapshots of the first release did not record and are
+ * restored without comparing). The snapshot's counters replace the compressor's (step; DGC's
+ * epoch; the seed where recorded); the other settings are the compressor's own and may differ.
+ *
+ * The message is checked completely first: on any error `c` is unchanged.
+ * @return `errc::layout_mismatch` (state sections of other ids or sizes, such as another
+ *         compressor's, or not a snapshot), `errc::config_mismatch` (a recorded setting differs,
+ *         or the snapshot is another method's; `detail()` names the field: `"selection"` for the
+ *         method, `"momentum_correction"` or `"nesterov"`), `errc::malformed_payload` (counters
+ *         that are not whole numbers in range), or any decoding error.
+ */
+template <class C, class A = detail::snapshot_access_t<C>>
+[[nodiscard]] result<void> restore_snapshot(C& c, span<const std::byte> msg) {
+  return detail::compressor_snapshot<A>::restore(c, msg);
+}
 
 /// Exact size of `save_snapshot`'s output for this aggregator.
 template <class T, class B>

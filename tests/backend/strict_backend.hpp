@@ -27,12 +27,12 @@
 #include <vector>
 
 #include <gradcomp/backend.hpp>
-#include <gradcomp/cpu/adacomp_ops.hpp>
-#include <gradcomp/cpu/ef_sign_ops.hpp>
-#include <gradcomp/cpu/onebit_ops.hpp>
-#include <gradcomp/cpu/qsgd_ops.hpp>
-#include <gradcomp/cpu/saef_ops.hpp>
-#include <gradcomp/cpu/terngrad_ops.hpp>
+#include <gradcomp/adacomp/cpu_ops.hpp>
+#include <gradcomp/ef_signsgd/cpu_ops.hpp>
+#include <gradcomp/onebit/cpu_ops.hpp>
+#include <gradcomp/qsgd/cpu_ops.hpp>
+#include <gradcomp/saef/cpu_ops.hpp>
+#include <gradcomp/terngrad/cpu_ops.hpp>
 #include <gradcomp/cpu/ops.hpp>
 
 namespace gradcomp_test {

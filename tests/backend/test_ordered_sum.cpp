@@ -2,9 +2,9 @@
 // streaming reduction follows the definition at every size (one block, two levels, three), and
 // the kernels that use it (the clipping norm, EF-SignSGD's and TernGrad's measures) give its bits
 // at every SIMD level.
-#include <gradcomp/cpu/ef_sign_ops.hpp>
+#include <gradcomp/ef_signsgd/cpu_ops.hpp>
 #include <gradcomp/cpu/ops.hpp>
-#include <gradcomp/cpu/terngrad_ops.hpp>
+#include <gradcomp/terngrad/cpu_ops.hpp>
 #include <gradcomp/detail/ordered_sum.hpp>
 #include <gradcomp/detail/rounded.hpp>
 

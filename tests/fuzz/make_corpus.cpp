@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include <gradcomp/detail/qsgd_codec.hpp>
-#include <gradcomp/isgq.hpp>
+#include <gradcomp/wire/codecs/qsgd.hpp>
+#include <gradcomp/isgq/compressor.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 

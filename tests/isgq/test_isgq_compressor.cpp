@@ -4,8 +4,8 @@
 // method's error never increases and is what the receiver sees; layouts, determinism, shapes and
 // bad input; the decoder's rejection rules for forged payloads.
 #include <gradcomp/aggregator.hpp>
-#include <gradcomp/detail/isgq_factors.hpp>
-#include <gradcomp/isgq.hpp>
+#include <gradcomp/isgq/factors.hpp>
+#include <gradcomp/isgq/compressor.hpp>
 #include <gradcomp/wire/accumulate.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>

@@ -1,8 +1,8 @@
-// The factor quantisers of ISGQ (detail/isgq_factors.hpp): the dithered quantiser's error bound,
+// The factor quantisers of ISGQ (isgq/factors.hpp): the dithered quantiser's error bound,
 // exact zeros and an unbiased product E[X^^T Delta^] = X^T Delta (Monte Carlo, with rounding to
 // the nearest level shown biased by the same test); the minimum-MSE refit never increasing the product's
 // error over alternating iterations, and each refit a least-squares optimum.
-#include <gradcomp/detail/isgq_factors.hpp>
+#include <gradcomp/isgq/factors.hpp>
 
 #include <doctest/doctest.h>
 

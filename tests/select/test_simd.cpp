@@ -1,7 +1,7 @@
-// The AVX2 kernels (cpu/simd.hpp) against the portable ones: bitwise the same results on inputs
+// The AVX2 kernels (detail/simd.hpp) against the portable ones: bitwise the same results on inputs
 // with every kind of value (signed zeros, denormals, infinities, NaN) and lengths that are not
 // multiples of the vector width. Where the CPU has no AVX2 both runs take the portable path.
-#include <gradcomp/cpu/ef_sign_ops.hpp>
+#include <gradcomp/ef_signsgd/cpu_ops.hpp>
 #include <gradcomp/cpu/fused_kernels.hpp>
 
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
 // Running the CPU kernels at a chosen SIMD level (the portable loops or AVX2) in a test.
 #pragma once
 
-#include <gradcomp/cpu/simd.hpp>
+#include <gradcomp/detail/simd.hpp>
 
 namespace gradcomp_test {
 

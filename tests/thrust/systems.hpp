@@ -4,7 +4,7 @@
 // the GPU against the CPU backend.
 #pragma once
 
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 
 #include "support/sanitized.hpp"
 

@@ -16,7 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <gradcomp/cpu/ops.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 
 #include "backend/aggregator_conformance.hpp"
 #include "backend/conformance.hpp"

@@ -2,7 +2,7 @@
 // quantiser (its kernel, one thread per bucket) and the minimum-MSE fit (on the host, from copies
 // of the factors), over several steps; the same refusals, nothing modified.
 #include <gradcomp/backend_memory.hpp>
-#include <gradcomp/isgq.hpp>
+#include <gradcomp/isgq/compressor.hpp>
 
 #include <doctest/doctest.h>
 

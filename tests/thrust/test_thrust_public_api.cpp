@@ -20,7 +20,7 @@
 #include <gradcomp/dgc/momentum.hpp>
 #include <gradcomp/dgc/residual_accumulator.hpp>
 #include <gradcomp/select/threshold.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 
 #include "backend/conformance.hpp"
 #include "thrust/data.hpp"

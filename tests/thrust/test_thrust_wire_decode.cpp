@@ -17,7 +17,7 @@
 #include <doctest/doctest.h>
 
 #include <gradcomp/backend_memory.hpp>
-#include <gradcomp/isgq.hpp>
+#include <gradcomp/isgq/compressor.hpp>
 #include <gradcomp/thrust/wire_decode.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>

@@ -3,8 +3,8 @@
 // they must keep decoding to exactly this content for as long as format version 1 is supported.
 #pragma once
 
-#include <gradcomp/detail/isgq_codec.hpp>
-#include <gradcomp/tensor_message.hpp>
+#include <gradcomp/wire/codecs/isgq.hpp>
+#include <gradcomp/wire/tensor_message.hpp>
 #include <gradcomp/wire/encode.hpp>
 
 #include <cstdint>

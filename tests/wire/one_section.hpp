@@ -1,7 +1,7 @@
 // Helpers of the quantised value codings' tests: a message of one section, encoded and checked.
 #pragma once
 
-#include <gradcomp/tensor_message.hpp>
+#include <gradcomp/wire/tensor_message.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 

@@ -3,7 +3,7 @@
 // measurement (AVX2 and portable) against a direct count; fp16 (F16C) and bf16 (AVX2)
 // conversions against the per-value functions on every rounding boundary, with the errors of the
 // first refused value; and decoders that check the checksum in the same read as the sections.
-#include <gradcomp/tensor_message.hpp>
+#include <gradcomp/wire/tensor_message.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 

@@ -5,7 +5,7 @@
 // what the encoder refuses (values on no level, non-finite values or norms, bad layouts), what the
 // decoder refuses in either form (layout words, norms, levels, signs, gaps, stream lengths,
 // padding), and sums through decode_accumulate.
-#include <gradcomp/detail/qsgd_codec.hpp>
+#include <gradcomp/wire/codecs/qsgd.hpp>
 #include <gradcomp/wire/accumulate.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>

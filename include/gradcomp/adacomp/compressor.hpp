@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "../backend.hpp"
-#include "../cpu/adacomp_ops.hpp"
-#include "../detail/quantiser_base.hpp"
+#include "cpu_ops.hpp"
+#include "../common/quantiser_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"

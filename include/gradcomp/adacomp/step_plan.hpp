@@ -1,7 +1,7 @@
 // The AdaComp step split into host plan and backend execution (docs/backends.md), as for the
 // quantisers: per-bin measurements, per-tensor records and the step's verdict live in backend
 // memory, the decisions below run where that memory is, and the kernels obey the verdict. A
-// backend that runs AdaComp specialises detail::adacomp_ops (the CPU's is cpu/adacomp_ops.hpp).
+// backend that runs AdaComp specialises detail::adacomp_ops (the CPU's is adacomp/cpu_ops.hpp).
 //
 // Per compressed tensor with gradient g and residual r: G = r + g and H = G + g (each rounded to
 // T); the tensor is cut into bins of `bin` consecutive elements (the last one may be shorter);

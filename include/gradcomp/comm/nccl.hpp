@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "../error.hpp"
-#include "../thrust/backend.hpp"
+#include "../thrust/system_backend.hpp"
 #include "exchange_engine.hpp"
 #include "exchange_plan.hpp"
 #include "thrust_memory.hpp"

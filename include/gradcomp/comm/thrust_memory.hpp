@@ -24,7 +24,7 @@
 #include "../backend_memory.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
-#include "../thrust/backend.hpp"
+#include "../thrust/system_backend.hpp"
 #include "../thrust/system_memory.hpp"
 #include "../thrust/wire_decode.hpp"
 #include "exchange_engine.hpp"

@@ -14,9 +14,9 @@
 #include "../detail/state_bounds.hpp"
 #include "../error.hpp"
 #include "../detail/dgc_arithmetic.hpp"
-#include "../dgc/momentum_kind.hpp"
+#include "../momentum_kind.hpp"
 #include "../span.hpp"
-#include "simd.hpp"
+#include "../detail/simd.hpp"
 
 namespace gradcomp {
 namespace detail {

@@ -19,12 +19,12 @@
 #include "../detail/magnitude.hpp"
 #include "step_guide.hpp"
 #include "../detail/dgc_arithmetic.hpp"
-#include "../dgc/momentum_kind.hpp"
+#include "../momentum_kind.hpp"
 #include "../error.hpp"
-#include "../select/selection_types.hpp"
+#include "../selection_types.hpp"
 #include "../span.hpp"
 #include "dgc_kernels.hpp"
-#include "simd.hpp"
+#include "../detail/simd.hpp"
 #include "select_kernels.hpp"
 
 namespace gradcomp {

@@ -20,9 +20,9 @@
 #include "../detail/rng.hpp"
 #include "../detail/workspace.hpp"
 #include "../error.hpp"
-#include "../select/selection_types.hpp"
+#include "../selection_types.hpp"
 #include "../span.hpp"
-#include "simd.hpp"
+#include "../detail/simd.hpp"
 #include "../detail/rounded.hpp"
 
 namespace gradcomp {

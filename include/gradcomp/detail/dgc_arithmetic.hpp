@@ -6,7 +6,7 @@
 #pragma once
 
 #include "../config.hpp"
-#include "../dgc/momentum_kind.hpp"
+#include "../momentum_kind.hpp"
 #include "rounded.hpp"
 
 namespace gradcomp {

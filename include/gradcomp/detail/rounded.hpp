@@ -14,7 +14,7 @@
 // target has no fused multiply-add (x86-64 without FMA: the default build; nothing is emitted),
 // and one empty inline-assembly statement elsewhere, which keeps the value in a register. It does
 // stop the compiler from vectorising a scalar loop on its own; the AVX2 kernels of the DGC and
-// EF-SignSGD passes (cpu/simd.hpp, cpu/ef_sign_ops.hpp) pass whole vectors through their own
+// EF-SignSGD passes (detail/simd.hpp, ef_signsgd/cpu_ops.hpp) pass whole vectors through their own
 // form of it. Measured in an x86-64-v3 build against the unguarded (fused) code: DGC 1.01-1.09x,
 // the quantisers 1.03-1.04x, AdaComp 1.18x (bench/results/fma_guard_x86_64_v3.md).
 //

@@ -9,7 +9,7 @@
 #include "../cpu/ops.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
-#include "momentum_kind.hpp"
+#include "../momentum_kind.hpp"
 
 namespace gradcomp {
 

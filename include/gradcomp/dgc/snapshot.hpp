@@ -7,7 +7,9 @@
 /// and the sampling seed (the whole random state: samples depend only on seed, tensor and step).
 /// Restoring it into a compressor with the same tensors and settings continues bit for bit as if
 /// training had never stopped, on any backend (a snapshot saved on one restores on another).
-/// Layout: docs/wire_format.md, "Compressor snapshots".
+/// Layout: docs/wire_format.md, "Compressor snapshots". The functions are `snapshot_bytes`,
+/// `save_snapshot` and `restore_snapshot` of gradcomp/snapshot.hpp; this header gives them the
+/// DGC compressor's state.
 #pragma once
 
 #include <cstddef>
@@ -107,55 +109,11 @@ struct dgc_snapshot_access {
   }
 };
 
+template <class T, class B>
+struct snapshot_access<dgc_compressor<T, B>> {
+  using type = dgc_snapshot_access;
+  using value_type = T;
+};
+
 }  // namespace detail
-
-/// Exact size of `save_snapshot`'s output for this compressor.
-template <class T, class B>
-std::size_t snapshot_bytes(const dgc_compressor<T, B>& c, bool checksum = true) {
-  return detail::compressor_snapshot<detail::dgc_snapshot_access>::bytes(c, checksum);
-}
-
-/**
- * @brief Writes the compressor's whole state (residuals, momentum, step, epoch, seed) as a
- * snapshot message into `out`, with a CRC-32C unless `checksum` is false. Waits for the step in
- * progress; on a backend whose memory the host cannot read, copies the state to the host first
- * (one synchronisation).
- * @return bytes written, or `errc::output_too_small` (see `snapshot_bytes`),
- *         `errc::non_finite_input` (a residual or momentum holds NaN or an infinity).
- */
-template <class T, class B>
-[[nodiscard]] result<std::size_t> save_snapshot(const dgc_compressor<T, B>& c, span<std::byte> out,
-                                                bool checksum = true) {
-  return detail::compressor_snapshot<detail::dgc_snapshot_access>::save<T>(c, out, checksum);
-}
-
-/// Convenience: the snapshot in a new vector; throws `gradcomp::error`.
-template <class T, class B>
-std::vector<std::byte> save_snapshot(const dgc_compressor<T, B>& c, bool checksum = true) {
-  return detail::compressor_snapshot<detail::dgc_snapshot_access>::save<T>(c, checksum);
-}
-
-/**
- * @brief Restores a snapshot written by `save_snapshot` (on any backend) into `c`, which must
- * have the same compressed tensors (names are not stored: their ids and sizes must match; the
- * tensors sent whole keep no state, are not recorded and are not compared) and the same settings
- * that the state depends on: `momentum_correction`, `nesterov`
- * (with momentum correction only) and `selection` (recorded in the snapshot; snapshots of the
- * first release, which did not record them, are restored without that comparison). The
- * snapshot's step, epoch and seed replace the compressor's; the other settings
- * (learning-rate-like values such as `momentum`, clipping, the schedule, threads) are the
- * compressor's own and may differ.
- *
- * The message is checked completely first: on any error `c` is unchanged.
- * @return `errc::layout_mismatch` (compressed tensors of other ids or sizes, or not a snapshot),
- *         `errc::config_mismatch` (a recorded setting differs, or the snapshot is another compressor's; `detail()` names
- *         the field: `"momentum_correction"`, `"nesterov"` or `"selection"`),
- *         `errc::malformed_payload` (counters that are not whole numbers in range), or any
- *         decoding error.
- */
-template <class T, class B>
-[[nodiscard]] result<void> restore_snapshot(dgc_compressor<T, B>& c, span<const std::byte> msg) {
-  return detail::compressor_snapshot<detail::dgc_snapshot_access>::restore(c, msg);
-}
-
 }  // namespace gradcomp

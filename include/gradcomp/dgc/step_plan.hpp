@@ -18,8 +18,8 @@
 #include "../config.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../error.hpp"
-#include "../select/selection_types.hpp"
-#include "momentum_kind.hpp"
+#include "../selection_types.hpp"
+#include "../momentum_kind.hpp"
 #include "../detail/rounded.hpp"
 
 namespace gradcomp {

@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "../backend.hpp"
-#include "../cpu/ef_sign_ops.hpp"
-#include "../detail/quantiser_base.hpp"
+#include "cpu_ops.hpp"
+#include "../common/quantiser_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
-#include "../tensor_message.hpp"
+#include "../wire/tensor_message.hpp"
 #include "../wire/device_section.hpp"
 #include "../wire/encode.hpp"
 #include "step_plan.hpp"

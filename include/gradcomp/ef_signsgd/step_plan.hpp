@@ -1,7 +1,7 @@
 // The EF-SignSGD step split into host plan and backend execution (docs/backends.md), as for DGC:
 // the per-tensor records and the step's verdict live in backend memory, the decisions below run
 // where that memory is, and the kernels obey the verdict. A backend that runs EF-SignSGD
-// specialises detail::ef_sign_ops (the CPU's is cpu/ef_sign_ops.hpp).
+// specialises detail::ef_sign_ops (the CPU's is ef_signsgd/cpu_ops.hpp).
 #pragma once
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // The 1-bit SGD step split into host plan and backend execution (docs/backends.md), as for
 // EF-SignSGD: the per-tensor records, the per-column sums and the step's verdict live in backend
 // memory, the decisions below run where that memory is, and the kernels obey the verdict. A
-// backend that runs 1-bit SGD specialises detail::onebit_ops (the CPU's is cpu/onebit_ops.hpp).
+// backend that runs 1-bit SGD specialises detail::onebit_ops (the CPU's is onebit/cpu_ops.hpp).
 //
 // The order of every sum is fixed, so that every backend gets the same bits: a tensor of numel
 // elements and C columns is a row-major matrix of numel / C rows; the rows are cut into blocks of

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "../backend.hpp"
-#include "../cpu/qsgd_ops.hpp"
-#include "../detail/quantiser_base.hpp"
+#include "cpu_ops.hpp"
+#include "../common/quantiser_base.hpp"
 #include "../detail/rng.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"

@@ -1,7 +1,7 @@
 // The QSGD step split into host plan and backend execution (docs/backends.md), as for TernGrad:
 // each tensor's bucket norms and record and the step's verdict live in backend memory, the
 // decisions below run where that memory is, and the kernels obey the verdict. A backend that runs
-// QSGD specialises detail::qsgd_ops (the CPU's is cpu/qsgd_ops.hpp).
+// QSGD specialises detail::qsgd_ops (the CPU's is qsgd/cpu_ops.hpp).
 #pragma once
 
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "../detail/bytes.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/philox.hpp"
-#include "../detail/qsgd_codec.hpp"
+#include "../wire/codecs/qsgd.hpp"
 #include "../error.hpp"
 #include "../detail/rounded.hpp"
 

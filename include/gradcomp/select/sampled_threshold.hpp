@@ -10,7 +10,7 @@
 #include "../cpu/ops.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
-#include "selection_types.hpp"
+#include "../selection_types.hpp"
 
 namespace gradcomp {
 

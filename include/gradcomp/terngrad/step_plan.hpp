@@ -1,7 +1,7 @@
 // The TernGrad step split into host plan and backend execution (docs/backends.md), as for
 // EF-SignSGD: the per-tensor records and the step's verdict live in backend memory, the decisions
 // below run where that memory is, and the kernels obey the verdict. A backend that runs TernGrad
-// specialises detail::terngrad_ops (the CPU's is cpu/terngrad_ops.hpp).
+// specialises detail::terngrad_ops (the CPU's is terngrad/cpu_ops.hpp).
 #pragma once
 
 #include <cmath>

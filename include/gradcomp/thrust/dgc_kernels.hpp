@@ -19,7 +19,7 @@
 #include "../detail/dgc_arithmetic.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/state_bounds.hpp"
-#include "../dgc/momentum_kind.hpp"
+#include "../momentum_kind.hpp"
 #include "../dgc/step_plan.hpp"
 #include "../error.hpp"
 #include "ordered_sum.hpp"

@@ -1,6 +1,6 @@
-// What the Thrust backend's kernel headers (thrust/*_ops.hpp) share: the backend's declarations,
-// Thrust's for_each over a counting iterator, and the system's memory and execution policies
-// (system_memory.hpp).
+// What the Thrust kernels of every method (<method>/thrust_ops.hpp) share: the backend's
+// declarations, the views they take, Thrust's for_each over a counting iterator, and the system's
+// memory and execution policies (system_memory.hpp).
 #pragma once
 
 #include <cstddef>
@@ -20,5 +20,9 @@ template <class System>
 struct thrust_backend;
 template <class System>
 struct thrust_space;
+
+/// A view of `T`s in the memory of Thrust system `System`: what the Thrust backend's kernels take.
+template <class T, class System>
+using thrust_view = span<T, thrust_space<System>>;
 
 }  // namespace gradcomp

@@ -45,7 +45,7 @@
 #include "../detail/rng.hpp"
 #include "../detail/workspace.hpp"
 #include "../error.hpp"
-#include "../select/selection_types.hpp"
+#include "../selection_types.hpp"
 #include "select.hpp"
 #include "system_memory.hpp"
 

@@ -49,7 +49,7 @@
 #include "../detail/magnitude.hpp"
 #include "../detail/workspace.hpp"
 #include "../error.hpp"
-#include "../select/selection_types.hpp"
+#include "../selection_types.hpp"
 #include "system_memory.hpp"
 
 namespace gradcomp {

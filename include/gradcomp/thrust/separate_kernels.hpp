@@ -16,8 +16,8 @@
 #include <cstdint>
 
 #include "../separate_backend.hpp"
-#include "backend.hpp"
-#include "ef_sign_ops.hpp"
+#include "system_backend.hpp"
+#include "../ef_signsgd/thrust_ops.hpp"
 
 namespace gradcomp {
 
@@ -89,9 +89,10 @@ errc separate_memory<Kernels>::check_positions(stream_type s, const std::uint32_
 template <class Kernels>
 void separate_memory<Kernels>::ef_sign_plan(stream_type s, ef_sign_record* records, std::size_t count,
                                             ef_sign_step_record* step) {
-  using inner = ef_sign_ops<thrust_of_t<Kernels>>;
-  inner::plan(as_thrust(separate_backend<Kernels>{s}), typename inner::template view<ef_sign_record>(records, count),
-              typename inner::template view<ef_sign_step_record>(step, 1));
+  using on_thrust = thrust_of_t<Kernels>;
+  ef_sign_ops<on_thrust>::plan(as_thrust(separate_backend<Kernels>{s}),
+                               typename ops<on_thrust>::template view<ef_sign_record>(records, count),
+                               typename ops<on_thrust>::template view<ef_sign_step_record>(step, 1));
 }
 
 // ---- Kernels: each the Thrust backend's ----

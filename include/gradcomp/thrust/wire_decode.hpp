@@ -42,13 +42,13 @@
 
 #include "../config.hpp"
 #include "../detail/bytes.hpp"
-#include "../detail/value_codec.hpp"
+#include "../wire/codecs/values.hpp"
 #include "../error.hpp"
 #include "../backend_memory.hpp"
 #include "../span.hpp"
 #include "../wire/decode.hpp"
 #include "../wire/format.hpp"
-#include "backend.hpp"
+#include "system_backend.hpp"
 #include "system_memory.hpp"
 #include "wire_encode.hpp"
 

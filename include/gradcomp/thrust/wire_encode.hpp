@@ -37,14 +37,14 @@
 #include <thrust/scan.h>
 
 #include "../config.hpp"
-#include "../detail/crc32c.hpp"
+#include "../wire/codecs/crc32c.hpp"
 #include "../error.hpp"
 #include "../backend_memory.hpp"
 #include "../span.hpp"
 #include "../wire/device_section.hpp"
 #include "../wire/encode.hpp"
 #include "../wire/format.hpp"
-#include "backend.hpp"
+#include "system_backend.hpp"
 #include "system_memory.hpp"
 
 namespace gradcomp {

@@ -7,10 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../cpu/simd.hpp"
+#include "../detail/simd.hpp"
 #include "../detail/bytes.hpp"
-#include "../detail/index_codec.hpp"
-#include "../detail/value_codec.hpp"
+#include "codecs/index.hpp"
+#include "codecs/values.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
 #include "decode.hpp"

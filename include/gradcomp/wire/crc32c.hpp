@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../detail/crc32c.hpp"
+#include "codecs/crc32c.hpp"
 #include "../span.hpp"
 
 namespace gradcomp {

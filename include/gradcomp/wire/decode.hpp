@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "../detail/bytes.hpp"
-#include "../detail/index_codec.hpp"
-#include "../detail/value_codec.hpp"
+#include "codecs/index.hpp"
+#include "codecs/values.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
 #include "crc32c.hpp"

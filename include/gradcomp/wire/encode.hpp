@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "../detail/bytes.hpp"
-#include "../detail/index_codec.hpp"
-#include "../detail/value_codec.hpp"
+#include "codecs/index.hpp"
+#include "codecs/values.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
-#include "../tensor_message.hpp"
+#include "tensor_message.hpp"
 #include "crc32c.hpp"
 #include "format.hpp"
 #include "value_codecs.hpp"

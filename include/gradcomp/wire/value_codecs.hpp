@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../detail/value_codec.hpp"
+#include "codecs/values.hpp"
 #include "../error.hpp"
 #include "format.hpp"
 

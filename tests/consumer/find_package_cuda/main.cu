@@ -4,7 +4,7 @@
 // gradients: the bytes must be identical. Without a CUDA device it only reports that (the
 // project was still compiled and linked by nvcc against the installed package).
 #include <gradcomp/gradcomp.hpp>
-#include <gradcomp/thrust/backend.hpp>
+#include <gradcomp/thrust.hpp>
 #include <thrust/system/cuda/execution_policy.h>
 
 #include <cuda_runtime_api.h>

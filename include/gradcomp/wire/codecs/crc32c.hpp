@@ -4,7 +4,7 @@
 // consecutive blocks, so the instruction's latency does not limit them, and join the streams by
 // shifting a CRC over a block of zeros (a linear map, applied through four 256-entry tables).
 //
-// The path is chosen at run time, as the AVX2 kernels are (cpu/simd.hpp): the instructions where
+// The path is chosen at run time, as the AVX2 kernels are (detail/simd.hpp): the instructions where
 // the CPU has them, the tables where it does not or where GRADCOMP_CPU_SIMD=portable (or
 // cpu::simd_override) pins the portable kernels.
 #pragma once
@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../config.hpp"
-#include "../cpu/simd.hpp"
+#include "../../config.hpp"
+#include "../../detail/simd.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GRADCOMP_NO_CRC32C_INSTRUCTIONS)
 #define GRADCOMP_HAVE_SSE42_CRC 1

@@ -4,8 +4,8 @@
 // the CPU backend's.
 #pragma once
 
-#include "../onebit/step_plan.hpp"
-#include "kernel_support.hpp"
+#include "step_plan.hpp"
+#include "../thrust/kernel_support.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -84,13 +84,11 @@ struct onebit_step_op {
 /// verdict stay in the system's memory, and the host issues a step without waiting.
 template <class System>
 struct onebit_ops<thrust_backend<System>> {
-  using backend = thrust_backend<System>;
   template <class T>
-  using view = span<T, thrust_space<System>>;
-
-  template <class T>
-  static void measure(const backend& on, view<const T> g, view<const T> r, view<onebit_partial<T>> partials,
-                      view<onebit_column> cols, view<onebit_record> records, std::size_t t) {
+  static void measure(const thrust_backend<System>& on, thrust_view<const T, System> g,
+                      thrust_view<const T, System> r, thrust_view<onebit_partial<T>, System> partials,
+                      thrust_view<onebit_column, System> cols, thrust_view<onebit_record, System> records,
+                      std::size_t t) {
     const std::size_t columns = cols.size(), n = g.size();
     const std::size_t rows = columns == 0 ? 0 : n / columns, blocks = onebit_blocks(n, columns);
     if (blocks * columns != 0)
@@ -103,12 +101,16 @@ struct onebit_ops<thrust_backend<System>> {
                          thrust_impl::onebit_column_op<T>{partials.data(), blocks, columns, rows, cols.data()});
     thrust_impl::run_once<System>(on.stream, thrust_impl::onebit_fold_op{cols.data(), columns, records.data() + t});
   }
-  static void plan(const backend& on, view<const onebit_record> records, view<onebit_step_record> step) {
-    thrust_impl::run_once<System>(on.stream, thrust_impl::onebit_plan_op{records.data(), records.size(), step.data()});
+  static void plan(const thrust_backend<System>& on, thrust_view<const onebit_record, System> records,
+                   thrust_view<onebit_step_record, System> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::onebit_plan_op{records.data(), records.size(), step.data()});
   }
   template <class T>
-  static void apply(const backend& on, view<const T> g, view<T> r, view<T> values, view<const onebit_column> cols,
-                    view<const onebit_record> records, std::size_t t, view<const onebit_step_record> step) {
+  static void apply(const thrust_backend<System>& on, thrust_view<const T, System> g, thrust_view<T, System> r,
+                    thrust_view<T, System> values, thrust_view<const onebit_column, System> cols,
+                    thrust_view<const onebit_record, System> records, std::size_t t,
+                    thrust_view<const onebit_step_record, System> step) {
     if (g.empty()) return;
     thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
                        thrust_impl::onebit_step_op<T>{g.data(), r.empty() ? nullptr : r.data(), values.data(),

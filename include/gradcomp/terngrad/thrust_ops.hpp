@@ -1,15 +1,15 @@
 // detail::terngrad_ops<thrust_backend<System>>: TernGrad's kernels on the portable Thrust backend,
-// with the CPU's arithmetic (cpu/terngrad_ops.hpp), its order for the sums
+// with the CPU's arithmetic (terngrad/cpu_ops.hpp), its order for the sums
 // (detail/ordered_sum.hpp) and its draws (one Philox block per four elements), so every message is
 // bitwise the CPU backend's.
 #pragma once
 
-#include "../cpu/terngrad_ops.hpp"
+#include "cpu_ops.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/philox.hpp"
-#include "../terngrad/step_plan.hpp"
-#include "kernel_support.hpp"
-#include "ordered_sum.hpp"
+#include "step_plan.hpp"
+#include "../thrust/kernel_support.hpp"
+#include "../thrust/ordered_sum.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -59,25 +59,23 @@ struct terngrad_plan_op {
 /// stay in the system's memory, and the host issues a step without waiting.
 template <class System>
 struct terngrad_ops<thrust_backend<System>> {
-  using backend = thrust_backend<System>;
   template <class T>
-  using view = span<T, thrust_space<System>>;
-
-  template <class T>
-  static void measure(const backend& on, view<const T> g, view<terngrad_record> records, std::size_t t) {
+  static void measure(const thrust_backend<System>& on, thrust_view<const T, System> g,
+                      thrust_view<terngrad_record, System> records, std::size_t t) {
     thrust_impl::scratch<cpu::terngrad_sums<T>, System> sums(on.stream, 1);
-    thrust_impl::issue_ordered_reduce<cpu::terngrad_sums<T>, System>(on.stream, g.size(), cpu::terngrad_leaf<T>{g.data()},
-                                                                     cpu::terngrad_merge<T>{}, sums.data());
+    thrust_impl::issue_ordered_reduce<cpu::terngrad_sums<T>, System>(
+        on.stream, g.size(), cpu::terngrad_leaf<T>{g.data()}, cpu::terngrad_merge<T>{}, sums.data());
     thrust_impl::run_once<System>(on.stream, thrust_impl::terngrad_record_op<T>{sums.data(), records.data() + t});
   }
-  static void plan(const backend& on, view<terngrad_record> records, const terngrad_step_params& p,
-                   view<terngrad_step_record> step) {
+  static void plan(const thrust_backend<System>& on, thrust_view<terngrad_record, System> records,
+                   const terngrad_step_params& p, thrust_view<terngrad_step_record, System> step) {
     thrust_impl::run_once<System>(on.stream,
                                   thrust_impl::terngrad_plan_op{records.data(), records.size(), p, step.data()});
   }
   template <class T>
-  static void apply(const backend& on, const terngrad_step_params& p, view<const T> g, view<T> values,
-                    view<const terngrad_record> records, std::size_t t, view<const terngrad_step_record> step) {
+  static void apply(const thrust_backend<System>& on, const terngrad_step_params& p, thrust_view<const T, System> g,
+                    thrust_view<T, System> values, thrust_view<const terngrad_record, System> records, std::size_t t,
+                    thrust_view<const terngrad_step_record, System> step) {
     thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0),
                        (g.size() + 3) / 4,
                        thrust_impl::terngrad_step_op<T>{p, static_cast<std::uint32_t>(t), g.data(), values.data(),

@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../config.hpp"
-#include "../cpu/wire_kernels.hpp"
-#include "../error.hpp"
-#include "../span.hpp"
-#include "bytes.hpp"
+#include "../../config.hpp"
+#include "kernels.hpp"
+#include "../../error.hpp"
+#include "../../span.hpp"
+#include "../../detail/bytes.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -63,7 +63,7 @@ inline errc first_index_error(span<const std::uint32_t> idx, std::uint32_t n) no
 }
 
 // One pass over the gaps gives every coding's size and the list's validity (AVX2 where the CPU
-// has it: cpu/wire_kernels.hpp); the branch-free loop only notes that something is wrong, and a
+// has it: wire/codecs/kernels.hpp); the branch-free loop only notes that something is wrong, and a
 // second look finds the first error in order.
 inline index_sizes measure_indices(span<const std::uint32_t> idx, std::uint32_t n) noexcept {
   index_sizes s;

@@ -8,8 +8,8 @@
 #include <thrust/iterator/transform_iterator.h>
 #include <thrust/scan.h>
 
-#include "../adacomp/step_plan.hpp"
-#include "kernel_support.hpp"
+#include "step_plan.hpp"
+#include "../thrust/kernel_support.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -107,14 +107,11 @@ struct adacomp_publish_op {
 /// system's memory, and the host issues a step without waiting.
 template <class System>
 struct adacomp_ops<thrust_backend<System>> {
-  using backend = thrust_backend<System>;
   template <class T>
-  using view = span<T, thrust_space<System>>;
-
-  template <class T>
-  static void measure(const backend& on, view<const T> g, view<const T> r, std::size_t bin, view<adacomp_bin<T>> bins,
-                      view<adacomp_chunk<T>> chunks, view<std::uint32_t> offsets, view<adacomp_record> records,
-                      std::size_t t) {
+  static void measure(const thrust_backend<System>& on, thrust_view<const T, System> g,
+                      thrust_view<const T, System> r, std::size_t bin, thrust_view<adacomp_bin<T>, System> bins,
+                      thrust_view<adacomp_chunk<T>, System> chunks, thrust_view<std::uint32_t, System> offsets,
+                      thrust_view<adacomp_record, System> records, std::size_t t) {
     const std::size_t nb = bins.size(), nc = chunks.size();
     if (nb != 0) {
       thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), nb,
@@ -129,16 +126,20 @@ struct adacomp_ops<thrust_backend<System>> {
                                std::uint32_t(0));
       }
     }
-    thrust_impl::run_once<System>(on.stream, thrust_impl::adacomp_fold_op<T>{chunks.data(), nc, nb, records.data() + t});
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::adacomp_fold_op<T>{chunks.data(), nc, nb, records.data() + t});
   }
-  static void plan(const backend& on, view<const adacomp_record> records, view<adacomp_step_record> step) {
-    thrust_impl::run_once<System>(on.stream, thrust_impl::adacomp_plan_op{records.data(), records.size(), step.data()});
+  static void plan(const thrust_backend<System>& on, thrust_view<const adacomp_record, System> records,
+                   thrust_view<adacomp_step_record, System> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::adacomp_plan_op{records.data(), records.size(), step.data()});
   }
   template <class T>
-  static void apply(const backend& on, view<const T> g, view<T> r, std::size_t bin, view<std::uint32_t> indices,
-                    view<T> values,
-                    view<const adacomp_bin<T>> bins, view<const std::uint32_t> offsets, view<adacomp_record> records,
-                    std::size_t t, view<const adacomp_step_record> step) {
+  static void apply(const thrust_backend<System>& on, thrust_view<const T, System> g, thrust_view<T, System> r,
+                    std::size_t bin, thrust_view<std::uint32_t, System> indices, thrust_view<T, System> values,
+                    thrust_view<const adacomp_bin<T>, System> bins, thrust_view<const std::uint32_t, System> offsets,
+                    thrust_view<adacomp_record, System> records, std::size_t t,
+                    thrust_view<const adacomp_step_record, System> step) {
     if (r.empty()) {
       if (!g.empty())
         thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),

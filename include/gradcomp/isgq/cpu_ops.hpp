@@ -1,12 +1,12 @@
 // detail::isgq_ops<cpu_backend>: ISGQ's dithered factor quantiser on the CPU
-// (detail/isgq_factors.hpp), bucket after bucket.
+// (isgq/factors.hpp), bucket after bucket.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "../backend.hpp"
-#include "../detail/isgq_factors.hpp"
+#include "factors.hpp"
 #include "../span.hpp"
 
 namespace gradcomp {

@@ -9,7 +9,7 @@
 //                    minus the previous one's, the first counted from -1), its sign bit and the
 //                    Elias-gamma code of its level: far smaller when most levels are 0 or 1, read
 //                    in order only (the host decoder's; a device decoder refuses it).
-// The encoder writes whichever is smaller (qsgd on a tie); see value_codec.hpp for the members
+// The encoder writes whichever is smaller (qsgd on a tie); see values.hpp for the members
 // a codec has.
 #pragma once
 
@@ -17,13 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../config.hpp"
-#include "../error.hpp"
-#include "../span.hpp"
-#include "../wire/format.hpp"
-#include "bytes.hpp"
-#include "index_codec.hpp"
-#include "rounded.hpp"
+#include "../../config.hpp"
+#include "../../error.hpp"
+#include "../../span.hpp"
+#include "../format.hpp"
+#include "../../detail/bytes.hpp"
+#include "index.hpp"
+#include "../../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {

@@ -28,15 +28,15 @@
 #include <limits>
 #include <vector>
 
-#include "../config.hpp"
-#include "../error.hpp"
-#include "../span.hpp"
-#include "../wire/format.hpp"
-#include "bytes.hpp"
-#include "index_codec.hpp"
-#include "philox.hpp"
-#include "qsgd_codec.hpp"
-#include "rounded.hpp"
+#include "../../config.hpp"
+#include "../../error.hpp"
+#include "../../span.hpp"
+#include "../format.hpp"
+#include "../../detail/bytes.hpp"
+#include "index.hpp"
+#include "../../detail/philox.hpp"
+#include "qsgd.hpp"
+#include "../../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {

@@ -19,10 +19,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../detail/magnitude.hpp"
-#include "../detail/ordered_sum.hpp"
-#include "../detail/rounded.hpp"
-#include "../dgc/momentum_kind.hpp"
+#include "magnitude.hpp"
+#include "ordered_sum.hpp"
+#include "rounded.hpp"
+#include "../momentum_kind.hpp"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(GRADCOMP_NO_AVX2)

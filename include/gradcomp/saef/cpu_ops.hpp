@@ -1,12 +1,12 @@
 // detail::saef_ops<cpu_backend>: Step-Ahead Error Feedback's element-wise kernels on the CPU
-// (detail/saef_arithmetic.hpp), element after element.
+// (saef/arithmetic.hpp), element after element.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "../backend.hpp"
-#include "../detail/saef_arithmetic.hpp"
+#include "arithmetic.hpp"
 #include "../span.hpp"
 
 namespace gradcomp {

@@ -51,22 +51,22 @@
 #include <limits>
 #include <type_traits>
 
-#include "../cpu/simd.hpp"
-#include "../cpu/wire_kernels.hpp"
-#include "../error.hpp"
-#include "../span.hpp"
-#include "../wire/format.hpp"
-#include "bytes.hpp"
+#include "../../detail/simd.hpp"
+#include "kernels.hpp"
+#include "../../error.hpp"
+#include "../../span.hpp"
+#include "../format.hpp"
+#include "../../detail/bytes.hpp"
 #include "crc32c.hpp"
-#include "half.hpp"
-#include "isgq_codec.hpp"
-#include "qsgd_codec.hpp"
+#include "../../detail/half.hpp"
+#include "isgq.hpp"
+#include "qsgd.hpp"
 
 namespace gradcomp {
 namespace detail {
 
 // The largest of (word & mask) over n little-endian words of `Bits` (32 or 16 bits) at p, at any
-// alignment: AVX2 where the CPU has it (cpu/simd.hpp), word by word elsewhere.
+// alignment: AVX2 where the CPU has it (detail/simd.hpp), word by word elsewhere.
 template <class Bits>
 std::uint32_t largest_magnitude_bits(const std::byte* p, std::size_t n, Bits mask) noexcept {
 #if GRADCOMP_HAVE_AVX2_KERNELS
@@ -85,7 +85,7 @@ std::uint32_t largest_magnitude_bits(const std::byte* p, std::size_t n, Bits mas
 
 // Codings of one value per fixed number of bytes, decoded through binary32 (fp32, fp16, bf16):
 // `Bits` is the stored integer, `to_float` its value, `encode_one` its encoding. A coding may
-// have vector conversions of many values (cpu/wire_kernels.hpp), bitwise the per-value
+// have vector conversions of many values (wire/codecs/kernels.hpp), bitwise the per-value
 // functions: `floats_to` (encode binary32 values; false when one is refused or no vector path is
 // available, and the values are then encoded again one by one so that the first refused value
 // decides the error) and `to_floats` (decode, for a coding whose `add` converts in blocks).
@@ -225,7 +225,7 @@ struct fp16_codec : float_codec_base<fp16_codec, std::uint16_t> {
     add_converted<T>(p, first, count, acc, at);
   }
 #if GRADCOMP_HAVE_AVX2_KERNELS
-  // F16C where the CPU has it (cpu/wire_kernels.hpp).
+  // F16C where the CPU has it (wire/codecs/kernels.hpp).
   static bool floats_to(const float* v, std::size_t n, std::byte* dst) noexcept {
     if (!host_is_little_endian() || !cpu::use_f16c()) return false;
     const std::size_t done = n - n % 8;
@@ -250,7 +250,7 @@ struct bf16_codec : float_codec_base<bf16_codec, std::uint16_t> {
   GRADCOMP_HD static float to_float(std::uint16_t b) noexcept { return bf16_to_float(b); }
   static bool encode_one(float f, std::uint16_t* b) noexcept { return float_to_bf16(f, b); }
 #if GRADCOMP_HAVE_AVX2_KERNELS
-  // AVX2 where the CPU has it (cpu/wire_kernels.hpp).
+  // AVX2 where the CPU has it (wire/codecs/kernels.hpp).
   static bool floats_to(const float* v, std::size_t n, std::byte* dst) noexcept {
     if (!host_is_little_endian() || !cpu::use_avx2()) return false;
     const std::size_t done = n - n % 16;

@@ -4,8 +4,8 @@
 // backend's.
 #pragma once
 
-#include "../qsgd/step_plan.hpp"
-#include "kernel_support.hpp"
+#include "step_plan.hpp"
+#include "../thrust/kernel_support.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -83,26 +83,24 @@ struct qsgd_copy_op {
 /// system's memory, and the host issues a step without waiting.
 template <class System>
 struct qsgd_ops<thrust_backend<System>> {
-  using backend = thrust_backend<System>;
   template <class T>
-  using view = span<T, thrust_space<System>>;
-
-  template <class T>
-  static void measure(const backend& on, const qsgd_step_params& p, view<const T> g, view<float> measured,
-                      view<qsgd_record> records, std::size_t t) {
+  static void measure(const thrust_backend<System>& on, const qsgd_step_params& p, thrust_view<const T, System> g,
+                      thrust_view<float, System> measured, thrust_view<qsgd_record, System> records, std::size_t t) {
     thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0),
                        measured.size(),
                        thrust_impl::qsgd_measure_op<T>{g.data(), g.size(), p.bucket, p.norm, measured.data()});
     thrust_impl::run_once<System>(on.stream,
                                   thrust_impl::qsgd_flags_op{measured.data(), measured.size(), records.data() + t});
   }
-  static void plan(const backend& on, view<const qsgd_record> records, view<qsgd_step_record> step) {
+  static void plan(const thrust_backend<System>& on, thrust_view<const qsgd_record, System> records,
+                   thrust_view<qsgd_step_record, System> step) {
     thrust_impl::run_once<System>(on.stream, thrust_impl::qsgd_plan_op{records.data(), records.size(), step.data()});
   }
   template <class T>
-  static void apply(const backend& on, const qsgd_step_params& p, view<const T> g, view<const float> measured,
-                    view<float> scales, view<T> values, view<const qsgd_record>, std::size_t t,
-                    view<const qsgd_step_record> step) {
+  static void apply(const thrust_backend<System>& on, const qsgd_step_params& p, thrust_view<const T, System> g,
+                    thrust_view<const float, System> measured, thrust_view<float, System> scales,
+                    thrust_view<T, System> values, thrust_view<const qsgd_record, System>, std::size_t t,
+                    thrust_view<const qsgd_step_record, System> step) {
     if (measured.empty()) {  // sent whole
       thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
                          thrust_impl::qsgd_copy_op<T>{g.data(), values.data(), step.data()});

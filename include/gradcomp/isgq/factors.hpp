@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "../config.hpp"
-#include "bytes.hpp"
-#include "isgq_codec.hpp"
-#include "magnitude.hpp"
-#include "rounded.hpp"
+#include "../detail/bytes.hpp"
+#include "../wire/codecs/isgq.hpp"
+#include "../detail/magnitude.hpp"
+#include "../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -35,7 +35,7 @@ namespace detail {
 // ---- dithered ----
 
 // One factor, dithered: its buckets' scales (binary32) and its codes as the wire carries them
-// (isgq_codec.hpp): 0 for an exact zero, q + s + 1 for level q in [-s, s].
+// (wire/codecs/isgq.hpp): 0 for an exact zero, q + s + 1 for level q in [-s, s].
 struct isgq_dithered_factor {
   std::vector<float> scales;
   std::vector<std::uint8_t> codes;
@@ -46,7 +46,7 @@ inline std::int32_t isgq_code_level(std::uint8_t code, std::uint32_t s) noexcept
   return static_cast<std::int32_t>(code) - 1 - static_cast<std::int32_t>(s);
 }
 
-// ISGQ's kernels on a backend (cpu/isgq_ops.hpp, thrust/isgq_ops.hpp): `dither` quantises a
+// ISGQ's kernels on a backend (isgq/cpu_ops.hpp, isgq/thrust_ops.hpp): `dither` quantises a
 // factor in the backend's memory, one bucket at a time (isgq_dither_bucket).
 template <class Backend>
 struct isgq_ops;

@@ -25,7 +25,7 @@
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
-#include "../tensor_message.hpp"
+#include "../wire/tensor_message.hpp"
 #include "../wire/device_section.hpp"
 #include "../wire/encode.hpp"
 #include "../wire/format.hpp"

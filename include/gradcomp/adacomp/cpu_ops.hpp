@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../adacomp/step_plan.hpp"
+#include "step_plan.hpp"
 #include "../backend.hpp"
 #include "../span.hpp"
 

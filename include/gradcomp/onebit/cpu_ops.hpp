@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "../backend.hpp"
-#include "../onebit/step_plan.hpp"
+#include "step_plan.hpp"
 #include "../span.hpp"
 
 namespace gradcomp {

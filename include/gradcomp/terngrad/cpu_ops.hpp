@@ -11,7 +11,7 @@
 #include "../detail/rounded.hpp"
 #include "../detail/philox.hpp"
 #include "../span.hpp"
-#include "../terngrad/step_plan.hpp"
+#include "step_plan.hpp"
 
 namespace gradcomp {
 namespace detail {

@@ -1,16 +1,16 @@
 // detail::ef_sign_ops<thrust_backend<System>>: EF-SignSGD's kernels on the portable Thrust backend,
-// with the CPU's arithmetic (cpu/ef_sign_ops.hpp) and its order for the L1 norm
+// with the CPU's arithmetic (ef_signsgd/cpu_ops.hpp) and its order for the L1 norm
 // (detail/ordered_sum.hpp), so every message and error buffer is bitwise the CPU backend's.
 #pragma once
 
 #include <cmath>
 
-#include "../cpu/ef_sign_ops.hpp"
+#include "cpu_ops.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/rounded.hpp"
-#include "../ef_signsgd/step_plan.hpp"
-#include "kernel_support.hpp"
-#include "ordered_sum.hpp"
+#include "step_plan.hpp"
+#include "../thrust/kernel_support.hpp"
+#include "../thrust/ordered_sum.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -78,25 +78,24 @@ struct ef_sign_plan_op {
 /// verdict stay in the system's memory, and the host issues a step without waiting.
 template <class System>
 struct ef_sign_ops<thrust_backend<System>> {
-  using backend = thrust_backend<System>;
   template <class T>
-  using view = span<T, thrust_space<System>>;
-
-  template <class T>
-  static void measure(const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
-                      std::size_t t) {
+  static void measure(const thrust_backend<System>& on, T lr, thrust_view<const T, System> g,
+                      thrust_view<const T, System> e, thrust_view<ef_sign_record, System> records, std::size_t t) {
     thrust_impl::scratch<cpu::ef_sign_sums<T>, System> sums(on.stream, 1);
     thrust_impl::issue_ordered_reduce<cpu::ef_sign_sums<T>, System>(
         on.stream, g.size(), cpu::ef_sign_leaf<T>{lr, g.data(), e.empty() ? nullptr : e.data()},
         cpu::ef_sign_merge<T>{}, sums.data());
     thrust_impl::run_once<System>(on.stream, thrust_impl::ef_sign_record_op<T>{sums.data(), records.data() + t});
   }
-  static void plan(const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step) {
-    thrust_impl::run_once<System>(on.stream, thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
+  static void plan(const thrust_backend<System>& on, thrust_view<ef_sign_record, System> records,
+                   thrust_view<ef_sign_step_record, System> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
   }
   template <class T>
-  static void apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
-                    view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step) {
+  static void apply(const thrust_backend<System>& on, T lr, thrust_view<const T, System> g, thrust_view<T, System> e,
+                    thrust_view<T, System> values, thrust_view<const ef_sign_record, System> records, std::size_t t,
+                    thrust_view<const ef_sign_step_record, System> step) {
     thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
                        thrust_impl::ef_sign_step_op<T>{lr, g.data(), e.empty() ? nullptr : e.data(), values.data(),
                                                        records.data() + t, step.data()});

@@ -1,13 +1,13 @@
-// Step-Ahead Error Feedback's element-wise arithmetic (saef.hpp), one element per call, the same
-// on every backend (GRADCOMP_HD), and the declaration of its kernels on a backend
-// (cpu/saef_ops.hpp, thrust/saef_ops.hpp).
+// Step-Ahead Error Feedback's element-wise arithmetic (saef/worker.hpp), one element per call,
+// the same on every backend (GRADCOMP_HD), and the declaration of its kernels on a backend
+// (saef/cpu_ops.hpp, saef/thrust_ops.hpp).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "../config.hpp"
-#include "rounded.hpp"
+#include "../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {

@@ -11,9 +11,9 @@
 #include "../detail/magnitude.hpp"
 #include "../detail/ordered_sum.hpp"
 #include "../detail/rounded.hpp"
-#include "../ef_signsgd/step_plan.hpp"
+#include "step_plan.hpp"
 #include "../span.hpp"
-#include "simd.hpp"
+#include "../detail/simd.hpp"
 
 namespace gradcomp {
 namespace detail {

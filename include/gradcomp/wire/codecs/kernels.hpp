@@ -1,7 +1,7 @@
 // Vector kernels of the wire codecs, chosen at run time like the other AVX2 kernels
-// (cpu/simd.hpp): the gap measurement of sparse sections (one pass that checks the indices and
+// (detail/simd.hpp): the gap measurement of sparse sections (one pass that checks the indices and
 // sizes every index coding), and the conversions of fp16 (F16C) and bf16 values. Each has a
-// portable counterpart in detail/index_codec.hpp or detail/value_codec.hpp that is its reference:
+// portable counterpart in wire/codecs/index.hpp or wire/codecs/values.hpp that is its reference:
 // the results are bitwise the same, and on any value a coding refuses the callers fall back to
 // the portable loop, so that the error reported is the one of the first such value.
 //
@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "simd.hpp"
+#include "../../detail/simd.hpp"
 
 #if GRADCOMP_HAVE_AVX2_KERNELS
 #include <cpuid.h>

@@ -1,10 +1,10 @@
 // detail::isgq_ops<thrust_backend<System>>: ISGQ's dithered factor quantiser on the portable
-// Thrust backend, one thread per bucket with the CPU's arithmetic (detail/isgq_factors.hpp), so
+// Thrust backend, one thread per bucket with the CPU's arithmetic (isgq/factors.hpp), so
 // every scale and code is bitwise the CPU backend's.
 #pragma once
 
-#include "../detail/isgq_factors.hpp"
-#include "kernel_support.hpp"
+#include "factors.hpp"
+#include "../thrust/kernel_support.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -31,14 +31,11 @@ struct isgq_dither_op {
 /// memory until the host copies them into the message.
 template <class System>
 struct isgq_ops<thrust_backend<System>> {
-  using backend = thrust_backend<System>;
   template <class T>
-  using view = span<T, thrust_space<System>>;
-
-  template <class T>
-  static void dither(const backend& on, view<const T> w, std::size_t bucket, std::uint32_t s, std::uint64_t key,
-                     std::uint64_t step, std::uint32_t stream, std::uint32_t factor, view<float> scales,
-                     view<std::uint8_t> codes) {
+  static void dither(const thrust_backend<System>& on, thrust_view<const T, System> w, std::size_t bucket,
+                     std::uint32_t s, std::uint64_t key, std::uint64_t step, std::uint32_t stream,
+                     std::uint32_t factor, thrust_view<float, System> scales,
+                     thrust_view<std::uint8_t, System> codes) {
     thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0),
                        scales.size(),
                        thrust_impl::isgq_dither_op<T>{w.data(), w.size(), bucket, s, key, step, stream, factor,

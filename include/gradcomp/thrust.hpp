@@ -1,0 +1,24 @@
+/// @file thrust.hpp
+/// @brief The Thrust backend with every method's kernels for it: `dgc_compressor`,
+/// `ef_signsgd_compressor`, `terngrad_compressor`, `onebit_sgd_compressor`, `qsgd_compressor`,
+/// `adacomp_compressor`, `isgq_compressor`, `saef_worker` and `aggregator` run on
+/// `thrust_backend<System>` (thrust/system_backend.hpp), and the wire format's device encoder and
+/// decoder (thrust/wire_encode.hpp, thrust/wire_decode.hpp) with it.
+///
+/// With `<gradcomp/gradcomp.hpp>` (which does not include Thrust) this is the only header that
+/// lists every method for the Thrust backend: a new method adds its `thrust_ops.hpp` here.
+/// It includes Thrust (from the CUDA Toolkit's CCCL, `<cuda>/include/cccl`, or any other Thrust
+/// installation).
+#pragma once
+
+#include "thrust/system_backend.hpp"
+#include "thrust/wire_decode.hpp"
+#include "thrust/wire_encode.hpp"
+
+#include "adacomp/thrust_ops.hpp"
+#include "ef_signsgd/thrust_ops.hpp"
+#include "isgq/thrust_ops.hpp"
+#include "onebit/thrust_ops.hpp"
+#include "qsgd/thrust_ops.hpp"
+#include "saef/thrust_ops.hpp"
+#include "terngrad/thrust_ops.hpp"
