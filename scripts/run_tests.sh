@@ -54,7 +54,8 @@ timed "tests: configure" cmake -S "$root" -B "$build_dir" "${configure_args[@]}"
   ${cuda_release_flags[@]+"${cuda_release_flags[@]}"} ${GRADCOMP_CMAKE_ARGS:-}
 timed "tests: build" cmake --build "$build_dir" -j"$jobs"
 # The arith.* tests build the bitwise tests twice more (for x86-64-v3 with contraction, and for
-# aarch64 to run under qemu): about 200 CPU-seconds, a stage of its own in .ci/run. Without
+# aarch64 to run under qemu) and the libtorch trainer once more (with contraction, its fingerprints
+# checked): a stage of its own in .ci/run. Without
 # arguments this script leaves them out; `ctest --test-dir build -L arith` runs them, and
 # GRADCOMP_ARITH_TESTS=1 runs them here too.
 ctest_args=("$@")

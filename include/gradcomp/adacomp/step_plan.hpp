@@ -80,10 +80,13 @@ GRADCOMP_HD T adacomp_G(const T* g, const T* r, std::size_t i) noexcept {
   return r != nullptr ? static_cast<T>(r[i] + g[i]) : g[i];
 }
 
-// Whether element i is sent, given G_i, g_i and its bin's gmax key.
+// Whether element i is sent, given G_i, g_i and its bin's gmax key. Both tests are evaluated (no
+// short circuit), so that the kernels' loops over it compile without a branch per element: with
+// one, GCC made the CPU's step three times slower (bench_dgc's BM_adacomp_step, 7.5 against 2.2 ms).
 template <class T>
 GRADCOMP_HD bool adacomp_sends(T G, T g, key_t<T> gmax) noexcept {
-  return magnitude_key(G) != 0 && magnitude_key(static_cast<T>(G + g)) >= gmax;
+  const key_t<T> kG = magnitude_key(G), kS = magnitude_key(static_cast<T>(G + g));
+  return (kG != 0) & (kS >= gmax);
 }
 
 // Measures the bin of elements [begin, end): gmax and the largest key of g in one read, then, with
