@@ -2,8 +2,10 @@
 /// @brief The Thrust backend with every method's kernels for it: `dgc_compressor`,
 /// `ef_signsgd_compressor`, `terngrad_compressor`, `onebit_sgd_compressor`, `qsgd_compressor`,
 /// `adacomp_compressor`, `isgq_compressor`, `saef_worker` and `aggregator` run on
-/// `thrust_backend<System>` (thrust/system_backend.hpp), and the wire format's device encoder and
-/// decoder (thrust/wire_encode.hpp, thrust/wire_decode.hpp) with it.
+/// `thrust_backend<System>` (thrust/system_backend.hpp). The wire format's device encoder and
+/// decoder are headers of their own (`<gradcomp/thrust/wire_encode.hpp>`,
+/// `<gradcomp/thrust/wire_decode.hpp>`), as before: a trainer that encodes on the host does not
+/// compile them.
 ///
 /// With `<gradcomp/gradcomp.hpp>` (which does not include Thrust) this is the only header that
 /// lists every method for the Thrust backend: a new method adds its `thrust_ops.hpp` here.
@@ -12,8 +14,6 @@
 #pragma once
 
 #include "thrust/system_backend.hpp"
-#include "thrust/wire_decode.hpp"
-#include "thrust/wire_encode.hpp"
 
 #include "adacomp/thrust_ops.hpp"
 #include "ef_signsgd/thrust_ops.hpp"
