@@ -5,11 +5,12 @@
 ///
 /// `separate_backend<Kernels>` is a backend like any other (compressors, the aggregator, the
 /// public building blocks and `allocate_buffer` take it), with its own memory space. Every
-/// operation that runs on its system is declared here and defined by
-/// `<gradcomp/thrust/separate_kernels.hpp>`: one translation unit, compiled with Thrust (by nvcc
-/// for the GPU), instantiates them for a Thrust system with
-/// `GRADCOMP_INSTANTIATE_KERNELS(Kernels, System)`, for `float` and `double`. The program links
-/// the two; the results are those of `thrust_backend<System>`, bit for bit.
+/// operation that runs on its system is declared for host code, here and in each method's
+/// `<method>/separate_ops.hpp` (which `<gradcomp/gradcomp.hpp>` includes), and defined by
+/// `<gradcomp/separate_kernels.hpp>`: one translation unit, compiled with Thrust (by nvcc for the
+/// GPU), instantiates them for a Thrust system with `GRADCOMP_INSTANTIATE_KERNELS(Kernels, System)`,
+/// for `float` and `double`. The program links the two; the results are those of
+/// `thrust_backend<System>`, bit for bit.
 ///
 /// `cuda_backend` names the usual case: the kernels of `thrust::system::cuda::tag`, instantiated
 /// in a `.cu` file with `GRADCOMP_INSTANTIATE_KERNELS(gradcomp::cuda_kernels,
@@ -28,8 +29,6 @@
 #include "detail/magnitude.hpp"
 #include "detail/state_bounds.hpp"
 #include "momentum_kind.hpp"
-#include "dgc/step_plan.hpp"
-#include "ef_signsgd/step_plan.hpp"
 #include "error.hpp"
 #include "selection_types.hpp"
 #include "span.hpp"
@@ -82,6 +81,10 @@ using cuda_backend = separate_backend<cuda_kernels>;
 
 namespace detail {
 
+/// A view of a separate backend's memory.
+template <class U, class Kernels>
+using separate_view = span<U, separate_space<Kernels>>;
+
 /// The memory operations of a separate backend, defined with its kernels.
 template <class Kernels>
 struct separate_memory {
@@ -95,7 +98,6 @@ struct separate_memory {
   static void wait(stream_type s);
   static bool all_below(stream_type s, const std::uint32_t* idx, std::size_t k, std::size_t n);
   static errc check_positions(stream_type s, const std::uint32_t* idx, std::size_t k, std::size_t n);
-  static void ef_sign_plan(stream_type s, ef_sign_record* records, std::size_t count, ef_sign_step_record* step);
 };
 
 /// Owning storage of n elements in a separate backend's memory; copies are deep, moves take the
@@ -144,13 +146,14 @@ class separate_buffer {
   std::size_t size_ = 0;
 };
 
-/// The operations of a separate backend on `T`, each `ops<thrust_backend<System>>`'s (or
-/// `ef_sign_ops`') of the same name, defined with its kernels.
+/// The operations of a separate backend on `T`, each `ops<thrust_backend<System>>`'s of the same
+/// name, defined with its kernels (each method's kernels are in its own folder:
+/// `<method>/separate_ops.hpp`).
 template <class Kernels, class T>
 struct separate_kernels {
   using backend = separate_backend<Kernels>;
   template <class U>
-  using view = span<U, separate_space<Kernels>>;
+  using view = separate_view<U, Kernels>;
 
   static std::size_t exact_topk_workspace_bytes(std::size_t n, std::size_t k);
   static result<std::size_t> exact_topk(const backend& on, view<const T> values, std::size_t k,
@@ -160,21 +163,6 @@ struct separate_kernels {
   static result<selection_result<T>> sampled_threshold_select(const backend& on, view<const T> values, std::size_t k,
                                                               const sampled_threshold_config& cfg, std::uint64_t seed,
                                                               view<std::uint32_t> out, view<std::byte> workspace);
-  static void dgc_read_gradient(const backend& on, gradient_read read, view<const T> g,
-                                view<dgc_tensor_record<T>> records, std::size_t t);
-  static void dgc_plan(const backend& on, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
-                       view<dgc_step_record> step);
-  static void dgc_exact_bounds(const backend& on, momentum_kind kind, T m, view<const T> g, view<const T> u,
-                               view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t);
-  static void dgc_settle_guard(const backend& on, view<const dgc_tensor_record<T>> records,
-                               view<dgc_step_record> step);
-  static void dgc_dense_step(const backend& on, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
-                             std::size_t t, view<const dgc_step_record> step);
-  static void dgc_compressed_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
-                                  view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
-                                  view<std::byte> workspace, view<dgc_tensor_record<T>> records, std::size_t t,
-                                  view<const dgc_step_record> step);
-  static void dgc_commit(const backend& on, view<dgc_tensor_record<T>> records, view<dgc_step_record> step);
   static void fill_zero(const backend& on, view<T> x);
   static void add(const backend& on, view<const T> values, view<T> acc);
   static void scatter_add(const backend& on, view<const std::uint32_t> idx, view<const T> values, view<T> acc);
@@ -192,10 +180,6 @@ struct separate_kernels {
                                   view<T> v);
   static void gather_and_zero(const backend& on, view<T> v, view<const std::uint32_t> idx, view<T> values);
   static void zero_at(const backend& on, view<T> u, view<const std::uint32_t> idx);
-  static void ef_sign_measure(const backend& on, T lr, view<const T> g, view<const T> e,
-                              view<ef_sign_record> records, std::size_t t);
-  static void ef_sign_apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
-                            view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step);
 };
 
 /// A separate backend's operations (docs/backends.md): memory here, the rest forwarded to the
@@ -250,52 +234,6 @@ struct ops<separate_backend<Kernels>> : one_tensor_at_a_time {
                                                               const sampled_threshold_config& cfg, std::uint64_t seed,
                                                               view<std::uint32_t> out, view<std::byte> workspace) {
     return kernels<T>::sampled_threshold_select(on, values, k, cfg, seed, out, workspace);
-  }
-
-  // --- The DGC step ---------------------------------------------------------------------------
-  struct selection_state_none {};
-  template <class T>
-  using selection_state = selection_state_none;
-  template <class T>
-  static std::size_t accumulate_and_select_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
-                                                           std::size_t n, std::size_t k) {
-    return kernels<T>::sampled_threshold_workspace_bytes(cfg, n, k);
-  }
-  template <class T>
-  static void dgc_read_gradient(const backend& on, gradient_read read, view<const T> g,
-                                view<dgc_tensor_record<T>> records, std::size_t t) {
-    kernels<T>::dgc_read_gradient(on, read, g, records, t);
-  }
-  template <class T>
-  static void dgc_plan(const backend& on, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
-                       view<dgc_step_record> step) {
-    kernels<T>::dgc_plan(on, records, plan, step);
-  }
-  template <class T>
-  static void dgc_exact_bounds(const backend& on, momentum_kind kind, T m, view<const T> g, view<const T> u,
-                               view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t) {
-    kernels<T>::dgc_exact_bounds(on, kind, m, g, u, v, records, t);
-  }
-  template <class T>
-  static void dgc_settle_guard(const backend& on, view<const dgc_tensor_record<T>> records,
-                               view<dgc_step_record> step) {
-    kernels<T>::dgc_settle_guard(on, records, step);
-  }
-  template <class T>
-  static void dgc_dense_step(const backend& on, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
-                             std::size_t t, view<const dgc_step_record> step) {
-    kernels<T>::dgc_dense_step(on, g, values, records, t, step);
-  }
-  template <class T>
-  static void dgc_compressed_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
-                                  view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
-                                  view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
-                                  std::size_t t, view<const dgc_step_record> step) {
-    kernels<T>::dgc_compressed_step(on, p, cfg, g, u, v, idx, values, workspace, records, t, step);
-  }
-  template <class T>
-  static void dgc_commit(const backend& on, view<dgc_tensor_record<T>> records, view<dgc_step_record> step) {
-    kernels<T>::dgc_commit(on, records, step);
   }
 
   // --- The aggregator's kernels and the public building blocks ------------------------------
@@ -360,28 +298,6 @@ struct ops<separate_backend<Kernels>> : one_tensor_at_a_time {
   }
   static errc check_positions(const backend& on, view<const std::uint32_t> idx, std::size_t n) {
     return memory::check_positions(on.stream, idx.data(), idx.size(), n);
-  }
-};
-
-/// EF-SignSGD's kernels on a separate backend, defined with its other kernels.
-template <class Kernels>
-struct ef_sign_ops<separate_backend<Kernels>> {
-  using backend = separate_backend<Kernels>;
-  template <class T>
-  using view = span<T, separate_space<Kernels>>;
-
-  template <class T>
-  static void measure(const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
-                      std::size_t t) {
-    separate_kernels<Kernels, T>::ef_sign_measure(on, lr, g, e, records, t);
-  }
-  static void plan(const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step) {
-    separate_memory<Kernels>::ef_sign_plan(on.stream, records.data(), records.size(), step.data());
-  }
-  template <class T>
-  static void apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
-                    view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step) {
-    separate_kernels<Kernels, T>::ef_sign_apply(on, lr, g, e, values, records, t, step);
   }
 };
 

@@ -16,6 +16,7 @@
 #include "thrust/system_backend.hpp"
 
 #include "adacomp/thrust_ops.hpp"
+#include "dgc/thrust_ops.hpp"
 #include "ef_signsgd/thrust_ops.hpp"
 #include "isgq/thrust_ops.hpp"
 #include "onebit/thrust_ops.hpp"

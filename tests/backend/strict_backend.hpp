@@ -34,6 +34,7 @@
 #include <gradcomp/saef/cpu_ops.hpp>
 #include <gradcomp/terngrad/cpu_ops.hpp>
 #include <gradcomp/cpu/ops.hpp>
+#include <gradcomp/dgc/cpu_ops.hpp>
 
 namespace gradcomp_test {
 
@@ -260,59 +261,6 @@ struct gradcomp::detail::ops<gradcomp_test::strict_backend> : gradcomp::detail::
   static std::size_t exact_topk_workspace_bytes(const backend&, std::size_t n, std::size_t k) {
     return cpu::exact_topk_workspace_bytes<T>(cpu_backend{}, n, k);
   }
-  template <class T>
-  static std::size_t accumulate_and_select_workspace_bytes(const backend&, const sampled_threshold_config& cfg,
-                                                           std::size_t n, std::size_t k) {
-    return cpu::accumulate_and_select_workspace_bytes<T>(cpu_backend{}, cfg, n, k);
-  }
-
-  // --- The DGC step ---
-  template <class T>
-  using selection_state = cpu::selection_state<T>;
-
-  template <class T>
-  static void dgc_read_gradient(const backend& b, gradient_read read, sspan<const T> g,
-                                sspan<dgc_tensor_record<T>> records, std::size_t t) {
-    run(b, [&] { cpu::dgc_read_gradient(cpu_backend{}, read, unwrap(g), unwrap(records), t); });
-  }
-  template <class T>
-  static void dgc_plan(const backend& b, sspan<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
-                       sspan<dgc_step_record> step) {
-    run(b, [&] { cpu::dgc_plan(cpu_backend{}, unwrap(records), plan, unwrap(step)); });
-  }
-  template <class T>
-  static void dgc_exact_bounds(const backend& b, momentum_kind kind, T m, sspan<const T> g, sspan<const T> u,
-                               sspan<const T> v, sspan<dgc_tensor_record<T>> records, std::size_t t) {
-    run(b, [&] {
-      cpu::dgc_exact_bounds(cpu_backend{}, kind, m, unwrap(g), unwrap(u), unwrap(v), unwrap(records), t);
-    });
-  }
-  template <class T>
-  static void dgc_settle_guard(const backend& b, sspan<const dgc_tensor_record<T>> records,
-                               sspan<dgc_step_record> step) {
-    run(b, [&] { cpu::dgc_settle_guard(cpu_backend{}, unwrap(records), unwrap(step)); });
-  }
-  template <class T>
-  static void dgc_dense_step(const backend& b, sspan<const T> g, sspan<T> values,
-                             sspan<dgc_tensor_record<T>> records, std::size_t t, sspan<const dgc_step_record> step) {
-    run(b, [&] { cpu::dgc_dense_step(cpu_backend{}, unwrap(g), unwrap(values), unwrap(records), t, unwrap(step)); });
-  }
-  template <class T>
-  static void dgc_compressed_step(const backend& b, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
-                                  sspan<const T> g, sspan<T> u, sspan<T> v, sspan<std::uint32_t> idx,
-                                  sspan<T> values, sspan<std::byte> workspace, selection_state<T>& guide,
-                                  sspan<dgc_tensor_record<T>> records, std::size_t t,
-                                  sspan<const dgc_step_record> step) {
-    run(b, [&] {
-      cpu::dgc_compressed_step(cpu_backend{}, p, cfg, unwrap(g), unwrap(u), unwrap(v), unwrap(idx), unwrap(values),
-                               unwrap(workspace), guide, unwrap(records), t, unwrap(step));
-    });
-  }
-  template <class T>
-  static void dgc_commit(const backend& b, sspan<dgc_tensor_record<T>> records, sspan<dgc_step_record> step) {
-    run(b, [&] { cpu::dgc_commit(cpu_backend{}, unwrap(records), unwrap(step)); });
-  }
-
   // --- The aggregator's kernels ---
   template <class T>
   static void fill_zero(const backend& b, sspan<T> x) {
@@ -385,6 +333,10 @@ template <class A>
 const A& pass(const A& a) {
   return a;
 }
+template <class A>
+A& pass(A& a) {  // state the kernel updates (the DGC step's selection state)
+  return a;
+}
 
 // A quantiser's kernels on strict memory (measure, plan, apply): the CPU's, `Cpu`, each call
 // counted and run with the memory open.
@@ -438,4 +390,30 @@ struct gradcomp::detail::saef_ops<gradcomp_test::strict_backend> {
   static void expand(const gradcomp_test::strict_backend& b, const A&... a) {
     gradcomp_test::strict_run(b, [&] { cpu::expand(cpu_backend{}, gradcomp_test::pass(a)...); });
   }
+};
+
+// The DGC step's kernels on strict memory: the CPU's, each call counted.
+template <>
+struct gradcomp::detail::dgc_ops<gradcomp_test::strict_backend> {
+  using cpu = dgc_ops<cpu_backend>;
+  template <class T>
+  using selection_state = cpu::selection_state<T>;
+  template <class T>
+  static std::size_t workspace_bytes(const gradcomp_test::strict_backend&, const sampled_threshold_config& cfg,
+                                     std::size_t n, std::size_t k) {
+    return cpu::workspace_bytes<T>(cpu_backend{}, cfg, n, k);
+  }
+#define GRADCOMP_TEST_STRICT_DGC(name)                                                              \
+  template <class... A>                                                                            \
+  static void name(const gradcomp_test::strict_backend& b, A&&... a) {                            \
+    gradcomp_test::strict_run(b, [&] { cpu::name(cpu_backend{}, gradcomp_test::pass(a)...); }); \
+  }
+  GRADCOMP_TEST_STRICT_DGC(read_gradient)
+  GRADCOMP_TEST_STRICT_DGC(plan)
+  GRADCOMP_TEST_STRICT_DGC(exact_bounds)
+  GRADCOMP_TEST_STRICT_DGC(settle_guard)
+  GRADCOMP_TEST_STRICT_DGC(dense_step)
+  GRADCOMP_TEST_STRICT_DGC(compressed_step)
+  GRADCOMP_TEST_STRICT_DGC(commit)
+#undef GRADCOMP_TEST_STRICT_DGC
 };

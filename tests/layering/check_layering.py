@@ -25,7 +25,7 @@ import sys
 
 # (layer, path patterns, the layers it may include besides itself). "*" is every layer.
 LAYERS = [
-    ("umbrella", ["gradcomp.hpp", "thrust.hpp"], ["*"]),
+    ("umbrella", ["gradcomp.hpp", "thrust.hpp", "separate_kernels.hpp"], ["*"]),
     ("core", ["error.hpp", "config.hpp", "version.hpp", "span.hpp", "backend.hpp",
               "backend_memory.hpp", "layout.hpp", "momentum_kind.hpp", "selection_types.hpp"], []),
     ("detail", ["detail/*"], ["core"]),
@@ -34,7 +34,7 @@ LAYERS = [
     ("thrust", ["thrust/*"], ["core", "detail", "cpu", "wire"]),
     ("select", ["select/*"], ["core", "detail", "cpu"]),
     ("common", ["common/*", "compressor.hpp", "aggregator.hpp", "snapshot.hpp"], ["core", "detail", "wire", "cpu", "select"]),
-    ("separate", ["separate_backend.hpp", "separate/*"], ["core", "detail", "cpu"]),
+    ("separate", ["separate_backend.hpp", "separate/*"], ["core", "detail", "cpu", "thrust"]),
     ("comm", ["comm/*"], ["core", "detail", "wire", "cpu", "thrust", "common"]),
     ("method", ["dgc/*", "topk/*", "ef_signsgd/*", "terngrad/*", "onebit/*", "qsgd/*", "adacomp/*",
                 "isgq/*", "saef/*", "isgq.hpp", "saef.hpp"],

@@ -1,6 +1,6 @@
 // The one translation unit that compiles the kernels of gradcomp::separate_backend<omp_kernels>
 // for Thrust's OpenMP system: the only file of the separate-backend tests that sees Thrust.
-#include <gradcomp/thrust/separate_kernels.hpp>
+#include <gradcomp/separate_kernels.hpp>
 #include <thrust/system/omp/execution_policy.h>
 
 #include "separate/kernels_tag.hpp"

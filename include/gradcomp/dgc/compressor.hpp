@@ -41,6 +41,7 @@
 #include "../span.hpp"
 #include "../wire/tensor_message.hpp"
 #include "clipping.hpp"
+#include "cpu_ops.hpp"
 #include "../momentum_kind.hpp"
 #include "step_plan.hpp"
 #include "../wire/decode.hpp"
@@ -156,6 +157,7 @@ template <class T, class Backend = cpu_backend>
 class dgc_compressor {
   static_assert(detail::is_selectable_v<T>, "dgc_compressor supports float and double");
   using ops = detail::ops<Backend>;
+  using kernels = detail::dgc_ops<Backend>;  // the step's kernels
   using space = memory_space_t<Backend>;
   template <class U>
   using buffer = typename ops::template buffer<U>;
@@ -224,7 +226,7 @@ class dgc_compressor {
         cap = std::max(cap, k);
         if (cfg_.selection == selection_method::sampled_threshold)
           ws_bytes = std::max(
-              ws_bytes, ops::template accumulate_and_select_workspace_bytes<T>(backend_, cfg_.sampling, n, k));
+              ws_bytes, kernels::template workspace_bytes<T>(backend_, cfg_.sampling, n, k));
         else
           ws_bytes = std::max(ws_bytes, ops::template exact_topk_workspace_bytes<T>(backend_, n, k));
       }
@@ -372,38 +374,38 @@ class dgc_compressor {
     // 1. Read every gradient before touching state: norms for clipping, or the largest
     // magnitudes, which also bound what the step adds to the state.
     if (plan.read != detail::gradient_read::none) {
-      auto read = [&](std::size_t t, std::size_t) { ops::dgc_read_gradient(on, plan.read, grads[t], records, t); };
+      auto read = [&](std::size_t t, std::size_t) { kernels::read_gradient(on, plan.read, grads[t], records, t); };
       ops::for_each(on, exec_, all, read);
     }
     // 2. The verdict: finiteness, clip coefficients, the overflow guard (exact pass where the
     // bounds come near the largest finite value).
-    ops::dgc_plan(on, records, plan, step);
+    kernels::plan(on, records, plan, step);
     if (plan.read != detail::gradient_read::none) {
       auto exact = [&](std::size_t t, std::size_t) {
         tensor_state& st = tensors_[t];
-        ops::dgc_exact_bounds(on, plan.kind, tensor_plan.momentum, grads[t], readonly(st.u.view()),
+        kernels::exact_bounds(on, plan.kind, tensor_plan.momentum, grads[t], readonly(st.u.view()),
                               readonly(st.v.view()), records, t);
       };
       ops::for_each(on, exec_, compressed, exact);
-      ops::dgc_settle_guard(on, readonly(records), step);
+      kernels::settle_guard(on, readonly(records), step);
     }
     // 3. Every tensor's step, obeying the verdict. Each depends only on its own state and
     // gradient, so the tensors run in any order on any slot with the same result.
     auto step_tensor = [&](std::size_t t, std::size_t slot) {
       tensor_state& st = tensors_[t];
       if (!st.info.compressed) {
-        ops::dgc_dense_step(on, grads[t], st.values.view(), records, t, readonly(step));
+        kernels::dense_step(on, grads[t], st.values.view(), records, t, readonly(step));
         return;
       }
       detail::dgc_tensor_plan<T> p = tensor_plan;
       p.k = kept_count(st.info.numel, pending_.density);
       p.seed = detail::derive_seed(cfg_.seed, t, step_);
       const auto ws = workspace_.view().subspan(slot * workspace_bytes_, workspace_bytes_);
-      ops::dgc_compressed_step(on, p, cfg_.sampling, grads[t], st.u.view(), st.v.view(), st.indices.view(),
+      kernels::compressed_step(on, p, cfg_.sampling, grads[t], st.u.view(), st.v.view(), st.indices.view(),
                                st.values.view(), ws, guides_[t], records, t, readonly(step));
     };
     ops::for_each(on, exec_, all, step_tensor);
-    ops::dgc_commit(on, records, step);
+    kernels::commit(on, records, step);
     pending_.on = on;
     pending_.issued = true;
     payload_staged_ = false;
@@ -656,7 +658,7 @@ class dgc_compressor {
   std::vector<tensor_state> tensors_;
   buffer<record> records_;                        // one per tensor, in backend memory
   buffer<detail::dgc_step_record> step_record_;   // the step's verdict, in backend memory
-  std::vector<typename ops::template selection_state<T>> guides_;  // per tensor, the backend's
+  std::vector<typename kernels::template selection_state<T>> guides_;  // per tensor, the backend's
   buffer<std::byte> workspace_;
   std::size_t workspace_bytes_ = 0;
   // Bound of the largest message or snapshot of the registered tensors (see add_tensor).

@@ -218,5 +218,11 @@ GRADCOMP_HD void commit_dgc_step(dgc_tensor_record<T>* r, std::size_t count, dgc
   }
 }
 
+// A backend's kernels of the DGC step (docs/backends.md, "The DGC step"): every backend that runs
+// dgc_compressor specialises it (the CPU's is dgc/cpu_ops.hpp, the Thrust backend's
+// dgc/thrust_ops.hpp).
+template <class Backend>
+struct dgc_ops;
+
 }  // namespace detail
 }  // namespace gradcomp

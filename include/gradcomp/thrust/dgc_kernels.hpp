@@ -20,7 +20,6 @@
 #include "../detail/magnitude.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../momentum_kind.hpp"
-#include "../dgc/step_plan.hpp"
 #include "../error.hpp"
 #include "ordered_sum.hpp"
 #include "system_memory.hpp"
@@ -231,21 +230,6 @@ cpu::norm_result l2_norm(stream_t stream, const T* g, std::size_t n) {
   issue_l2_norm<T, System>(stream, g, n, w.data());
   return read_value<System>(stream, &w.data()->result);
 }
-
-// The magnitude keys one accumulation would leave at i, writing nothing; zero keys where the
-// tensor's record does not ask for them (dgc_exact_bounds: only a tensor marked by the overflow
-// guard).
-template <class T>
-struct marked_accumulated_keys {
-  accumulated_keys_op<T> op;
-  const dgc_tensor_record<T>* r;
-  GRADCOMP_HD key_pair<key_t<T>> operator()(std::size_t i) const {
-    if (r->status != static_cast<std::int32_t>(errc::state_overflow)) return key_pair<key_t<T>>{0, 0};
-    accumulated_keys_op<T> o = op;
-    o.c = static_cast<T>(r->coef);
-    return o(i);
-  }
-};
 
 // cpu::accumulated_magnitudes: what one accumulation would leave in u and v, writing nothing.
 // Waits.

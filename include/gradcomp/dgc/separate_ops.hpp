@@ -1,0 +1,60 @@
+// detail::dgc_ops<separate_backend<Kernels>>: the DGC step's kernels on a separate backend, each
+// dgc_ops<thrust_backend<System>>'s, declared for host code (no Thrust) and defined by
+// dgc/separate_kernels.hpp in the translation unit that compiles the backend's kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../momentum_kind.hpp"
+#include "../selection_types.hpp"
+#include "../separate_backend.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+// The Thrust backend keeps no per-tensor state between steps.
+struct dgc_separate_state {};
+
+// The kernels on T (dgc_ops' members of the same names).
+template <class Kernels, class T>
+struct dgc_separate_kernels {
+  using backend = separate_backend<Kernels>;
+  template <class U>
+  using view = separate_view<U, Kernels>;
+
+  static std::size_t workspace_bytes(const sampled_threshold_config& cfg, std::size_t n, std::size_t k);
+  static void read_gradient(const backend& on, gradient_read read, view<const T> g, view<dgc_tensor_record<T>> records,
+                            std::size_t t);
+  static void plan(const backend& on, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
+                   view<dgc_step_record> step);
+  static void exact_bounds(const backend& on, momentum_kind kind, T m, view<const T> g, view<const T> u,
+                           view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t);
+  static void settle_guard(const backend& on, view<const dgc_tensor_record<T>> records, view<dgc_step_record> step);
+  static void dense_step(const backend& on, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
+                         std::size_t t, view<const dgc_step_record> step);
+  static void compressed_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+                              view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
+                              view<std::byte> workspace, dgc_separate_state& state, view<dgc_tensor_record<T>> records,
+                              std::size_t t, view<const dgc_step_record> step);
+  static void commit(const backend& on, view<dgc_tensor_record<T>> records, view<dgc_step_record> step);
+};
+
+template <class Kernels>
+struct dgc_ops<separate_backend<Kernels>> : dgc_separate_kernels<Kernels, float>, dgc_separate_kernels<Kernels, double> {
+  using f = dgc_separate_kernels<Kernels, float>;
+  using d = dgc_separate_kernels<Kernels, double>;
+  template <class T>
+  using selection_state = dgc_separate_state;
+  template <class T>
+  static std::size_t workspace_bytes(const separate_backend<Kernels>&, const sampled_threshold_config& cfg,
+                                     std::size_t n, std::size_t k) {
+    return dgc_separate_kernels<Kernels, T>::workspace_bytes(cfg, n, k);
+  }
+  using f::read_gradient, d::read_gradient, f::plan, d::plan, f::exact_bounds, d::exact_bounds, f::settle_guard,
+      d::settle_guard, f::dense_step, d::dense_step, f::compressed_step, d::compressed_step, f::commit, d::commit;
+};
+
+}  // namespace detail
+}  // namespace gradcomp

@@ -1,0 +1,272 @@
+// detail::dgc_ops<thrust_backend<System>>: the DGC step's kernels on the portable Thrust backend
+// (dgc/step_plan.hpp). The step-level decisions run as single-thread operations over the records
+// in the system's memory; every per-tensor kernel reads the verdict there, so the host issues a
+// whole step without waiting for any of it. The arithmetic is the CPU backend's
+// (thrust/dgc_kernels.hpp), so every result is bitwise its.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include "../thrust/kernel_support.hpp"
+#include "../thrust/system_backend.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+namespace detail {
+namespace thrust_impl {
+
+// The step-level decisions of dgc/step_plan.hpp, run as single-thread steps.
+template <class T>
+struct plan_step_op {
+  dgc_tensor_record<T>* records;
+  std::size_t count;
+  dgc_step_plan plan;
+  dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t) const { plan_dgc_step(records, count, plan, step); }
+};
+template <class T>
+struct settle_guard_op {
+  const dgc_tensor_record<T>* records;
+  std::size_t count;
+  dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t) const { settle_dgc_guard(records, count, step); }
+};
+template <class T>
+struct commit_step_op {
+  dgc_tensor_record<T>* records;
+  std::size_t count;
+  dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t) const { commit_dgc_step(records, count, step); }
+};
+
+// --- The DGC step on the device: each operation reads the step's verdict and the tensor's record
+// where they are, and writes the record there; the host issues them without waiting. ----------
+
+// The gradient's norm (cpu::norm_result) into the tensor's record.
+template <class T>
+struct record_norm {
+  const cpu::norm_result* n;
+  dgc_tensor_record<T>* r;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    r->norm_scale = n->finite ? n->scale : 1.0;
+    r->norm_root = n->finite ? n->root : quiet_nan();
+    r->largest = n->scale == 1.0 ? r->norm_root : n->scale;
+  }
+};
+
+// The gradient's largest magnitude (NaN for a NaN or an infinity) into the tensor's record.
+template <class T>
+struct record_largest {
+  const key_t<T>* key;
+  dgc_tensor_record<T>* r;
+  GRADCOMP_HD void operator()(std::size_t) const { r->largest = value_of_largest_key<T>(*key); }
+};
+
+// The exact magnitudes of a tensor the overflow guard marked (detail::settle_exact_bounds).
+template <class T>
+struct record_exact_bounds {
+  const key_pair<key_t<T>>* keys;
+  dgc_tensor_record<T>* r;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    if (r->status != static_cast<std::int32_t>(errc::state_overflow)) return;
+    const state_magnitudes e = magnitudes_of<T>(*keys);
+    settle_exact_bounds(*r, e.u, e.v, e.finite);
+  }
+};
+
+// A dense tensor's clipped gradient, where the verdict allows.
+template <class T>
+struct dense_step_op {
+  const T* g;
+  T* values;
+  const dgc_tensor_record<T>* r;
+  const dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (step_may_run(*step)) values[i] = static_cast<T>(r->coef) * g[i];
+  }
+};
+template <class T>
+struct record_kept {
+  dgc_tensor_record<T>* r;
+  const dgc_step_record* step;
+  std::uint64_t kept;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    if (step_may_run(*step)) r->kept = kept;
+  }
+};
+
+// Momentum correction into the accumulator with the record's clip coefficient, where the verdict
+// allows.
+template <class T>
+struct step_accumulate_op {
+  momentum_accumulate_op<T> op;
+  const dgc_tensor_record<T>* r;
+  const dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (!step_may_run(*step)) return;
+    momentum_accumulate_op<T> o = op;
+    o.c = static_cast<T>(r->coef);
+    o(i);
+  }
+};
+
+// A tensor whose selection could not be issued (a workspace too small), where the verdict allows.
+template <class T>
+struct fail_tensor {
+  dgc_tensor_record<T>* r;
+  const dgc_step_record* step;
+  errc e;
+  GRADCOMP_HD void operator()(std::size_t) const {
+    if (step_may_run(*step)) r->status = static_cast<std::int32_t>(e);
+  }
+};
+
+// The selected entries moved out of the accumulator (and masked in the momentum): entry j of the
+// selection, where the verdict allows and the selection succeeded with more than j entries.
+template <class T>
+struct step_gather_op {
+  gather_and_zero_op<T> op;
+  const dgc_tensor_record<T>* r;
+  const dgc_step_record* step;
+  GRADCOMP_HD void operator()(std::size_t j) const {
+    if (step_may_run(*step) && r->status == static_cast<std::int32_t>(errc::ok) && j < r->kept) op(j);
+  }
+};
+
+// The magnitude keys one accumulation would leave at i, writing nothing; zero keys where the
+// tensor's record does not ask for them (dgc_ops::exact_bounds: only a tensor marked by the overflow
+// guard).
+template <class T>
+struct marked_accumulated_keys {
+  accumulated_keys_op<T> op;
+  const dgc_tensor_record<T>* r;
+  GRADCOMP_HD key_pair<key_t<T>> operator()(std::size_t i) const {
+    if (r->status != static_cast<std::int32_t>(errc::state_overflow)) return key_pair<key_t<T>>{0, 0};
+    accumulated_keys_op<T> o = op;
+    o.c = static_cast<T>(r->coef);
+    return o(i);
+  }
+};
+
+}  // namespace thrust_impl
+
+template <class System>
+struct dgc_ops<thrust_backend<System>> {
+  using backend = thrust_backend<System>;
+  template <class T>
+  using view = thrust_view<T, System>;
+
+  // The step-level functions run in single-thread operations; the per-tensor ones read the
+  // verdict and their tensor's record in the system's memory and write the record there. The
+  // compressed step runs its parts one after the other (no per-tensor state between steps).
+  struct selection_state_none {};
+  template <class T>
+  using selection_state = selection_state_none;
+
+  template <class T>
+  static std::size_t workspace_bytes(const backend&, const sampled_threshold_config& cfg, std::size_t n, std::size_t k) {
+    return thrust_impl::sampled_threshold_workspace_bytes<T, System>(cfg, n, k);
+  }
+
+  template <class T>
+  static void read_gradient(const backend& on, gradient_read read, view<const T> g,
+                                view<dgc_tensor_record<T>> records, std::size_t t) {
+    dgc_tensor_record<T>* r = records.data() + t;
+    if (read == gradient_read::norm) {
+      thrust_impl::scratch<thrust_impl::norm_scratch<T>, System> w(on.stream, 1);
+      thrust_impl::issue_l2_norm<T, System>(on.stream, g.data(), g.size(), w.data());
+      thrust_impl::run_once<System>(on.stream, thrust_impl::record_norm<T>{&w.data()->result, r});
+    } else if (read == gradient_read::largest) {
+      thrust_impl::scratch<key_t<T>, System> key(on.stream, 1);
+      const auto keys = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
+                                                        thrust_impl::key_of_values<T>{g.data()});
+      thrust_impl::execution<System>::reduce_into(on.stream, keys, g.size(), key_t<T>(0),
+                                                  thrust_impl::key_max<key_t<T>>{}, key.data());
+      thrust_impl::run_once<System>(on.stream, thrust_impl::record_largest<T>{key.data(), r});
+    }
+  }
+  template <class T>
+  static void plan(const backend& on, view<dgc_tensor_record<T>> records, const dgc_step_plan& plan,
+                       view<dgc_step_record> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::plan_step_op<T>{records.data(), records.size(), plan, step.data()});
+  }
+  // Where the guard marked the tensor: the step's exact magnitudes. The reduction runs for every
+  // compressed tensor (the mark is on the device) and reads the data only for a marked one.
+  template <class T>
+  static void exact_bounds(const backend& on, momentum_kind kind, T m, view<const T> g, view<const T> u,
+                               view<const T> v, view<dgc_tensor_record<T>> records, std::size_t t) {
+    using pair = thrust_impl::key_pair<key_t<T>>;
+    dgc_tensor_record<T>* r = records.data() + t;
+    thrust_impl::scratch<pair, System> keys(on.stream, 1);
+    const auto marked = thrust::make_transform_iterator(
+        thrust::counting_iterator<std::size_t>(0),
+        thrust_impl::marked_accumulated_keys<T>{
+            thrust_impl::accumulated_keys_op<T>{kind, m, T(0), g.data(), u.data(), v.data()}, r});
+    thrust_impl::execution<System>::reduce_into(on.stream, marked, g.size(), pair{0, 0},
+                                                thrust_impl::key_pair_max<key_t<T>>{}, keys.data());
+    thrust_impl::run_once<System>(on.stream, thrust_impl::record_exact_bounds<T>{keys.data(), r});
+  }
+  template <class T>
+  static void settle_guard(const backend& on, view<const dgc_tensor_record<T>> records,
+                               view<dgc_step_record> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::settle_guard_op<T>{records.data(), records.size(), step.data()});
+  }
+  // A dense tensor's step: the clipped gradient, whole.
+  template <class T>
+  static void dense_step(const backend& on, view<const T> g, view<T> values, view<dgc_tensor_record<T>> records,
+                             std::size_t t, view<const dgc_step_record> step) {
+    dgc_tensor_record<T>* r = records.data() + t;
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
+                       thrust_impl::dense_step_op<T>{g.data(), values.data(), r, step.data()});
+    thrust_impl::run_once<System>(on.stream, thrust_impl::record_kept<T>{r, step.data(), g.size()});
+  }
+  // A compressed tensor's step: momentum correction into the accumulator, the selection (exact
+  // top-k or sampled threshold, published into the record), the selected entries moved out and
+  // momentum factor masking; every part obeys the verdict on the device.
+  template <class T>
+  static void compressed_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+                                  view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
+                                  view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
+                                  std::size_t t, view<const dgc_step_record> step) {
+    dgc_tensor_record<T>* r = records.data() + t;
+    const std::int32_t* gate = &step.data()->status;
+    const thrust::counting_iterator<std::size_t> first(0);
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), first, g.size(),
+                       thrust_impl::step_accumulate_op<T>{thrust_impl::momentum_accumulate_op<T>{
+                                                              p.kind, p.momentum, T(0), g.data(), u.data(), v.data()},
+                                                          r, step.data()});
+    const thrust_impl::selection_sink<T> sink{&r->selection, &r->status, &r->kept};
+    workspace_carver carver(span<std::byte>(workspace.data(), workspace.size()));
+    result<void> issued;
+    if (p.exact) {
+      const auto s =
+          thrust_impl::issue_exact_topk<T, System>(on.stream, v.data(), v.size(), p.k, idx.data(), carver, gate);
+      if (s) thrust_impl::run_once<System>(on.stream, thrust_impl::publish_exact<T>{*s, sink, p.k});
+      else issued = fail(s.error());
+    } else {
+      issued = thrust_impl::issue_sampled_threshold<T, System>(on.stream, v.data(), v.size(), p.k, cfg, p.seed,
+                                                               idx.data(), carver, sink, gate);
+    }
+    if (!issued) thrust_impl::run_once<System>(on.stream, thrust_impl::fail_tensor<T>{r, step.data(), issued.error()});
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), first, p.k,
+                       thrust_impl::step_gather_op<T>{
+                           thrust_impl::gather_and_zero_op<T>{v.data(), idx.data(), values.data(),
+                                                              p.masking ? u.data() : nullptr},
+                           r, step.data()});
+  }
+  template <class T>
+  static void commit(const backend& on, view<dgc_tensor_record<T>> records, view<dgc_step_record> step) {
+    thrust_impl::run_once<System>(on.stream,
+                                  thrust_impl::commit_step_op<T>{records.data(), records.size(), step.data()});
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp

@@ -1,0 +1,37 @@
+// detail::ef_sign_ops<separate_backend<Kernels>>: EF-SignSGD's kernels on a separate backend, each
+// ef_sign_ops<thrust_backend<System>>'s, declared for host code (no Thrust) and defined by
+// ef_signsgd/separate_kernels.hpp in the translation unit that compiles the backend's kernels.
+#pragma once
+
+#include <cstddef>
+
+#include "../separate_backend.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+// The kernels on T (ef_sign_ops' members of the same names).
+template <class Kernels, class T>
+struct ef_sign_separate_kernels {
+  using backend = separate_backend<Kernels>;
+  template <class U>
+  using view = separate_view<U, Kernels>;
+
+  static void measure(const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
+                      std::size_t t);
+  static void plan(const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step);
+  static void apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
+                    view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step);
+};
+
+template <class Kernels>
+struct ef_sign_ops<separate_backend<Kernels>> : ef_sign_separate_kernels<Kernels, float>,
+                                                ef_sign_separate_kernels<Kernels, double> {
+  using f = ef_sign_separate_kernels<Kernels, float>;
+  using d = ef_sign_separate_kernels<Kernels, double>;
+  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan does not depend on T
+};
+
+}  // namespace detail
+}  // namespace gradcomp
