@@ -85,6 +85,15 @@ namespace detail {
 template <class U, class Kernels>
 using separate_view = span<U, separate_space<Kernels>>;
 
+/// @cond GRADCOMP_INTERNAL
+// A method's kernels on a separate backend are a struct `Struct<Kernels, T>` whose operations one
+// list names, each as X(name, (parameters), (arguments)), a parameter `on` first; the list
+// declares them here (GRADCOMP_SEPARATE_DECLARE) and defines them, each the Thrust backend's
+// operation of the same name, in the unit that compiles the kernels (GRADCOMP_SEPARATE_DEFINE,
+// separate/thrust_kernels.hpp).
+#define GRADCOMP_SEPARATE_DECLARE(name, params, args) static void name params;
+/// @endcond
+
 /// The memory operations of a separate backend, defined with its kernels.
 template <class Kernels>
 struct separate_memory {

@@ -16,12 +16,24 @@
 
 #include "separate/thrust_kernels.hpp"
 
+#include "adacomp/separate_kernels.hpp"
 #include "dgc/separate_kernels.hpp"
 #include "ef_signsgd/separate_kernels.hpp"
+#include "isgq/separate_kernels.hpp"
+#include "onebit/separate_kernels.hpp"
+#include "qsgd/separate_kernels.hpp"
+#include "saef/separate_kernels.hpp"
+#include "terngrad/separate_kernels.hpp"
 
 /// Compiles the kernels of `separate_backend<Kernels>` for Thrust system `System` (for `float` and
 /// `double`), every method's, at namespace scope, in exactly one translation unit of the program.
-#define GRADCOMP_INSTANTIATE_KERNELS(Kernels, System)                                     \
-  GRADCOMP_INSTANTIATE_GENERIC_KERNELS(Kernels, System);                                  \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::dgc_separate_kernels, Kernels);         \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::ef_sign_separate_kernels, Kernels)
+#define GRADCOMP_INSTANTIATE_KERNELS(Kernels, System)                                 \
+  GRADCOMP_INSTANTIATE_GENERIC_KERNELS(Kernels, System);                              \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::adacomp_separate_kernels, Kernels); \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::dgc_separate_kernels, Kernels);     \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::ef_sign_separate_kernels, Kernels); \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::isgq_separate_kernels, Kernels);    \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::onebit_separate_kernels, Kernels);  \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::qsgd_separate_kernels, Kernels);    \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::saef_separate_kernels, Kernels);    \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::terngrad_separate_kernels, Kernels)

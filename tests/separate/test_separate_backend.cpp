@@ -14,6 +14,8 @@
 
 #include "backend/aggregator_conformance.hpp"
 #include "backend/conformance.hpp"
+#include "isgq/isgq_parity.hpp"
+#include "saef/saef_parity.hpp"
 #include "separate/kernels_tag.hpp"
 
 #if defined(THRUST_VERSION) || defined(__CUDACC__) || defined(CUDART_VERSION)
@@ -41,6 +43,22 @@ TEST_CASE("separate backend: EF-SignSGD steps and snapshots are the CPU backend'
   auto step = [](auto& c, std::size_t s) { return gradcomp_test::compress_and_encode(c, c.backend(), s); };
   auto make_ef = [](auto b) { return gradcomp_test::conformance_ef_signsgd(b); };
   gradcomp_test::check_snapshots_across_backends(backend{}, make_ef, step);
+}
+
+TEST_CASE("separate backend: TernGrad, 1-bit SGD, QSGD and AdaComp steps are the CPU backend's") {
+  gradcomp_test::check_terngrad_against_cpu(backend{}, nullptr);
+  gradcomp_test::check_onebit_against_cpu(backend{}, nullptr);
+  gradcomp_test::check_qsgd_against_cpu(backend{}, nullptr);
+  gradcomp_test::check_adacomp_against_cpu(backend{}, nullptr);
+}
+
+TEST_CASE("separate backend: ISGQ's messages and SAEF's loop are the CPU backend's") {
+  gradcomp_test::isgq_parity::check_isgq_against_cpu<float>(backend{});
+  gradcomp_test::isgq_parity::check_isgq_against_cpu<double>(backend{});
+  const backend b{};
+  gradcomp_test::saef_parity::check_against_cpu(b, [](const auto& on) { return gradcomp_test::saef_parity::topk(on); });
+  gradcomp_test::saef_parity::check_against_cpu(
+      b, [](const auto& on) { return gradcomp_test::saef_parity::scaled_sign(on); });
 }
 
 TEST_CASE("separate backend: the aggregator sums, guards and adds messages in its memory as on the CPU") {

@@ -1,5 +1,5 @@
-// The definitions of ef_signsgd/separate_ops.hpp: each ef_sign_ops<thrust_backend<System>>'s, for
-// the translation unit that compiles a separate backend's kernels (<gradcomp/separate_kernels.hpp>).
+// The definitions of ef_signsgd/separate_ops.hpp: each ef_sign_ops<thrust_backend<System>>'s, for the
+// translation unit that compiles a separate backend's kernels (<gradcomp/separate_kernels.hpp>).
 #pragma once
 
 #include "../separate/thrust_kernels.hpp"
@@ -9,24 +9,10 @@
 namespace gradcomp {
 namespace detail {
 
-template <class Kernels>
-using ef_sign_thrust_ops = ef_sign_ops<thrust_of_t<Kernels>>;
-
-GRADCOMP_SEPARATE_KERNEL(ef_sign_separate_kernels, measure, void)(const backend& on, T lr, view<const T> g,
-                                                                  view<const T> e, view<ef_sign_record> records,
-                                                                  std::size_t t) {
-  ef_sign_thrust_ops<Kernels>::measure(as_thrust(on), lr, as_thrust(g), as_thrust(e), as_thrust(records), t);
-}
-GRADCOMP_SEPARATE_KERNEL(ef_sign_separate_kernels, plan, void)(const backend& on, view<ef_sign_record> records,
-                                                               view<ef_sign_step_record> step) {
-  ef_sign_thrust_ops<Kernels>::plan(as_thrust(on), as_thrust(records), as_thrust(step));
-}
-GRADCOMP_SEPARATE_KERNEL(ef_sign_separate_kernels, apply, void)(const backend& on, T lr, view<const T> g, view<T> e,
-                                                                view<T> values, view<const ef_sign_record> records,
-                                                                std::size_t t, view<const ef_sign_step_record> step) {
-  ef_sign_thrust_ops<Kernels>::apply(as_thrust(on), lr, as_thrust(g), as_thrust(e), as_thrust(values),
-                                     as_thrust(records), t, as_thrust(step));
-}
+#define GRADCOMP_DETAIL_EF_SIGN_DEFINE(name, params, args) \
+  GRADCOMP_SEPARATE_DEFINE(ef_sign_separate_kernels, ef_sign_ops, name, params, args)
+GRADCOMP_DETAIL_EF_SIGN_SEPARATE(GRADCOMP_DETAIL_EF_SIGN_DEFINE)
+#undef GRADCOMP_DETAIL_EF_SIGN_DEFINE
 
 }  // namespace detail
 }  // namespace gradcomp

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "../separate_backend.hpp"
 #include "step_plan.hpp"
@@ -11,26 +12,34 @@
 namespace gradcomp {
 namespace detail {
 
-// The kernels on T (ef_sign_ops' members of the same names).
+// The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
+#define GRADCOMP_DETAIL_EF_SIGN_SEPARATE(X)                                                                   \
+  X(measure,                                                                                                  \
+    (const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records, std::size_t t), \
+    (on, lr, g, e, records, t))                                                                               \
+  X(plan,                                                                                                     \
+    (const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step),                        \
+    (on, records, step))                                                                                      \
+  X(apply,                                                                                                    \
+    (const backend& on, T lr, view<const T> g, view<T> e, view<T> values, view<const ef_sign_record> records, \
+     std::size_t t, view<const ef_sign_step_record> step),                                                    \
+    (on, lr, g, e, values, records, t, step))
+
+// The kernels on T.
 template <class Kernels, class T>
 struct ef_sign_separate_kernels {
   using backend = separate_backend<Kernels>;
   template <class U>
   using view = separate_view<U, Kernels>;
-
-  static void measure(const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records,
-                      std::size_t t);
-  static void plan(const backend& on, view<ef_sign_record> records, view<ef_sign_step_record> step);
-  static void apply(const backend& on, T lr, view<const T> g, view<T> e, view<T> values,
-                    view<const ef_sign_record> records, std::size_t t, view<const ef_sign_step_record> step);
+  GRADCOMP_DETAIL_EF_SIGN_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
 };
 
 template <class Kernels>
-struct ef_sign_ops<separate_backend<Kernels>> : ef_sign_separate_kernels<Kernels, float>,
-                                                ef_sign_separate_kernels<Kernels, double> {
+struct ef_sign_ops<separate_backend<Kernels>>
+    : ef_sign_separate_kernels<Kernels, float>, ef_sign_separate_kernels<Kernels, double> {
   using f = ef_sign_separate_kernels<Kernels, float>;
   using d = ef_sign_separate_kernels<Kernels, double>;
-  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan does not depend on T
+  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
 };
 
 }  // namespace detail

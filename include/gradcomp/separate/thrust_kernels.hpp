@@ -42,6 +42,11 @@ template <class A>
 const A& as_thrust(const A& a) noexcept {
   return a;
 }
+// f with every argument as the Thrust backend's.
+template <class F, class... A>
+void call_on_thrust(F f, const A&... a) {
+  f(as_thrust(a)...);
+}
 
 // ---- Memory ----
 template <class Kernels>
@@ -92,6 +97,15 @@ errc separate_memory<Kernels>::check_positions(stream_type s, const std::uint32_
   template <class Kernels, class T>                 \
   __VA_ARGS__ Struct<Kernels, T>::name
 #define GRADCOMP_DETAIL_SEPARATE(name, ...) GRADCOMP_SEPARATE_KERNEL(separate_kernels, name, __VA_ARGS__)
+#define GRADCOMP_DETAIL_EXPAND(...) __VA_ARGS__
+// The definition of the operation `name` of a method's kernels `Struct<Kernels, T>` on a separate
+// backend (declared by GRADCOMP_SEPARATE_DECLARE, separate_backend.hpp): `Ops<thrust_backend<System>>`'s
+// operation of the same name, with the same arguments.
+#define GRADCOMP_SEPARATE_DEFINE(Struct, Ops, name, params, args)                                              \
+  template <class Kernels, class T>                                                                           \
+  void Struct<Kernels, T>::name params {                                                                      \
+    call_on_thrust([](const auto&... a) { Ops<thrust_of_t<Kernels>>::name(a...); }, GRADCOMP_DETAIL_EXPAND args); \
+  }
 
 GRADCOMP_DETAIL_SEPARATE(exact_topk_workspace_bytes, std::size_t)(std::size_t n, std::size_t k) {
   return ops<thrust_of_t<Kernels>>::template exact_topk_workspace_bytes<T>(thrust_of_t<Kernels>{}, n, k);

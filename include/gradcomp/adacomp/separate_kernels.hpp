@@ -1,0 +1,18 @@
+// The definitions of adacomp/separate_ops.hpp: each adacomp_ops<thrust_backend<System>>'s, for the
+// translation unit that compiles a separate backend's kernels (<gradcomp/separate_kernels.hpp>).
+#pragma once
+
+#include "../separate/thrust_kernels.hpp"
+#include "separate_ops.hpp"
+#include "thrust_ops.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+#define GRADCOMP_DETAIL_ADACOMP_DEFINE(name, params, args) \
+  GRADCOMP_SEPARATE_DEFINE(adacomp_separate_kernels, adacomp_ops, name, params, args)
+GRADCOMP_DETAIL_ADACOMP_SEPARATE(GRADCOMP_DETAIL_ADACOMP_DEFINE)
+#undef GRADCOMP_DETAIL_ADACOMP_DEFINE
+
+}  // namespace detail
+}  // namespace gradcomp

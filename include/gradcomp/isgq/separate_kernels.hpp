@@ -1,0 +1,18 @@
+// The definitions of isgq/separate_ops.hpp: each isgq_ops<thrust_backend<System>>'s, for the
+// translation unit that compiles a separate backend's kernels (<gradcomp/separate_kernels.hpp>).
+#pragma once
+
+#include "../separate/thrust_kernels.hpp"
+#include "separate_ops.hpp"
+#include "thrust_ops.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+#define GRADCOMP_DETAIL_ISGQ_DEFINE(name, params, args) \
+  GRADCOMP_SEPARATE_DEFINE(isgq_separate_kernels, isgq_ops, name, params, args)
+GRADCOMP_DETAIL_ISGQ_SEPARATE(GRADCOMP_DETAIL_ISGQ_DEFINE)
+#undef GRADCOMP_DETAIL_ISGQ_DEFINE
+
+}  // namespace detail
+}  // namespace gradcomp

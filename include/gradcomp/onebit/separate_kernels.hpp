@@ -1,0 +1,18 @@
+// The definitions of onebit/separate_ops.hpp: each onebit_ops<thrust_backend<System>>'s, for the
+// translation unit that compiles a separate backend's kernels (<gradcomp/separate_kernels.hpp>).
+#pragma once
+
+#include "../separate/thrust_kernels.hpp"
+#include "separate_ops.hpp"
+#include "thrust_ops.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+#define GRADCOMP_DETAIL_ONEBIT_DEFINE(name, params, args) \
+  GRADCOMP_SEPARATE_DEFINE(onebit_separate_kernels, onebit_ops, name, params, args)
+GRADCOMP_DETAIL_ONEBIT_SEPARATE(GRADCOMP_DETAIL_ONEBIT_DEFINE)
+#undef GRADCOMP_DETAIL_ONEBIT_DEFINE
+
+}  // namespace detail
+}  // namespace gradcomp

@@ -1,0 +1,47 @@
+// detail::onebit_ops<separate_backend<Kernels>>: 1-bit SGD's kernels on a separate backend, each
+// onebit_ops<thrust_backend<System>>'s, declared for host code (no Thrust) and defined by
+// onebit/separate_kernels.hpp in the translation unit that compiles the backend's kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../separate_backend.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+// The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
+#define GRADCOMP_DETAIL_ONEBIT_SEPARATE(X)                                                          \
+  X(measure,                                                                                        \
+    (const backend& on, view<const T> g, view<const T> r, view<onebit_partial<T>> partials,         \
+     view<onebit_column> cols, view<onebit_record> records, std::size_t t),                         \
+    (on, g, r, partials, cols, records, t))                                                         \
+  X(plan,                                                                                           \
+    (const backend& on, view<const onebit_record> records, view<onebit_step_record> step),          \
+    (on, records, step))                                                                            \
+  X(apply,                                                                                          \
+    (const backend& on, view<const T> g, view<T> r, view<T> values, view<const onebit_column> cols, \
+     view<const onebit_record> records, std::size_t t, view<const onebit_step_record> step),        \
+    (on, g, r, values, cols, records, t, step))
+
+// The kernels on T.
+template <class Kernels, class T>
+struct onebit_separate_kernels {
+  using backend = separate_backend<Kernels>;
+  template <class U>
+  using view = separate_view<U, Kernels>;
+  GRADCOMP_DETAIL_ONEBIT_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
+};
+
+template <class Kernels>
+struct onebit_ops<separate_backend<Kernels>>
+    : onebit_separate_kernels<Kernels, float>, onebit_separate_kernels<Kernels, double> {
+  using f = onebit_separate_kernels<Kernels, float>;
+  using d = onebit_separate_kernels<Kernels, double>;
+  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
+};
+
+}  // namespace detail
+}  // namespace gradcomp

@@ -1,0 +1,48 @@
+// detail::qsgd_ops<separate_backend<Kernels>>: QSGD's kernels on a separate backend, each
+// qsgd_ops<thrust_backend<System>>'s, declared for host code (no Thrust) and defined by
+// qsgd/separate_kernels.hpp in the translation unit that compiles the backend's kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../separate_backend.hpp"
+#include "step_plan.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+// The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
+#define GRADCOMP_DETAIL_QSGD_SEPARATE(X)                                                        \
+  X(measure,                                                                                    \
+    (const backend& on, const qsgd_step_params& p, view<const T> g, view<float> measured,       \
+     view<qsgd_record> records, std::size_t t),                                                 \
+    (on, p, g, measured, records, t))                                                           \
+  X(plan,                                                                                       \
+    (const backend& on, view<const qsgd_record> records, view<qsgd_step_record> step),          \
+    (on, records, step))                                                                        \
+  X(apply,                                                                                      \
+    (const backend& on, const qsgd_step_params& p, view<const T> g, view<const float> measured, \
+     view<float> scales, view<T> values, view<const qsgd_record> records, std::size_t t,        \
+     view<const qsgd_step_record> step),                                                        \
+    (on, p, g, measured, scales, values, records, t, step))
+
+// The kernels on T.
+template <class Kernels, class T>
+struct qsgd_separate_kernels {
+  using backend = separate_backend<Kernels>;
+  template <class U>
+  using view = separate_view<U, Kernels>;
+  GRADCOMP_DETAIL_QSGD_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
+};
+
+template <class Kernels>
+struct qsgd_ops<separate_backend<Kernels>>
+    : qsgd_separate_kernels<Kernels, float>, qsgd_separate_kernels<Kernels, double> {
+  using f = qsgd_separate_kernels<Kernels, float>;
+  using d = qsgd_separate_kernels<Kernels, double>;
+  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
+};
+
+}  // namespace detail
+}  // namespace gradcomp
