@@ -92,6 +92,26 @@ using separate_view = span<U, separate_space<Kernels>>;
 // operation of the same name, in the unit that compiles the kernels (GRADCOMP_SEPARATE_DEFINE,
 // separate/thrust_kernels.hpp).
 #define GRADCOMP_SEPARATE_DECLARE(name, params, args) static void name params;
+// Declares the kernels `Struct<Kernels, T>` whose operations LIST names (above).
+#define GRADCOMP_SEPARATE_KERNELS(Struct, LIST) \
+  template <class Kernels, class T>             \
+  struct Struct {                               \
+    using backend = separate_backend<Kernels>;  \
+    template <class U>                          \
+    using view = separate_view<U, Kernels>;     \
+    LIST(GRADCOMP_SEPARATE_DECLARE)             \
+  }
+/// @endcond
+
+/// @cond GRADCOMP_INTERNAL
+// A method's kernels template on a separate backend derives from its kernels for float (f) and
+// double (d), and brings in each operation of both (one of them for an operation that does not
+// depend on T); overload resolution picks by the views' element type.
+template <template <class, class> class Kernels_of, class Kernels>
+struct separate_method_ops : Kernels_of<Kernels, float>, Kernels_of<Kernels, double> {
+  using f = Kernels_of<Kernels, float>;
+  using d = Kernels_of<Kernels, double>;
+};
 /// @endcond
 
 /// The memory operations of a separate backend, defined with its kernels.

@@ -205,7 +205,7 @@ result<void> read_snapshot(const Backend& backend, span<const std::byte> msg,
       for (std::size_t i = word::step_low; i <= word::seed_high; ++i)
         if (!is_count(words[i], two32)) return fail(errc::malformed_payload);
       if (!is_count(words[word::momentum_correction], 2.0) || !is_count(words[word::nesterov], 2.0) ||
-          !is_count(words[word::selection], static_cast<double>(wire::snapshot_selection_count)))
+          !wire::is_snapshot_selection_word(words[word::selection]))
         return fail(errc::malformed_payload);
     }
     if (const char* field = settings_differ(static_cast<const double*>(words)))

@@ -310,6 +310,19 @@ TEST_CASE("state words of the current layout: integers in their ranges") {
     words[w] = 2.0;
     CHECK(check(snapshot, {state_section(words)}) == errc::malformed_payload);
   }
+  // The method word: gradcomp's codes, then the codes of methods outside it from 65536.
+  for (const double x : {6.0, 65536.0, 4294967295.0}) {
+    CAPTURE(x);
+    auto words = state_words();
+    words[wire::state_word::selection] = x;
+    CHECK(check(snapshot, {state_section(words)}) == errc::ok);
+  }
+  for (const double x : {7.0, 65535.0, 65536.5}) {
+    CAPTURE(x);
+    auto words = state_words();
+    words[wire::state_word::selection] = x;
+    CHECK(check(snapshot, {state_section(words)}) == errc::malformed_payload);
+  }
   // The method: DGC's two selections, EF-SignSGD, TernGrad, 1-bit SGD and QSGD, nothing beyond.
   for (std::uint32_t m = 0; m <= wire::snapshot_selection_count; ++m) {
     CAPTURE(m);

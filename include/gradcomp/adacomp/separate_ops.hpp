@@ -27,21 +27,13 @@ namespace detail {
      view<adacomp_record> records, std::size_t t, view<const adacomp_step_record> step),                       \
     (on, g, r, bin, indices, values, bins, offsets, records, t, step))
 
-// The kernels on T.
-template <class Kernels, class T>
-struct adacomp_separate_kernels {
-  using backend = separate_backend<Kernels>;
-  template <class U>
-  using view = separate_view<U, Kernels>;
-  GRADCOMP_DETAIL_ADACOMP_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
-};
+GRADCOMP_SEPARATE_KERNELS(adacomp_separate_kernels, GRADCOMP_DETAIL_ADACOMP_SEPARATE);
 
 template <class Kernels>
-struct adacomp_ops<separate_backend<Kernels>>
-    : adacomp_separate_kernels<Kernels, float>, adacomp_separate_kernels<Kernels, double> {
-  using f = adacomp_separate_kernels<Kernels, float>;
-  using d = adacomp_separate_kernels<Kernels, double>;
-  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
+struct adacomp_ops<separate_backend<Kernels>> : separate_method_ops<adacomp_separate_kernels, Kernels> {
+  using base = separate_method_ops<adacomp_separate_kernels, Kernels>;
+  // plan: the same for every T
+  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
 };
 
 }  // namespace detail

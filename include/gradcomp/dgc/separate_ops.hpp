@@ -42,9 +42,8 @@ struct dgc_separate_kernels {
 };
 
 template <class Kernels>
-struct dgc_ops<separate_backend<Kernels>> : dgc_separate_kernels<Kernels, float>, dgc_separate_kernels<Kernels, double> {
-  using f = dgc_separate_kernels<Kernels, float>;
-  using d = dgc_separate_kernels<Kernels, double>;
+struct dgc_ops<separate_backend<Kernels>> : separate_method_ops<dgc_separate_kernels, Kernels> {
+  using base = separate_method_ops<dgc_separate_kernels, Kernels>;
   template <class T>
   using selection_state = dgc_separate_state;
   template <class T>
@@ -52,8 +51,9 @@ struct dgc_ops<separate_backend<Kernels>> : dgc_separate_kernels<Kernels, float>
                                      std::size_t n, std::size_t k) {
     return dgc_separate_kernels<Kernels, T>::workspace_bytes(cfg, n, k);
   }
-  using f::read_gradient, d::read_gradient, f::plan, d::plan, f::exact_bounds, d::exact_bounds, f::settle_guard,
-      d::settle_guard, f::dense_step, d::dense_step, f::compressed_step, d::compressed_step, f::commit, d::commit;
+  using base::f::read_gradient, base::d::read_gradient, base::f::plan, base::d::plan, base::f::exact_bounds,
+      base::d::exact_bounds, base::f::settle_guard, base::d::settle_guard, base::f::dense_step, base::d::dense_step,
+      base::f::compressed_step, base::d::compressed_step, base::f::commit, base::d::commit;
 };
 
 }  // namespace detail

@@ -25,21 +25,13 @@ namespace detail {
      std::size_t t, view<const ef_sign_step_record> step),                                                    \
     (on, lr, g, e, values, records, t, step))
 
-// The kernels on T.
-template <class Kernels, class T>
-struct ef_sign_separate_kernels {
-  using backend = separate_backend<Kernels>;
-  template <class U>
-  using view = separate_view<U, Kernels>;
-  GRADCOMP_DETAIL_EF_SIGN_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
-};
+GRADCOMP_SEPARATE_KERNELS(ef_sign_separate_kernels, GRADCOMP_DETAIL_EF_SIGN_SEPARATE);
 
 template <class Kernels>
-struct ef_sign_ops<separate_backend<Kernels>>
-    : ef_sign_separate_kernels<Kernels, float>, ef_sign_separate_kernels<Kernels, double> {
-  using f = ef_sign_separate_kernels<Kernels, float>;
-  using d = ef_sign_separate_kernels<Kernels, double>;
-  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
+struct ef_sign_ops<separate_backend<Kernels>> : separate_method_ops<ef_sign_separate_kernels, Kernels> {
+  using base = separate_method_ops<ef_sign_separate_kernels, Kernels>;
+  // plan: the same for every T
+  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
 };
 
 }  // namespace detail

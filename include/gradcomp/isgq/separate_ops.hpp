@@ -20,21 +20,12 @@ namespace detail {
      view<std::uint8_t> codes),                                                                  \
     (on, w, bucket, s, key, step, stream, factor, scales, codes))
 
-// The kernels on T.
-template <class Kernels, class T>
-struct isgq_separate_kernels {
-  using backend = separate_backend<Kernels>;
-  template <class U>
-  using view = separate_view<U, Kernels>;
-  GRADCOMP_DETAIL_ISGQ_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
-};
+GRADCOMP_SEPARATE_KERNELS(isgq_separate_kernels, GRADCOMP_DETAIL_ISGQ_SEPARATE);
 
 template <class Kernels>
-struct isgq_ops<separate_backend<Kernels>>
-    : isgq_separate_kernels<Kernels, float>, isgq_separate_kernels<Kernels, double> {
-  using f = isgq_separate_kernels<Kernels, float>;
-  using d = isgq_separate_kernels<Kernels, double>;
-  using f::dither, d::dither;
+struct isgq_ops<separate_backend<Kernels>> : separate_method_ops<isgq_separate_kernels, Kernels> {
+  using base = separate_method_ops<isgq_separate_kernels, Kernels>;
+  using base::f::dither, base::d::dither;
 };
 
 }  // namespace detail

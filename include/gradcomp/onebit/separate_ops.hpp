@@ -26,21 +26,13 @@ namespace detail {
      view<const onebit_record> records, std::size_t t, view<const onebit_step_record> step),        \
     (on, g, r, values, cols, records, t, step))
 
-// The kernels on T.
-template <class Kernels, class T>
-struct onebit_separate_kernels {
-  using backend = separate_backend<Kernels>;
-  template <class U>
-  using view = separate_view<U, Kernels>;
-  GRADCOMP_DETAIL_ONEBIT_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
-};
+GRADCOMP_SEPARATE_KERNELS(onebit_separate_kernels, GRADCOMP_DETAIL_ONEBIT_SEPARATE);
 
 template <class Kernels>
-struct onebit_ops<separate_backend<Kernels>>
-    : onebit_separate_kernels<Kernels, float>, onebit_separate_kernels<Kernels, double> {
-  using f = onebit_separate_kernels<Kernels, float>;
-  using d = onebit_separate_kernels<Kernels, double>;
-  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
+struct onebit_ops<separate_backend<Kernels>> : separate_method_ops<onebit_separate_kernels, Kernels> {
+  using base = separate_method_ops<onebit_separate_kernels, Kernels>;
+  // plan: the same for every T
+  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
 };
 
 }  // namespace detail

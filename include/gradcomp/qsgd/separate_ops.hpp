@@ -27,21 +27,13 @@ namespace detail {
      view<const qsgd_step_record> step),                                                        \
     (on, p, g, measured, scales, values, records, t, step))
 
-// The kernels on T.
-template <class Kernels, class T>
-struct qsgd_separate_kernels {
-  using backend = separate_backend<Kernels>;
-  template <class U>
-  using view = separate_view<U, Kernels>;
-  GRADCOMP_DETAIL_QSGD_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
-};
+GRADCOMP_SEPARATE_KERNELS(qsgd_separate_kernels, GRADCOMP_DETAIL_QSGD_SEPARATE);
 
 template <class Kernels>
-struct qsgd_ops<separate_backend<Kernels>>
-    : qsgd_separate_kernels<Kernels, float>, qsgd_separate_kernels<Kernels, double> {
-  using f = qsgd_separate_kernels<Kernels, float>;
-  using d = qsgd_separate_kernels<Kernels, double>;
-  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
+struct qsgd_ops<separate_backend<Kernels>> : separate_method_ops<qsgd_separate_kernels, Kernels> {
+  using base = separate_method_ops<qsgd_separate_kernels, Kernels>;
+  // plan: the same for every T
+  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
 };
 
 }  // namespace detail

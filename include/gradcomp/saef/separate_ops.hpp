@@ -24,21 +24,12 @@ namespace detail {
     (const backend& on, view<const std::uint32_t> idx, view<const T> values, view<T> out),                \
     (on, idx, values, out))
 
-// The kernels on T.
-template <class Kernels, class T>
-struct saef_separate_kernels {
-  using backend = separate_backend<Kernels>;
-  template <class U>
-  using view = separate_view<U, Kernels>;
-  GRADCOMP_DETAIL_SAEF_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
-};
+GRADCOMP_SEPARATE_KERNELS(saef_separate_kernels, GRADCOMP_DETAIL_SAEF_SEPARATE);
 
 template <class Kernels>
-struct saef_ops<separate_backend<Kernels>>
-    : saef_separate_kernels<Kernels, float>, saef_separate_kernels<Kernels, double> {
-  using f = saef_separate_kernels<Kernels, float>;
-  using d = saef_separate_kernels<Kernels, double>;
-  using f::momentum, d::momentum, f::difference, d::difference, f::expand, d::expand;
+struct saef_ops<separate_backend<Kernels>> : separate_method_ops<saef_separate_kernels, Kernels> {
+  using base = separate_method_ops<saef_separate_kernels, Kernels>;
+  using base::f::momentum, base::d::momentum, base::f::difference, base::d::difference, base::f::expand, base::d::expand;
 };
 
 }  // namespace detail

@@ -26,21 +26,13 @@ namespace detail {
      view<const terngrad_record> records, std::size_t t, view<const terngrad_step_record> step), \
     (on, p, g, values, records, t, step))
 
-// The kernels on T.
-template <class Kernels, class T>
-struct terngrad_separate_kernels {
-  using backend = separate_backend<Kernels>;
-  template <class U>
-  using view = separate_view<U, Kernels>;
-  GRADCOMP_DETAIL_TERNGRAD_SEPARATE(GRADCOMP_SEPARATE_DECLARE)
-};
+GRADCOMP_SEPARATE_KERNELS(terngrad_separate_kernels, GRADCOMP_DETAIL_TERNGRAD_SEPARATE);
 
 template <class Kernels>
-struct terngrad_ops<separate_backend<Kernels>>
-    : terngrad_separate_kernels<Kernels, float>, terngrad_separate_kernels<Kernels, double> {
-  using f = terngrad_separate_kernels<Kernels, float>;
-  using d = terngrad_separate_kernels<Kernels, double>;
-  using f::measure, d::measure, f::plan, f::apply, d::apply;  // plan: the same for every T
+struct terngrad_ops<separate_backend<Kernels>> : separate_method_ops<terngrad_separate_kernels, Kernels> {
+  using base = separate_method_ops<terngrad_separate_kernels, Kernels>;
+  // plan: the same for every T
+  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
 };
 
 }  // namespace detail

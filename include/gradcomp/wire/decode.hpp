@@ -398,7 +398,7 @@ inline errc check_state_words(span<const std::byte> msg, const section_header& s
     for (std::size_t j = state_word::step_low; j <= state_word::seed_high; ++j)
       if (!is_state_count(w[j], two32)) return errc::malformed_payload;
     if (!is_state_count(w[state_word::momentum_correction], 2.0) || !is_state_count(w[state_word::nesterov], 2.0) ||
-        !is_state_count(w[state_word::selection], static_cast<double>(snapshot_selection_count)))
+        !is_snapshot_selection_word(w[state_word::selection]))
       return errc::malformed_payload;
     return errc::ok;
   }

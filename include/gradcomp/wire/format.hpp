@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 
 #include "../config.hpp"
@@ -132,8 +133,20 @@ enum class snapshot_selection : std::uint32_t {
   qsgd = 5,               ///< QSGD: every element as a stochastic level of its bucket's norm.
   adacomp = 6,            ///< AdaComp: the elements each bin selects, as scaled signs.
 };
-/// Number of `snapshot_selection` values: word `state_word::selection` is below it.
+/// Number of `snapshot_selection` values of gradcomp's own methods.
 inline constexpr std::uint32_t snapshot_selection_count = 7;
+/// The first code of the methods outside gradcomp: a method of a program's own records a code in
+/// [`snapshot_selection_external`, 2^32) (`static_cast<snapshot_selection>(code)`), which a decoder
+/// accepts and only a compressor of the same code restores. Word `state_word::selection` is below
+/// `snapshot_selection_count` or in that range.
+inline constexpr std::uint32_t snapshot_selection_external = 65536;
+/// Whether a state section's method word `w` (an integer stored as binary64) names a method: one of
+/// gradcomp's or a code of the external range.
+/// (Negative zero is not.)
+inline bool is_snapshot_selection_word(double w) noexcept {
+  return !std::signbit(w) && w < 4294967296.0 && std::floor(w) == w &&
+         (w < static_cast<double>(snapshot_selection_count) || w >= static_cast<double>(snapshot_selection_external));
+}
 
 /// Returns the coding's name as in the spec (`"rice"`), or `"unknown"`.
 constexpr const char* to_string(index_coding c) noexcept {
