@@ -112,6 +112,13 @@ struct separate_method_ops : Kernels_of<Kernels, float>, Kernels_of<Kernels, dou
   using f = Kernels_of<Kernels, float>;
   using d = Kernels_of<Kernels, double>;
 };
+// The kernels of a method whose step is measure (per tensor), plan (per step, the same for every
+// T) and apply (per tensor): the quantisers'.
+template <template <class, class> class Kernels_of, class Kernels>
+struct separate_quantiser_ops : separate_method_ops<Kernels_of, Kernels> {
+  using base = separate_method_ops<Kernels_of, Kernels>;
+  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
+};
 /// @endcond
 
 /// The memory operations of a separate backend, defined with its kernels.

@@ -2,13 +2,12 @@
 // every generic layer, with no library header edited for it: its steps conserve p exactly and send
 // the counts its positions give, its messages decode and aggregate, its snapshots restore and
 // continue bitwise, and the strict backend (memory the host cannot touch) gives the CPU's bits.
-#include <gradcomp/gradcomp.hpp>
-
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <gradcomp/gradcomp.hpp>
 #include <limits>
 #include <vector>
 
@@ -106,7 +105,8 @@ TEST_CASE("random-k: its messages decode and aggregate as what each worker sent"
     c->add_tensor("w", {40, 25});
     c->add_tensor("b", {25});
   }
-  const auto ga = randk_gradient(1000, 1), gb = randk_gradient(1000, 2), ba = randk_gradient(25, 3), bb = randk_gradient(25, 4);
+  const auto ga = randk_gradient(1000, 1), gb = randk_gradient(1000, 2), ba = randk_gradient(25, 3),
+             bb = randk_gradient(25, 4);
   REQUIRE(a.compress({span<const float>(ga.data(), 1000), span<const float>(ba.data(), 25)}));
   REQUIRE(b.compress({span<const float>(gb.data(), 1000), span<const float>(bb.data(), 25)}));
   std::vector<std::byte> ma(a.max_message_bytes()), mb(b.max_message_bytes());

@@ -13,16 +13,15 @@
 // (errc::non_finite_input), a p that overflows refuses it (errc::state_overflow); nothing changes.
 #pragma once
 
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <gradcomp/backend.hpp>
 #include <gradcomp/common/quantiser_base.hpp>
 #include <gradcomp/common/residual_snapshot.hpp>
 #include <gradcomp/config.hpp>
 #include <gradcomp/detail/rng.hpp>
 #include <gradcomp/snapshot.hpp>
-
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,10 +35,10 @@ inline constexpr auto randk_snapshot_code =
 // One tensor's record, in backend memory.
 struct randk_record {
   std::uint64_t numel = 0;
-  std::uint64_t kept = 0;        // positions sent in the last step
-  std::uint8_t g_finite = 1;     // every element of g is finite
-  std::uint8_t p_finite = 1;     // every element of p = e + g is finite
-  std::uint8_t compressed = 0;   // sparsified (1) or sent whole (0)
+  std::uint64_t kept = 0;       // positions sent in the last step
+  std::uint8_t g_finite = 1;    // every element of g is finite
+  std::uint8_t p_finite = 1;    // every element of p = e + g is finite
+  std::uint8_t compressed = 0;  // sparsified (1) or sent whole (0)
 };
 struct randk_step_record {
   std::int32_t status = 0;
@@ -49,7 +48,9 @@ struct randk_step_record {
 struct randk_positions {
   std::uint64_t first = 0;
   std::uint64_t stride = 1;
-  GRADCOMP_HD std::uint64_t count(std::uint64_t n) const noexcept { return first >= n ? 0 : (n - first - 1) / stride + 1; }
+  GRADCOMP_HD std::uint64_t count(std::uint64_t n) const noexcept {
+    return first >= n ? 0 : (n - first - 1) / stride + 1;
+  }
 };
 
 // The verdict, in tensor order: a non-finite g first, then a p that overflows.
@@ -89,10 +90,9 @@ struct randk_ops<gradcomp::cpu_backend> {
     randk_plan(records.data(), records.size(), step.data());
   }
   template <class T>
-  static void apply(const gradcomp::cpu_backend&, randk_positions at, gradcomp::span<const T> g,
-                    gradcomp::span<T> e, gradcomp::span<std::uint32_t> idx, gradcomp::span<T> values,
-                    gradcomp::span<randk_record> records, std::size_t t,
-                    gradcomp::span<const randk_step_record> step) {
+  static void apply(const gradcomp::cpu_backend&, randk_positions at, gradcomp::span<const T> g, gradcomp::span<T> e,
+                    gradcomp::span<std::uint32_t> idx, gradcomp::span<T> values, gradcomp::span<randk_record> records,
+                    std::size_t t, gradcomp::span<const randk_step_record> step) {
     if (step[0].status != static_cast<std::int32_t>(gradcomp::errc::ok)) return;
     if (records[t].compressed == 0) {
       for (std::size_t i = 0; i < g.size(); ++i) values[i] = g[i];
@@ -120,16 +120,17 @@ struct randk_config {
 };
 
 template <class T, class Backend = gradcomp::cpu_backend>
-class randk_compressor : public gradcomp::detail::quantiser_base<T, Backend, randk_record, randk_step_record> {
-  using base = gradcomp::detail::quantiser_base<T, Backend, randk_record, randk_step_record>;
+class randk_compressor : public gradcomp::detail::quantiser_base<randk_compressor<T, Backend>, randk_record,
+                                                                 randk_step_record> {
+  using base = typename randk_compressor::quantiser_base;
   using kernels = randk_ops<Backend>;
 
  public:
   using tensor_view = typename base::tensor_view;
 
   explicit randk_compressor(randk_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads, sizeof(T) == 4 ? gradcomp::wire::value_coding::fp32 : gradcomp::wire::value_coding::fp64,
-             true, true),
+      : base(backend, cfg.threads,
+             sizeof(T) == 4 ? gradcomp::wire::value_coding::fp32 : gradcomp::wire::value_coding::fp64, true, true),
         cfg_(std::move(cfg)) {
     if (!(cfg_.density > 0.0 && cfg_.density <= 1.0))
       throw gradcomp::error(gradcomp::errc::invalid_argument, "density must be in (0, 1]");
@@ -150,12 +151,7 @@ class randk_compressor : public gradcomp::detail::quantiser_base<T, Backend, ran
     return at;
   }
 
-  [[nodiscard]] gradcomp::result<void> compress(gradcomp::span<const tensor_view> grads) {
-    return compress(this->backend_, grads);
-  }
-  [[nodiscard]] gradcomp::result<void> compress(const std::vector<tensor_view>& grads) {
-    return compress(this->backend_, gradcomp::span<const tensor_view>(grads.data(), grads.size()));
-  }
+  using base::compress;  // compress(grads): on the compressor's own backend value
   [[nodiscard]] gradcomp::result<void> compress(const Backend& on, gradcomp::span<const tensor_view> grads) {
     if (auto started = this->begin_step(on, grads); !started) return started;
     const auto records = this->records_.view();
@@ -175,9 +171,6 @@ class randk_compressor : public gradcomp::detail::quantiser_base<T, Backend, ran
     return {};
   }
 
-  gradcomp::backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept {
-    return this->tensors_[id].e.view();
-  }
   gradcomp::receiver_layout receiver() const { return this->layout(0.0, gradcomp::momentum_kind::vanilla); }
 
  private:
@@ -191,7 +184,5 @@ class randk_compressor : public gradcomp::detail::quantiser_base<T, Backend, ran
 
 // The snapshot trait: the quantisers' residual snapshot under the method's own code.
 template <class T, class B>
-struct gradcomp::detail::snapshot_access<gradcomp_test::randk_compressor<T, B>> {
-  using type = residual_snapshot_access<gradcomp_test::randk_snapshot_code>;
-  using value_type = T;
-};
+struct gradcomp::detail::snapshot_access<gradcomp_test::randk_compressor<T, B>>
+    : residual_snapshot_trait<T, gradcomp_test::randk_snapshot_code> {};

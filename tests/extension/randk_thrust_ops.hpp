@@ -4,11 +4,11 @@
 // system's memory; the host issues a step without waiting.
 #pragma once
 
-#include <gradcomp/detail/magnitude.hpp>
-#include <gradcomp/thrust.hpp>
-
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
+
+#include <gradcomp/detail/magnitude.hpp>
+#include <gradcomp/thrust.hpp>
 
 #include "extension/randk.hpp"
 
@@ -77,7 +77,8 @@ struct kept_op {
   randk_record* r;
   const randk_step_record* step;
   GRADCOMP_HD void operator()(std::size_t) const {
-    if (step->status == static_cast<std::int32_t>(gradcomp::errc::ok) && r->compressed != 0) r->kept = at.count(r->numel);
+    if (step->status == static_cast<std::int32_t>(gradcomp::errc::ok) && r->compressed != 0)
+      r->kept = at.count(r->numel);
   }
 };
 
@@ -93,8 +94,8 @@ struct randk_ops<gradcomp::thrust_backend<System>> {
                       view<randk_record> records, std::size_t t) {
     namespace impl = gradcomp::detail::thrust_impl;
     impl::scratch<std::uint32_t, System> bits(on.stream, 1);
-    const auto each = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
-                                                      randk_thrust::bad_bits<T>{g.data(), e.empty() ? nullptr : e.data()});
+    const auto each = thrust::make_transform_iterator(
+        thrust::counting_iterator<std::size_t>(0), randk_thrust::bad_bits<T>{g.data(), e.empty() ? nullptr : e.data()});
     impl::execution<System>::reduce_into(on.stream, each, g.size(), 0u, randk_thrust::bit_or{}, bits.data());
     impl::run_once<System>(on.stream, randk_thrust::record_bits{bits.data(), records.data() + t});
   }

@@ -76,10 +76,9 @@ struct adacomp_config {
  */
 template <class T, class Backend = cpu_backend>
 class adacomp_compressor
-    : public detail::quantiser_base<T, Backend, detail::adacomp_record, detail::adacomp_step_record> {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "adacomp_compressor supports float and double");
-  using base = detail::quantiser_base<T, Backend, detail::adacomp_record, detail::adacomp_step_record>;
+    : public detail::quantiser_base<adacomp_compressor<T, Backend>, detail::adacomp_record,
+                                    detail::adacomp_step_record> {
+  using base = typename adacomp_compressor::quantiser_base;
   using kernels = detail::adacomp_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;
@@ -135,15 +134,11 @@ class adacomp_compressor
   /// The bin size of tensor `id` (unchecked; meaningful for compressed tensors).
   std::size_t bin(std::size_t id) const noexcept { return bins_[id].bin; }
 
-  /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
-  /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
-  /// `errc::size_mismatch`, `errc::resource_unavailable` (a worker thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
-  /// `compress` taking a vector of gradient views.
-  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
-    return compress(this->backend_, span<const tensor_view>(grads.data(), grads.size()));
-  }
-  /// `compress` on the execution context `on`.
+  using base::compress;  // compress(grads): the same on the compressor's own backend value
+  /// Issues one step over all tensors on the execution context `on`; its outcome comes from
+  /// `stats()` (`errc::non_finite_input`, `errc::state_overflow`: nothing modified). @return
+  /// `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::resource_unavailable` (a worker
+  /// thread refused; nothing issued).
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
     if (auto started = this->begin_step(on, grads); !started) return started;
     const auto records = this->records_.view();
@@ -164,10 +159,6 @@ class adacomp_compressor
     this->issued(on);
     return {};
   }
-
-  /// The residual r of tensor `id` (unchecked id), in the backend's memory (empty for tensors sent
-  /// whole).
-  backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return this->tensors_[id].e.view(); }
 
   /// What the receiving side needs: compressed tensors as sparse sections of up to all their
   /// elements, the others dense, and the configured momentum.

@@ -30,11 +30,7 @@ namespace detail {
 GRADCOMP_SEPARATE_KERNELS(adacomp_separate_kernels, GRADCOMP_DETAIL_ADACOMP_SEPARATE);
 
 template <class Kernels>
-struct adacomp_ops<separate_backend<Kernels>> : separate_method_ops<adacomp_separate_kernels, Kernels> {
-  using base = separate_method_ops<adacomp_separate_kernels, Kernels>;
-  // plan: the same for every T
-  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
-};
+struct adacomp_ops<separate_backend<Kernels>> : separate_quantiser_ops<adacomp_separate_kernels, Kernels> {};
 
 }  // namespace detail
 }  // namespace gradcomp

@@ -18,10 +18,7 @@ namespace gradcomp {
 namespace detail {
 
 template <class T, class B>
-struct snapshot_access<adacomp_compressor<T, B>> {
-  using type = residual_snapshot_access<wire::snapshot_selection::adacomp>;
-  using value_type = T;
-};
+struct snapshot_access<adacomp_compressor<T, B>> : residual_snapshot_trait<T, wire::snapshot_selection::adacomp> {};
 
 }  // namespace detail
 }  // namespace gradcomp

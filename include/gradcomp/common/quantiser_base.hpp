@@ -3,8 +3,9 @@
 // (AdaComp), as the positions it selects: the registered tensors with their message buffers (and
 // error buffers where the method keeps an error), per-tensor records and the step's verdict in
 // backend memory, waiting for a step and taking its outcome, the statistics, the wire message and
-// its views, and the receiver's layout. A compressor derives from it, adds its configuration and
-// issues its own step (`compress`) through its method's kernels.
+// its views, and the receiver's layout. A compressor derives from it (naming itself as Derived),
+// adds its configuration and issues its own step (`compress(on, grads)`) through its method's
+// kernels; the base gives the `compress(grads)` forms.
 //
 // Record is the method's per-tensor record, in backend memory: it has `numel` and `compressed`,
 // which registration writes, and for a sparse method `kept`, the entries its step wrote into the
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -65,8 +67,22 @@ inline void check_receiver_momentum(double momentum, momentum_kind form) {
     throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
 }
 
-template <class T, class Backend, class Record, class StepRecord>
+// The value type and the backend of a compressor `C<T, Backend>` (the type may be incomplete).
+template <class C>
+struct quantiser_params;
+template <template <class, class> class C, class T, class Backend>
+struct quantiser_params<C<T, Backend>> {
+  using value_type = T;
+  using backend_type = Backend;
+};
+
+template <class Derived, class Record, class StepRecord>
 class quantiser_base {
+  using T = typename quantiser_params<Derived>::value_type;
+  using Backend = typename quantiser_params<Derived>::backend_type;
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
+                "the quantisers support float and double");
+
  protected:
   using ops = detail::ops<Backend>;
   using space = memory_space_t<Backend>;
@@ -104,6 +120,18 @@ class quantiser_base {
   std::size_t num_tensors() const noexcept { return tensors_.size(); }
   /// The registration record of tensor `id` (unchecked).
   const tensor_info& info(std::size_t id) const noexcept { return tensors_[id].info; }
+  /// Issues one step over all tensors on the compressor's own backend value: the compressor's
+  /// `compress(backend(), grads)`.
+  [[nodiscard]] result<void> compress(span<const tensor_view> grads) {
+    return static_cast<Derived&>(*this).compress(backend_, grads);
+  }
+  /// `compress` taking a vector of gradient views.
+  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
+    return static_cast<Derived&>(*this).compress(backend_, span<const tensor_view>(grads.data(), grads.size()));
+  }
+  /// The error buffer (residual) of tensor `id` (unchecked id), in the backend's memory: empty for
+  /// a tensor sent whole and for a method that keeps none.
+  backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return tensors_[id].e.view(); }
   /// The backend value calls without one of their own run on.
   const Backend& backend() const noexcept { return backend_; }
   /// Steps compressed so far (waits for a step in progress).

@@ -70,5 +70,13 @@ struct residual_snapshot_access {
   static void set_bounds(C&, const std::vector<double>&) noexcept {}
 };
 
+// The snapshot trait of a quantiser on T (detail::snapshot_access): its residual snapshot under
+// Method. A method's snapshot.hpp specialises snapshot_access for its compressor as this.
+template <class T, wire::snapshot_selection Method, bool Seeded = false>
+struct residual_snapshot_trait {
+  using type = residual_snapshot_access<Method, Seeded>;
+  using value_type = T;
+};
+
 }  // namespace detail
 }  // namespace gradcomp

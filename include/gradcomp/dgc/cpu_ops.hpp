@@ -34,8 +34,8 @@ struct dgc_ops<cpu_backend> {
   // Reads gradient t before the step: its norm (with its largest magnitude, or a bound of it)
   // or its largest magnitude into record t.
   template <class T>
-  static void read_gradient(const cpu_backend&, gradient_read read, span<const T> g,
-                            span<dgc_tensor_record<T>> records, std::size_t t) {
+  static void read_gradient(const cpu_backend&, gradient_read read, span<const T> g, span<dgc_tensor_record<T>> records,
+                            std::size_t t) {
     dgc_tensor_record<T>& r = records[t];
     if (read == gradient_read::norm) {
       const auto n = cpu::l2_norm(g);

@@ -6,6 +6,7 @@
 #include "separate_ops.hpp"
 #include "thrust_ops.hpp"
 
+/// @cond GRADCOMP_INTERNAL
 namespace gradcomp {
 namespace detail {
 
@@ -58,3 +59,4 @@ GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, commit, void)(const backend& on, 
 
 }  // namespace detail
 }  // namespace gradcomp
+/// @endcond

@@ -63,10 +63,9 @@ struct ef_signsgd_config {
  */
 template <class T, class Backend = cpu_backend>
 class ef_signsgd_compressor
-    : public detail::quantiser_base<T, Backend, detail::ef_sign_record, detail::ef_sign_step_record> {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "ef_signsgd_compressor supports float and double");
-  using base = detail::quantiser_base<T, Backend, detail::ef_sign_record, detail::ef_sign_step_record>;
+    : public detail::quantiser_base<ef_signsgd_compressor<T, Backend>, detail::ef_sign_record,
+                                    detail::ef_sign_step_record> {
+  using base = typename ef_signsgd_compressor::quantiser_base;
   using kernels = detail::ef_sign_ops<Backend>;
 
  public:
@@ -97,16 +96,11 @@ class ef_signsgd_compressor
     cfg_.learning_rate = lr;
   }
 
-  /// Issues one step over all tensors (see `dgc_compressor::compress`); its outcome comes from
-  /// `stats()`: `errc::non_finite_input`, `errc::state_overflow` refuse it with nothing modified.
-  /// @return `errc::wrong_tensor_count`, `errc::size_mismatch`,
-  /// `errc::resource_unavailable` (a worker thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
-  /// `compress` taking a vector of gradient views.
-  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
-    return compress(this->backend_, span<const tensor_view>(grads.data(), grads.size()));
-  }
-  /// `compress` on the execution context `on`.
+  using base::compress;  // compress(grads): the same on the compressor's own backend value
+  /// Issues one step over all tensors on the execution context `on` (see
+  /// `dgc_compressor::compress`); its outcome comes from `stats()`: `errc::non_finite_input`,
+  /// `errc::state_overflow` refuse it with nothing modified. @return `errc::wrong_tensor_count`,
+  /// `errc::size_mismatch`, `errc::resource_unavailable` (a worker thread refused; nothing issued).
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
     if (auto started = this->begin_step(on, grads); !started) return started;
     const T lr = static_cast<T>(cfg_.learning_rate);
@@ -126,10 +120,6 @@ class ef_signsgd_compressor
     this->issued(on);
     return {};
   }
-
-  /// The error buffer e of tensor `id` (unchecked id), in the backend's memory (empty for tensors
-  /// sent whole).
-  backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return this->tensors_[id].e.view(); }
 
   /// What the receiving side needs: every tensor as a dense section, no receiver momentum (the
   /// messages carry `lr`: apply `w -= update(t)`).

@@ -28,11 +28,7 @@ namespace detail {
 GRADCOMP_SEPARATE_KERNELS(ef_sign_separate_kernels, GRADCOMP_DETAIL_EF_SIGN_SEPARATE);
 
 template <class Kernels>
-struct ef_sign_ops<separate_backend<Kernels>> : separate_method_ops<ef_sign_separate_kernels, Kernels> {
-  using base = separate_method_ops<ef_sign_separate_kernels, Kernels>;
-  // plan: the same for every T
-  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
-};
+struct ef_sign_ops<separate_backend<Kernels>> : separate_quantiser_ops<ef_sign_separate_kernels, Kernels> {};
 
 }  // namespace detail
 }  // namespace gradcomp

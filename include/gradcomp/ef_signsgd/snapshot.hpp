@@ -18,10 +18,7 @@ namespace gradcomp {
 namespace detail {
 
 template <class T, class B>
-struct snapshot_access<ef_signsgd_compressor<T, B>> {
-  using type = residual_snapshot_access<wire::snapshot_selection::scaled_sign>;
-  using value_type = T;
-};
+struct snapshot_access<ef_signsgd_compressor<T, B>> : residual_snapshot_trait<T, wire::snapshot_selection::scaled_sign> {};
 
 }  // namespace detail
 }  // namespace gradcomp

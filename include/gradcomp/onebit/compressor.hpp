@@ -71,10 +71,9 @@ struct onebit_sgd_config {
  */
 template <class T, class Backend = cpu_backend>
 class onebit_sgd_compressor
-    : public detail::quantiser_base<T, Backend, detail::onebit_record, detail::onebit_step_record> {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "onebit_sgd_compressor supports float and double");
-  using base = detail::quantiser_base<T, Backend, detail::onebit_record, detail::onebit_step_record>;
+    : public detail::quantiser_base<onebit_sgd_compressor<T, Backend>, detail::onebit_record,
+                                    detail::onebit_step_record> {
+  using base = typename onebit_sgd_compressor::quantiser_base;
   using kernels = detail::onebit_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;
@@ -129,15 +128,11 @@ class onebit_sgd_compressor
   /// The columns tensor `id` (unchecked) is quantised in (1 for a tensor sent whole).
   std::size_t columns(std::size_t id) const noexcept { return columns_[id].cols.view().size(); }
 
-  /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
-  /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
-  /// `errc::size_mismatch`, `errc::resource_unavailable` (a worker thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
-  /// `compress` taking a vector of gradient views.
-  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
-    return compress(this->backend_, span<const tensor_view>(grads.data(), grads.size()));
-  }
-  /// `compress` on the execution context `on`.
+  using base::compress;  // compress(grads): the same on the compressor's own backend value
+  /// Issues one step over all tensors on the execution context `on`; its outcome comes from
+  /// `stats()` (`errc::non_finite_input`, `errc::state_overflow`: nothing modified). @return
+  /// `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::resource_unavailable` (a worker
+  /// thread refused; nothing issued).
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
     if (auto started = this->begin_step(on, grads); !started) return started;
     const auto records = this->records_.view();
@@ -157,10 +152,6 @@ class onebit_sgd_compressor
     this->issued(on);
     return {};
   }
-
-  /// The residual r of tensor `id` (unchecked id), in the backend's memory (empty for tensors sent
-  /// whole).
-  backend_span<const T, Backend> error_feedback(std::size_t id) const noexcept { return this->tensors_[id].e.view(); }
 
   /// What the receiving side needs: every tensor as a dense section, the configured momentum.
   receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }

@@ -6,6 +6,7 @@
 #include "separate_ops.hpp"
 #include "thrust_ops.hpp"
 
+/// @cond GRADCOMP_INTERNAL
 namespace gradcomp {
 namespace detail {
 
@@ -16,3 +17,4 @@ GRADCOMP_DETAIL_ONEBIT_SEPARATE(GRADCOMP_DETAIL_ONEBIT_DEFINE)
 
 }  // namespace detail
 }  // namespace gradcomp
+/// @endcond

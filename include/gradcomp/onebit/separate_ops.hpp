@@ -29,11 +29,7 @@ namespace detail {
 GRADCOMP_SEPARATE_KERNELS(onebit_separate_kernels, GRADCOMP_DETAIL_ONEBIT_SEPARATE);
 
 template <class Kernels>
-struct onebit_ops<separate_backend<Kernels>> : separate_method_ops<onebit_separate_kernels, Kernels> {
-  using base = separate_method_ops<onebit_separate_kernels, Kernels>;
-  // plan: the same for every T
-  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
-};
+struct onebit_ops<separate_backend<Kernels>> : separate_quantiser_ops<onebit_separate_kernels, Kernels> {};
 
 }  // namespace detail
 }  // namespace gradcomp

@@ -18,10 +18,7 @@ namespace gradcomp {
 namespace detail {
 
 template <class T, class B>
-struct snapshot_access<onebit_sgd_compressor<T, B>> {
-  using type = residual_snapshot_access<wire::snapshot_selection::one_bit>;
-  using value_type = T;
-};
+struct snapshot_access<onebit_sgd_compressor<T, B>> : residual_snapshot_trait<T, wire::snapshot_selection::one_bit> {};
 
 }  // namespace detail
 }  // namespace gradcomp

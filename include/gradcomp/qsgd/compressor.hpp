@@ -79,10 +79,9 @@ struct qsgd_config {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class qsgd_compressor : public detail::quantiser_base<T, Backend, detail::qsgd_record, detail::qsgd_step_record> {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "qsgd_compressor supports float and double");
-  using base = detail::quantiser_base<T, Backend, detail::qsgd_record, detail::qsgd_step_record>;
+class qsgd_compressor : public detail::quantiser_base<qsgd_compressor<T, Backend>, detail::qsgd_record,
+                                                      detail::qsgd_step_record> {
+  using base = typename qsgd_compressor::quantiser_base;
   using kernels = detail::qsgd_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;
@@ -136,15 +135,11 @@ class qsgd_compressor : public detail::quantiser_base<T, Backend, detail::qsgd_r
     return readonly(this->tensors_[id].scales.view());
   }
 
-  /// Issues one step over all tensors; its outcome comes from `stats()` (`errc::non_finite_input`,
-  /// `errc::state_overflow`: nothing modified). @return `errc::wrong_tensor_count`,
-  /// `errc::size_mismatch`, `errc::resource_unavailable` (a worker thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return compress(this->backend_, grads); }
-  /// `compress` taking a vector of gradient views.
-  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
-    return compress(this->backend_, span<const tensor_view>(grads.data(), grads.size()));
-  }
-  /// `compress` on the execution context `on`.
+  using base::compress;  // compress(grads): the same on the compressor's own backend value
+  /// Issues one step over all tensors on the execution context `on`; its outcome comes from
+  /// `stats()` (`errc::non_finite_input`, `errc::state_overflow`: nothing modified). @return
+  /// `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::resource_unavailable` (a worker
+  /// thread refused; nothing issued).
   [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
     if (auto started = this->begin_step(on, grads); !started) return started;
     const auto records = this->records_.view();

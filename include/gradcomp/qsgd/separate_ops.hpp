@@ -30,11 +30,7 @@ namespace detail {
 GRADCOMP_SEPARATE_KERNELS(qsgd_separate_kernels, GRADCOMP_DETAIL_QSGD_SEPARATE);
 
 template <class Kernels>
-struct qsgd_ops<separate_backend<Kernels>> : separate_method_ops<qsgd_separate_kernels, Kernels> {
-  using base = separate_method_ops<qsgd_separate_kernels, Kernels>;
-  // plan: the same for every T
-  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
-};
+struct qsgd_ops<separate_backend<Kernels>> : separate_quantiser_ops<qsgd_separate_kernels, Kernels> {};
 
 }  // namespace detail
 }  // namespace gradcomp

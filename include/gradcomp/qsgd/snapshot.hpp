@@ -19,10 +19,7 @@ namespace gradcomp {
 namespace detail {
 
 template <class T, class B>
-struct snapshot_access<qsgd_compressor<T, B>> {
-  using type = residual_snapshot_access<wire::snapshot_selection::qsgd, true>;
-  using value_type = T;
-};
+struct snapshot_access<qsgd_compressor<T, B>> : residual_snapshot_trait<T, wire::snapshot_selection::qsgd, true> {};
 
 }  // namespace detail
 }  // namespace gradcomp

@@ -29,7 +29,8 @@ GRADCOMP_SEPARATE_KERNELS(saef_separate_kernels, GRADCOMP_DETAIL_SAEF_SEPARATE);
 template <class Kernels>
 struct saef_ops<separate_backend<Kernels>> : separate_method_ops<saef_separate_kernels, Kernels> {
   using base = separate_method_ops<saef_separate_kernels, Kernels>;
-  using base::f::momentum, base::d::momentum, base::f::difference, base::d::difference, base::f::expand, base::d::expand;
+  using base::f::momentum, base::d::momentum, base::f::difference, base::d::difference, base::f::expand,
+      base::d::expand;
 };
 
 }  // namespace detail

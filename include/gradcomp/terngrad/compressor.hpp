@@ -79,10 +79,9 @@ struct terngrad_config {
  */
 template <class T, class Backend = cpu_backend>
 class terngrad_compressor
-    : public detail::quantiser_base<T, Backend, detail::terngrad_record, detail::terngrad_step_record> {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "terngrad_compressor supports float and double");
-  using base = detail::quantiser_base<T, Backend, detail::terngrad_record, detail::terngrad_step_record>;
+    : public detail::quantiser_base<terngrad_compressor<T, Backend>, detail::terngrad_record,
+                                    detail::terngrad_step_record> {
+  using base = typename terngrad_compressor::quantiser_base;
   using kernels = detail::terngrad_ops<Backend>;
   using record = detail::terngrad_record;
 
@@ -110,17 +109,14 @@ class terngrad_compressor
   /// The configuration.
   const terngrad_config& config() const noexcept { return cfg_; }
 
-  /// Issues one step over all tensors with this worker's own scales; its outcome comes from
-  /// `stats()` (`errc::non_finite_input`, `errc::state_overflow` for a scale beyond binary32:
-  /// nothing modified). @return `errc::wrong_tensor_count`, `errc::size_mismatch`,
+  using base::compress;  // compress(grads): the same on the compressor's own backend value
+  /// On the execution context `on`: issues one step over all tensors with this worker's own scales;
+  /// its outcome comes from `stats()` (`errc::non_finite_input`, `errc::state_overflow` for a scale
+  /// beyond binary32: nothing modified). @return `errc::wrong_tensor_count`, `errc::size_mismatch`,
   /// `errc::resource_unavailable` (a worker thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(span<const tensor_view> grads) { return issue(this->backend_, grads, nullptr); }
-  /// `compress` taking a vector of gradient views.
-  [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
-    return issue(this->backend_, span<const tensor_view>(grads.data(), grads.size()), nullptr);
+  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
+    return issue(on, grads, nullptr);
   }
-  /// `compress` on the execution context `on`.
-  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) { return issue(on, grads, nullptr); }
 
   /**
    * @brief Issues one step that sends tensor t with scale `shared[t]` (one per tensor, in

@@ -29,11 +29,7 @@ namespace detail {
 GRADCOMP_SEPARATE_KERNELS(terngrad_separate_kernels, GRADCOMP_DETAIL_TERNGRAD_SEPARATE);
 
 template <class Kernels>
-struct terngrad_ops<separate_backend<Kernels>> : separate_method_ops<terngrad_separate_kernels, Kernels> {
-  using base = separate_method_ops<terngrad_separate_kernels, Kernels>;
-  // plan: the same for every T
-  using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
-};
+struct terngrad_ops<separate_backend<Kernels>> : separate_quantiser_ops<terngrad_separate_kernels, Kernels> {};
 
 }  // namespace detail
 }  // namespace gradcomp

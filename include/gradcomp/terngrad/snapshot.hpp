@@ -19,10 +19,7 @@ namespace gradcomp {
 namespace detail {
 
 template <class T, class B>
-struct snapshot_access<terngrad_compressor<T, B>> {
-  using type = residual_snapshot_access<wire::snapshot_selection::ternary, true>;
-  using value_type = T;
-};
+struct snapshot_access<terngrad_compressor<T, B>> : residual_snapshot_trait<T, wire::snapshot_selection::ternary, true> {};
 
 }  // namespace detail
 }  // namespace gradcomp
