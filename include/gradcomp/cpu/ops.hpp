@@ -1,6 +1,7 @@
-// detail::ops<cpu_backend>: the CPU implementation of every operation the public API and the
-// compressors dispatch to (docs/backends.md is the contract). Another backend provides the same
-// members in its own specialisation.
+// detail::ops<cpu_backend>: the CPU implementation of every operation the public API, the
+// aggregator and the compressors' common code dispatch to (docs/backends.md is the contract);
+// each method's own kernels are in its folder (<method>/cpu_ops.hpp). Another backend provides the
+// same members in its own specialisation.
 #pragma once
 
 #include <cstring>

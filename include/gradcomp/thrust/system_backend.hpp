@@ -24,9 +24,9 @@
 /// as it must for a device.
 ///
 /// This header provides the memory members, the selections (exact top-k and DGC's sampled
-/// threshold), the DGC step with either selection and the aggregator's operations of the
-/// contract (docs/backends.md). Each other method's kernels for it are in its own folder
-/// (`<method>/thrust_ops.hpp`: EF-SignSGD, TernGrad, 1-bit SGD, QSGD, AdaComp, ISGQ, SAEF).
+/// threshold) and the aggregator's and public operations of the contract (docs/backends.md).
+/// Every method's kernels for it are in its own folder (`<method>/thrust_ops.hpp`: DGC,
+/// EF-SignSGD, TernGrad, 1-bit SGD, QSGD, AdaComp, ISGQ, SAEF).
 ///
 /// This header includes Thrust (from the CUDA Toolkit's CCCL, `<cuda>/include/cccl`, or any
 /// other Thrust installation); the umbrella header `<gradcomp/gradcomp.hpp>` does not include it.
