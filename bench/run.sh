@@ -5,7 +5,7 @@
 #   bench/results/summary.md                          the target ratios and full tables
 #   bench/results/selection.png, dgc_step.png         charts
 #
-#   bench/run.sh            full run (n up to 2^26; a few minutes on 2 cores)
+#   bench/run.sh            full run (n up to 2^26; 15 to 20 minutes on 2 cores)
 #   bench/run.sh --quick    n up to 2^20, shorter timings (to try the script)
 #
 # Environment:
