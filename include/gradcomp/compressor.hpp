@@ -17,6 +17,16 @@
 /// - `c.message(id)` views one tensor's part of the step in the backend's memory;
 /// - `c.receiver()` is the `receiver_layout` an `aggregator` needs to sum the workers' messages.
 ///
+/// What every step guarantees: it reads the gradients and the state the compressor keeps before
+/// writing anything, so a step it refuses (`errc::non_finite_input` for a NaN or an infinity in a
+/// gradient, `errc::state_overflow` for a value beyond what the value type or the coding holds, or
+/// a case of the compressor's own; each compressor's documentation names them) modifies nothing,
+/// and the step counter does not advance. Its sums run in a fixed order and its random draws are
+/// keyed by the step, so a step gives bitwise the same message on every run, for any thread count
+/// and on every conforming backend. A compressor is not thread-safe: one per worker. Messages of
+/// the quantisers and AdaComp carry the gradient, not scaled by a learning rate: the receiver
+/// averages them and applies its momentum and its learning rate.
+///
 /// Compressors: `dgc_compressor` (Deep Gradient Compression, top-k with error feedback when
 /// momentum correction is off), `ef_signsgd_compressor` (scaled signs with error feedback),
 /// `terngrad_compressor`, `onebit_sgd_compressor`, `qsgd_compressor` (quantisers) and

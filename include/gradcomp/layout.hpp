@@ -92,6 +92,20 @@ struct receiver_layout {
   momentum_kind kind = momentum_kind::vanilla;  ///< Its form (vanilla or Nesterov).
 };
 
+/**
+ * @brief The settings every quantiser whose receiver applies momentum has in its configuration
+ * (`terngrad_config`, `onebit_sgd_config`, `qsgd_config` and `adacomp_config` derive from it):
+ * the receiver's momentum, which its `receiver()` passes on, and the CPU backend's threads.
+ */
+struct quantiser_settings {
+  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
+  double momentum = 0.9;
+  /// The receiver's momentum form, vanilla or Nesterov.
+  momentum_kind momentum_form = momentum_kind::vanilla;
+  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
+  std::size_t threads = 1;
+};
+
 namespace detail {
 inline std::size_t checked_numel(const std::vector<std::size_t>& shape);
 

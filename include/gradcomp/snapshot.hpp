@@ -297,11 +297,14 @@ struct compressor_snapshot {
   }
 };
 
-// Which access type (compressor_snapshot's A) a compressor's snapshots go through: each method's
-// snapshot.hpp specialises it for its compressor, with `type` (the access) and `value_type` (the
-// compressor's T). The snapshot functions below exist for the compressors that have one.
+// Which access type (compressor_snapshot's A) a compressor's snapshots go through, with `type`
+// (the access) and `value_type` (the compressor's T): a compressor names its trait as its member
+// `snapshot_trait`, or its method's snapshot.hpp specialises this. The snapshot functions below
+// exist for the compressors that have one.
 template <class C, class = void>
 struct snapshot_access {};
+template <class C>
+struct snapshot_access<C, std::void_t<typename C::snapshot_trait>> : C::snapshot_trait {};
 
 template <class C>
 using snapshot_access_t = typename snapshot_access<C>::type;

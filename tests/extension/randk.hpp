@@ -173,6 +173,9 @@ class randk_compressor : public gradcomp::detail::quantiser_base<randk_compresso
 
   gradcomp::receiver_layout receiver() const { return this->layout(0.0, gradcomp::momentum_kind::vanilla); }
 
+  // The snapshot trait: the quantisers' residual snapshot under the method's own code.
+  using snapshot_trait = gradcomp::detail::residual_snapshot_trait<T, randk_snapshot_code, false>;
+
  private:
   template <gradcomp::wire::snapshot_selection Method, bool Seeded>
   friend struct gradcomp::detail::residual_snapshot_access;
@@ -182,7 +185,3 @@ class randk_compressor : public gradcomp::detail::quantiser_base<randk_compresso
 
 }  // namespace gradcomp_test
 
-// The snapshot trait: the quantisers' residual snapshot under the method's own code.
-template <class T, class B>
-struct gradcomp::detail::snapshot_access<gradcomp_test::randk_compressor<T, B>>
-    : residual_snapshot_trait<T, gradcomp_test::randk_snapshot_code> {};

@@ -27,19 +27,14 @@
 
 namespace gradcomp {
 
-/// Everything that parameterises AdaComp. Gradients are always checked for NaN and infinity.
-struct adacomp_config {
+/// Everything that parameterises AdaComp, besides the receiver's momentum and the threads of
+/// `quantiser_settings`. Gradients are always checked for NaN and infinity.
+struct adacomp_config : quantiser_settings {
   /// Bin size `L` of convolution kernels (tensors of rank 3 or more), the paper's 50.
   std::size_t conv_bin = 50;
   /// Bin size `L` of the other compressed tensors (fully connected and recurrent weights), the
   /// paper's 500.
   std::size_t fc_bin = 500;
-  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
-  double momentum = 0.9;
-  /// The receiver's momentum form.
-  momentum_kind momentum_form = momentum_kind::vanilla;
-  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
-  std::size_t threads = 1;
   /// Which tensors are compressed; by default every tensor of rank 2 or more (biases and
   /// normalisation parameters go whole).
   compression_policy policy{};
@@ -50,26 +45,18 @@ struct adacomp_config {
  * Compression for Data-Parallel Distributed Training", AAAI 2018) for a whole model, on one
  * worker.
  *
- * The interface is that of every compressor (`<gradcomp/compressor.hpp>`): `add_tensor`,
- * `compress` (issues the step on the backend), `stats()`, `max_message_bytes`, `encode_message`,
- * `message`, `receiver()`. There is no target density: each bin sends the elements whose residual
+ * Its interface and what a step guarantees are every compressor's (`<gradcomp/compressor.hpp>`).
+ * There is no target density: each bin sends the elements whose residual
  * plus twice the new gradient reach the bin's largest residual plus gradient, so a bin where the
  * gradient keeps its direction sends more, a quiet one nothing; `stats().kept_elements` tells how
  * many were sent. A sent element costs its position and one sign bit on the wire (the scale is
  * one binary32 per tensor). The bin size is the one hyperparameter: `adacomp_config::conv_bin`
  * for tensors of rank 3 or more, `fc_bin` for the others, or per tensor at registration.
- * Messages carry the gradient (not scaled by a learning rate): the receiver averages them,
- * applies its momentum and its learning rate.
  *
  * What is not sent stays in the residual: `r + sent == G` element by element (for an element that
- * was sent, up to the one rounding of `G - sent` to `T`; exactly for the others). The scale's sum
- * is in double in a fixed order, so a step gives bitwise the same message on every run, for any
- * thread count and on every conforming backend.
- *
- * A step reads every gradient and residual once before writing anything: a NaN or an infinity in
- * a gradient refuses it with `errc::non_finite_input`, a `G` or a scale beyond the range of `T`
- * or binary32 with `errc::state_overflow`; either way nothing is modified and the step counter
- * does not advance. Not thread-safe; one per worker.
+ * was sent, up to the one rounding of `G - sent` to `T`; exactly for the others); the scale's sum
+ * is in double. Refused steps: a NaN or an infinity in a gradient (`errc::non_finite_input`), a
+ * `G` or a scale beyond the range of `T` or binary32 (`errc::state_overflow`).
  *
  * @tparam T       float or double.
  * @tparam Backend where state lives and work runs (docs/backends.md).
@@ -89,8 +76,7 @@ class adacomp_compressor
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit adacomp_compressor(adacomp_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads, wire::value_coding::scaled_sign, true, true), cfg_(std::move(cfg)) {
-    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
+      : base(backend, cfg, wire::value_coding::scaled_sign, true, true), cfg_(std::move(cfg)) {
     check_bin(cfg_.conv_bin, "conv_bin");
     check_bin(cfg_.fc_bin, "fc_bin");
   }
@@ -163,6 +149,9 @@ class adacomp_compressor
   /// What the receiving side needs: compressed tensors as sparse sections of up to all their
   /// elements, the others dense, and the configured momentum.
   receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
+
+  /// How `save_snapshot` and `restore_snapshot` reach its state (adacomp/snapshot.hpp).
+  using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::adacomp, false>;
 
  private:
   template <wire::snapshot_selection Method, bool Seeded>

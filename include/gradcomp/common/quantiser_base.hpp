@@ -35,9 +35,12 @@
 namespace gradcomp {
 namespace detail {
 
-// The snapshot access of the quantisers (residual_snapshot.hpp), which each befriends.
+// The snapshot access of the quantisers (residual_snapshot.hpp), which each befriends, and the
+// trait that names it, each quantiser's `snapshot_trait`.
 template <wire::snapshot_selection Method, bool Seeded>
 struct residual_snapshot_access;
+template <class T, wire::snapshot_selection Method, bool Seeded>
+struct residual_snapshot_trait;
 
 // The entries a record says its tensor's step kept (records of sparse methods), else 0.
 template <class Record>
@@ -57,14 +60,6 @@ auto record_kept_address(const Record* r, int) noexcept -> decltype(&r->kept) {
 template <class Record>
 const std::uint64_t* record_kept_address(const Record*, long) noexcept {
   return nullptr;
-}
-
-// The receiver's momentum of a quantiser's configuration: in [0, 1), vanilla or Nesterov; throws
-// errc::invalid_argument otherwise.
-inline void check_receiver_momentum(double momentum, momentum_kind form) {
-  if (!(momentum >= 0.0 && momentum < 1.0)) throw error(errc::invalid_argument, "momentum must be in [0, 1)");
-  if (form != momentum_kind::vanilla && form != momentum_kind::nesterov)
-    throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
 }
 
 // The value type and the backend of a compressor `C<T, Backend>` (the type may be incomplete).
@@ -110,6 +105,16 @@ class quantiser_base {
     if (threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
     exec_ = ops::make_executor(threads);
     step_record_ = ops::template allocate<StepRecord>(backend_, 1);
+  }
+  // A quantiser whose receiver applies momentum: its settings' threads as above, and their
+  // momentum in [0, 1), vanilla or Nesterov (else errc::invalid_argument).
+  quantiser_base(Backend backend, const quantiser_settings& settings, wire::value_coding coding, bool error_feedback,
+                 bool sparse = false)
+      : quantiser_base(backend, settings.threads, coding, error_feedback, sparse) {
+    if (!(settings.momentum >= 0.0 && settings.momentum < 1.0))
+      throw error(errc::invalid_argument, "momentum must be in [0, 1)");
+    if (settings.momentum_form != momentum_kind::vanilla && settings.momentum_form != momentum_kind::nesterov)
+      throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
   }
 
  public:

@@ -71,8 +71,8 @@ struct residual_snapshot_access {
 };
 
 // The snapshot trait of a quantiser on T (detail::snapshot_access): its residual snapshot under
-// Method. A method's snapshot.hpp specialises snapshot_access for its compressor as this.
-template <class T, wire::snapshot_selection Method, bool Seeded = false>
+// Method. A quantiser names it as its member `snapshot_trait`.
+template <class T, wire::snapshot_selection Method, bool Seeded>
 struct residual_snapshot_trait {
   using type = residual_snapshot_access<Method, Seeded>;
   using value_type = T;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "../config.hpp"
@@ -12,24 +13,27 @@
 namespace gradcomp {
 namespace detail {
 
+// The keys of an IEEE 754 binary format T held in the unsigned Key of its width: the sign bit is
+// masked off, and the infinity key has every exponent bit set and no mantissa bit.
+template <class T, class Key>
+struct ieee_magnitude {
+  static_assert(sizeof(T) == sizeof(Key) && std::numeric_limits<T>::is_iec559, "an IEEE 754 binary format");
+  using key_type = Key;
+  static constexpr int key_bits = 8 * static_cast<int>(sizeof(Key)) - 1;
+  static constexpr key_type abs_mask = static_cast<Key>(~Key(0) >> 1);
+  static constexpr key_type inf_key =
+      abs_mask & static_cast<Key>(~((Key(1) << (std::numeric_limits<T>::digits - 1)) - 1));
+};
+
 template <class T>
 struct magnitude_traits;
-
 template <>
-struct magnitude_traits<float> {
-  using key_type = std::uint32_t;
-  static constexpr key_type abs_mask = 0x7fffffffu;
-  static constexpr key_type inf_key = 0x7f800000u;
-  static constexpr int key_bits = 31;
-};
-
+struct magnitude_traits<float> : ieee_magnitude<float, std::uint32_t> {};
 template <>
-struct magnitude_traits<double> {
-  using key_type = std::uint64_t;
-  static constexpr key_type abs_mask = 0x7fffffffffffffffull;
-  static constexpr key_type inf_key = 0x7ff0000000000000ull;
-  static constexpr int key_bits = 63;
-};
+struct magnitude_traits<double> : ieee_magnitude<double, std::uint64_t> {};
+static_assert(magnitude_traits<float>::inf_key == 0x7f800000u && magnitude_traits<float>::abs_mask == 0x7fffffffu &&
+              magnitude_traits<double>::inf_key == 0x7ff0000000000000ull && magnitude_traits<float>::key_bits == 31,
+              "binary32's and binary64's magnitude keys");
 
 template <class T>
 using key_t = typename magnitude_traits<T>::key_type;

@@ -47,16 +47,12 @@ struct ef_signsgd_config {
  * @brief The sending side of EF-SignSGD (Karimireddy et al., "Error Feedback Fixes SignSGD and
  * other Gradient Compression Schemes", ICML 2019) for a whole model, on one worker.
  *
- * The same interface as `dgc_compressor`: `add_tensor`, `compress` (issues the step on the
- * backend), `stats()`, `max_message_bytes`, `encode_message`, `message`, `receiver()`. Every
- * compressed tensor is sent dense as `scaled_sign` values: 1 bit per element plus 4 bytes, about
- * 32x smaller than fp32. Tensors the policy leaves out are sent whole (`lr * g`).
- *
- * A step reads every gradient and error once before changing anything: a NaN or an infinity in
- * a gradient refuses it with `errc::non_finite_input`, and a `p` or a scale that overflows refuses
- * it with `errc::state_overflow`; either way nothing is modified and the step counter does not
- * advance. Deterministic: the same inputs give bitwise the same messages on every run and every
- * conforming backend (the L1 norm sums in a fixed order). Not thread-safe; one per worker.
+ * Its interface and what a step guarantees are every compressor's (`<gradcomp/compressor.hpp>`).
+ * Every compressed tensor is sent dense as `scaled_sign` values: 1 bit per element plus 4 bytes,
+ * about 32x smaller than fp32. Tensors the policy leaves out are sent whole (`lr * g`): unlike
+ * the quantisers', its messages are scaled by the learning rate, and its receiver applies no
+ * momentum. Refused steps: a NaN or an infinity in a gradient (`errc::non_finite_input`), a `p`
+ * or a scale that overflows (`errc::state_overflow`).
  *
  * @tparam T       float or double.
  * @tparam Backend where state lives and work runs (docs/backends.md).
@@ -124,6 +120,9 @@ class ef_signsgd_compressor
   /// What the receiving side needs: every tensor as a dense section, no receiver momentum (the
   /// messages carry `lr`: apply `w -= update(t)`).
   receiver_layout receiver() const { return this->layout(0.0, momentum_kind::vanilla); }
+
+  /// How `save_snapshot` and `restore_snapshot` reach its state (ef_signsgd/snapshot.hpp).
+  using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::scaled_sign, false>;
 
  private:
   template <wire::snapshot_selection Method, bool Seeded>

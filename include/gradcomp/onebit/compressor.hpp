@@ -27,14 +27,9 @@
 
 namespace gradcomp {
 
-/// Everything that parameterises 1-bit SGD. Gradients are always checked for NaN and infinity.
-struct onebit_sgd_config {
-  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
-  double momentum = 0.9;
-  /// The receiver's momentum form.
-  momentum_kind momentum_form = momentum_kind::vanilla;
-  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
-  std::size_t threads = 1;
+/// Everything that parameterises 1-bit SGD, besides the receiver's momentum and the threads of
+/// `quantiser_settings`. Gradients are always checked for NaN and infinity.
+struct onebit_sgd_config : quantiser_settings {
   /// Which tensors are quantised; by default every tensor (a bias is one column). Send a layer
   /// whole with `tensor_mode::dense` at registration.
   compression_policy policy = compression_policy::every_tensor();
@@ -45,26 +40,19 @@ struct onebit_sgd_config {
  * Gradient Descent and its Application to Data-Parallel Distributed Training of Speech DNNs",
  * Interspeech 2014) for a whole model, on one worker.
  *
- * The same interface as `ef_signsgd_compressor`: `add_tensor`, `compress` (issues the step on the
- * backend), `stats()`, `max_message_bytes`, `encode_message`, `message`, `receiver()`. A
+ * Its interface and what a step guarantees are every compressor's (`<gradcomp/compressor.hpp>`). A
  * quantised tensor of `rows x columns` elements is sent as `one_bit` values: one bit per element
  * plus 8 bytes per column and 4 bytes, about 32x smaller than fp32 when the columns hold many
  * rows. The shape given to `add_tensor` decides the columns: `{rows, columns}`, or for more
  * dimensions `{d0, d1, ...}` with `d1 * d2 * ...` columns of `d0` elements (a convolution
  * kernel `{out, in, kh, kw}` has a column per input position); register another shape of the
  * same element count to quantise otherwise (`{numel}`: one column for the whole tensor). Tensors
- * the policy leaves out are sent whole. Messages carry the gradient (not scaled by a learning
- * rate): the receiver averages them, applies its momentum and its learning rate.
+ * the policy leaves out are sent whole.
  *
  * What stays behind, `r = v - sent`, goes into the next step: nothing is lost, only delayed
- * (the residual is `error_feedback(t)`). The column sums are in double in a fixed order, so a
- * step gives bitwise the same message on every run, for any thread count and on every conforming
- * backend.
- *
- * A step reads every gradient and residual once before writing anything: a NaN or an infinity in
- * a gradient refuses it with `errc::non_finite_input`, a `v` or a column value beyond the range
- * of `T` or binary32 with `errc::state_overflow`; either way nothing is modified and the step
- * counter does not advance. Not thread-safe; one per worker.
+ * (the residual is `error_feedback(t)`); the column sums are in double. Refused steps: a NaN or an
+ * infinity in a gradient (`errc::non_finite_input`), a `v` or a column value beyond the range of
+ * `T` or binary32 (`errc::state_overflow`).
  *
  * @tparam T       float or double.
  * @tparam Backend where state lives and work runs (docs/backends.md).
@@ -84,9 +72,7 @@ class onebit_sgd_compressor
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit onebit_sgd_compressor(onebit_sgd_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads, wire::value_coding::one_bit, true), cfg_(std::move(cfg)) {
-    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
-  }
+      : base(backend, cfg, wire::value_coding::one_bit, true), cfg_(std::move(cfg)) {}
 
   /**
    * @brief Registers a tensor of shape `shape` (which decides its columns, see the class) and
@@ -155,6 +141,9 @@ class onebit_sgd_compressor
 
   /// What the receiving side needs: every tensor as a dense section, the configured momentum.
   receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
+
+  /// How `save_snapshot` and `restore_snapshot` reach its state (onebit/snapshot.hpp).
+  using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::one_bit, false>;
 
  private:
   template <wire::snapshot_selection Method, bool Seeded>

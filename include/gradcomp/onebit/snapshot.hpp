@@ -7,18 +7,8 @@
 /// its residual r. Restoring it into a compressor with the same tensors continues bit for bit;
 /// the receiver's momentum is the compressor's own setting and is not stored.
 /// The functions are `snapshot_bytes`, `save_snapshot` and `restore_snapshot` of
-/// gradcomp/snapshot.hpp; this header gives them this compressor's state.
+/// gradcomp/snapshot.hpp; this header gives them this compressor's state (its `snapshot_trait`).
 #pragma once
 
 #include "../common/residual_snapshot.hpp"
-#include "../snapshot.hpp"
 #include "compressor.hpp"
-
-namespace gradcomp {
-namespace detail {
-
-template <class T, class B>
-struct snapshot_access<onebit_sgd_compressor<T, B>> : residual_snapshot_trait<T, wire::snapshot_selection::one_bit> {};
-
-}  // namespace detail
-}  // namespace gradcomp

@@ -30,8 +30,9 @@
 
 namespace gradcomp {
 
-/// Everything that parameterises QSGD. Gradients are always checked for NaN and infinity.
-struct qsgd_config {
+/// Everything that parameterises QSGD, besides the receiver's momentum and the threads of
+/// `quantiser_settings`. Gradients are always checked for NaN and infinity.
+struct qsgd_config : quantiser_settings {
   /// Seed of the stochastic decisions; with `rank`, the key of every draw (docs/algorithms.md,
   /// "Reproducible randomness").
   std::uint64_t seed = 0x51d5c0de2f8a6b17ull;
@@ -44,12 +45,6 @@ struct qsgd_config {
   std::uint32_t bucket = 512;
   /// The norm each bucket is scaled by.
   qsgd_norm norm = qsgd_norm::l2;
-  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
-  double momentum = 0.9;
-  /// The receiver's momentum form.
-  momentum_kind momentum_form = momentum_kind::vanilla;
-  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
-  std::size_t threads = 1;
   /// Which tensors are quantised; by default every tensor. Send a layer whole (the logits layer,
   /// say) with `tensor_mode::dense` at registration.
   compression_policy policy = compression_policy::every_tensor();
@@ -60,20 +55,13 @@ struct qsgd_config {
  * Communication-Efficient SGD via Gradient Quantization and Encoding", NeurIPS 2017) for a whole
  * model, on one worker.
  *
- * The same interface as `terngrad_compressor`: `add_tensor`, `compress` (issues the step on the
- * backend), `stats()`, `max_message_bytes` (the fixed-width form's length, an upper bound),
- * `encode_message`, `message`, `receiver()`. Tensors the policy leaves out are sent whole.
- * Messages carry the gradient (not scaled by a learning rate): the receiver averages them, applies
- * its momentum and its learning rate.
- *
- * QSGD keeps no error: a step's only state is the step counter, which keys its draws. Every random
- * decision is a Philox draw keyed by (seed, rank, step, tensor, element), and each bucket's norm
- * is summed in element order, so a step gives bitwise the same message on every run, for any
- * thread count and on every conforming backend.
- *
- * A step reads every gradient once before writing anything: a NaN or an infinity refuses it with
- * `errc::non_finite_input`, a norm beyond binary32 with `errc::state_overflow` (nothing modified,
- * the step counter does not advance).
+ * Its interface and what a step guarantees are every compressor's (`<gradcomp/compressor.hpp>`);
+ * `max_message_bytes` is the fixed-width form's length, an upper bound of the Elias-gamma form's.
+ * Tensors the policy leaves out are sent whole. QSGD keeps no error: a step's only state is the
+ * step counter, every random decision is a Philox draw keyed by (seed, rank, step, tensor,
+ * element), and each bucket's norm is summed in element order. Refused steps: a NaN or an
+ * infinity in a gradient (`errc::non_finite_input`), a norm beyond binary32
+ * (`errc::state_overflow`).
  *
  * @tparam T       float or double.
  * @tparam Backend where state lives and work runs (docs/backends.md).
@@ -92,13 +80,12 @@ class qsgd_compressor : public detail::quantiser_base<qsgd_compressor<T, Backend
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit qsgd_compressor(qsgd_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads, wire::value_coding::qsgd, false), cfg_(std::move(cfg)) {
+      : base(backend, cfg, wire::value_coding::qsgd, false), cfg_(std::move(cfg)) {
     if (cfg_.levels == 0 || cfg_.levels > detail::qsgd_max_levels)
       throw error(errc::invalid_argument, "levels must be in [1, 65535]");
     if (cfg_.bucket == 0) throw error(errc::invalid_argument, "bucket must be >= 1");
     if (cfg_.norm != qsgd_norm::l2 && cfg_.norm != qsgd_norm::maximum)
       throw error(errc::invalid_argument, "norm must be l2 or maximum");
-    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
   }
 
   /**
@@ -162,6 +149,9 @@ class qsgd_compressor : public detail::quantiser_base<qsgd_compressor<T, Backend
 
   /// What the receiving side needs: every tensor as a dense section, the configured momentum.
   receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
+
+  /// How `save_snapshot` and `restore_snapshot` reach its state (qsgd/snapshot.hpp).
+  using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::qsgd, true>;
 
  private:
   template <wire::snapshot_selection Method, bool Seeded>

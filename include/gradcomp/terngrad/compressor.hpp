@@ -30,8 +30,9 @@
 
 namespace gradcomp {
 
-/// Everything that parameterises TernGrad. Gradients are always checked for NaN and infinity.
-struct terngrad_config {
+/// Everything that parameterises TernGrad, besides the receiver's momentum and the threads of
+/// `quantiser_settings`. Gradients are always checked for NaN and infinity.
+struct terngrad_config : quantiser_settings {
   /// Seed of the stochastic decisions; with `rank`, the key of every draw (docs/algorithms.md,
   /// "Reproducible randomness").
   std::uint64_t seed = 0x7e2a9d3c5b1f4e60ull;
@@ -40,12 +41,6 @@ struct terngrad_config {
   /// c of the c * sigma clipping (the paper's 2.5); 0 turns clipping off, and the message is then
   /// an unbiased estimate of the gradient. Must be finite and >= 0.
   double clip_sigmas = 2.5;
-  /// Momentum the receiver applies to the averaged gradient (`receiver()`), in [0, 1).
-  double momentum = 0.9;
-  /// The receiver's momentum form.
-  momentum_kind momentum_form = momentum_kind::vanilla;
-  /// Threads the CPU backend spreads the tensors over (1: the calling thread only).
-  std::size_t threads = 1;
   /// Which tensors are sent as ternary values; by default every tensor. Send a layer whole (the
   /// logits layer, say) with `tensor_mode::dense` at registration.
   compression_policy policy = compression_policy::every_tensor();
@@ -55,19 +50,12 @@ struct terngrad_config {
  * @brief The sending side of TernGrad (Wen et al., "TernGrad: Ternary Gradients to Reduce
  * Communication in Distributed Deep Learning", NeurIPS 2017) for a whole model, on one worker.
  *
- * The same interface as `ef_signsgd_compressor`: `add_tensor`, `compress` (issues the step on the
- * backend), `stats()`, `max_message_bytes`, `encode_message`, `message`, `receiver()`. Every
- * compressed tensor is sent dense as `ternary` values: 2 bits per element plus 4 bytes, about 16x
- * smaller than fp32. Tensors the policy leaves out are sent whole. Messages carry the gradient
- * (not scaled by a learning rate): the receiver averages them, applies its momentum and its
- * learning rate.
- *
- * TernGrad keeps no error: a step's only state is the step counter, which keys its draws. Every
- * random decision is a Philox draw keyed by (seed, rank, step, tensor, element), so a step gives
- * bitwise the same message on every run, for any thread count and on every conforming backend.
- *
- * A step reads every gradient once before writing anything: a NaN or an infinity refuses it with
- * `errc::non_finite_input` (nothing modified, the step counter does not advance).
+ * Its interface and what a step guarantees are every compressor's (`<gradcomp/compressor.hpp>`).
+ * Every compressed tensor is sent dense as `ternary` values: 2 bits per element plus 4 bytes,
+ * about 16x smaller than fp32; tensors the policy leaves out are sent whole. TernGrad keeps no
+ * error: a step's only state is the step counter, and every random decision is a Philox draw keyed
+ * by (seed, rank, step, tensor, element). A NaN or an infinity in a gradient refuses a step
+ * (`errc::non_finite_input`).
  *
  * Scale sharing (the paper's "scaler sharing"): `local_scales(grads)` returns this worker's scale
  * of every tensor; the workers take the largest of each (an allreduce with max, one float per
@@ -91,10 +79,9 @@ class terngrad_compressor
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit terngrad_compressor(terngrad_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads, wire::value_coding::ternary, false), cfg_(std::move(cfg)) {
+      : base(backend, cfg, wire::value_coding::ternary, false), cfg_(std::move(cfg)) {
     if (!(cfg_.clip_sigmas >= 0.0 && std::isfinite(cfg_.clip_sigmas)))
       throw error(errc::invalid_argument, "clip_sigmas must be finite and >= 0");
-    detail::check_receiver_momentum(cfg_.momentum, cfg_.momentum_form);
   }
 
   /**
@@ -162,6 +149,9 @@ class terngrad_compressor
 
   /// What the receiving side needs: every tensor as a dense section, the configured momentum.
   receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
+
+  /// How `save_snapshot` and `restore_snapshot` reach its state (terngrad/snapshot.hpp).
+  using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::ternary, true>;
 
  private:
   template <wire::snapshot_selection Method, bool Seeded>

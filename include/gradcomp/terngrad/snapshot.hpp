@@ -8,18 +8,8 @@
 /// compressor with the same rank continues bit for bit: every later draw is keyed by (seed, rank,
 /// step).
 /// The functions are `snapshot_bytes`, `save_snapshot` and `restore_snapshot` of
-/// gradcomp/snapshot.hpp; this header gives them this compressor's state.
+/// gradcomp/snapshot.hpp; this header gives them this compressor's state (its `snapshot_trait`).
 #pragma once
 
 #include "../common/residual_snapshot.hpp"
-#include "../snapshot.hpp"
 #include "compressor.hpp"
-
-namespace gradcomp {
-namespace detail {
-
-template <class T, class B>
-struct snapshot_access<terngrad_compressor<T, B>> : residual_snapshot_trait<T, wire::snapshot_selection::ternary, true> {};
-
-}  // namespace detail
-}  // namespace gradcomp

@@ -27,6 +27,16 @@ constexpr int tensor_memory_leak = 721;    ///< cudaErrorTensorMemoryLeak
 constexpr int external_device = 911;       ///< cudaErrorExternalDevice
 }  // namespace cuda_sticky
 
+namespace detail {
+// Every code of cuda_sticky.
+inline constexpr int cuda_sticky_codes[] = {
+    cuda_sticky::ecc_uncorrectable,   cuda_sticky::nvlink_uncorrectable, cuda_sticky::illegal_address,
+    cuda_sticky::launch_timeout,      cuda_sticky::context_destroyed,    cuda_sticky::device_assert,
+    cuda_sticky::hardware_stack,      cuda_sticky::illegal_instruction,  cuda_sticky::misaligned_address,
+    cuda_sticky::invalid_address_space, cuda_sticky::invalid_pc,         cuda_sticky::launch_failure,
+    cuda_sticky::tensor_memory_leak,  cuda_sticky::external_device};
+}  // namespace detail
+
 /**
  * @brief The `errc` of a CUDA runtime error code (a `cudaError_t` converted to `int`).
  *
@@ -39,24 +49,10 @@ constexpr int external_device = 911;       ///< cudaErrorExternalDevice
  * as `thrust::system_error`.
  */
 constexpr errc cuda_errc(int cuda_error) noexcept {
-  switch (cuda_error) {
-    case 0: return errc::ok;
-    case cuda_sticky::ecc_uncorrectable:
-    case cuda_sticky::nvlink_uncorrectable:
-    case cuda_sticky::illegal_address:
-    case cuda_sticky::launch_timeout:
-    case cuda_sticky::context_destroyed:
-    case cuda_sticky::device_assert:
-    case cuda_sticky::hardware_stack:
-    case cuda_sticky::illegal_instruction:
-    case cuda_sticky::misaligned_address:
-    case cuda_sticky::invalid_address_space:
-    case cuda_sticky::invalid_pc:
-    case cuda_sticky::launch_failure:
-    case cuda_sticky::tensor_memory_leak:
-    case cuda_sticky::external_device: return errc::device_fault;
-    default: return errc::device_error;
-  }
+  if (cuda_error == 0) return errc::ok;
+  for (int sticky : detail::cuda_sticky_codes)
+    if (cuda_error == sticky) return errc::device_fault;
+  return errc::device_error;
 }
 
 }  // namespace gradcomp

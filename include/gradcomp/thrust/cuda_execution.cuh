@@ -53,21 +53,21 @@ template <class Key>
 struct radix_state;
 using stream_t = ::CUstream_st*;  // as thrust/system_memory.hpp declares it: cudaStream_t
 
-static_assert(cuda_sticky::ecc_uncorrectable == cudaErrorECCUncorrectable &&
-                  cuda_sticky::nvlink_uncorrectable == cudaErrorNvlinkUncorrectable &&
-                  cuda_sticky::illegal_address == cudaErrorIllegalAddress &&
-                  cuda_sticky::launch_timeout == cudaErrorLaunchTimeout &&
-                  cuda_sticky::context_destroyed == cudaErrorContextIsDestroyed &&
-                  cuda_sticky::device_assert == cudaErrorAssert &&
-                  cuda_sticky::hardware_stack == cudaErrorHardwareStackError &&
-                  cuda_sticky::illegal_instruction == cudaErrorIllegalInstruction &&
-                  cuda_sticky::misaligned_address == cudaErrorMisalignedAddress &&
-                  cuda_sticky::invalid_address_space == cudaErrorInvalidAddressSpace &&
-                  cuda_sticky::invalid_pc == cudaErrorInvalidPc &&
-                  cuda_sticky::launch_failure == cudaErrorLaunchFailure &&
-                  cuda_sticky::tensor_memory_leak == cudaErrorTensorMemoryLeak &&
-                  cuda_sticky::external_device == cudaErrorExternalDevice,
-              "thrust/cuda_errors.hpp's codes are the CUDA runtime's");
+// cuda_sticky's codes, in their order, as the CUDA runtime names them.
+constexpr cudaError_t cuda_runtime_sticky[] = {
+    cudaErrorECCUncorrectable,   cudaErrorNvlinkUncorrectable, cudaErrorIllegalAddress,    cudaErrorLaunchTimeout,
+    cudaErrorContextIsDestroyed, cudaErrorAssert,               cudaErrorHardwareStackError, cudaErrorIllegalInstruction,
+    cudaErrorMisalignedAddress,  cudaErrorInvalidAddressSpace,  cudaErrorInvalidPc,          cudaErrorLaunchFailure,
+    cudaErrorTensorMemoryLeak,   cudaErrorExternalDevice};
+constexpr bool sticky_codes_match() noexcept {
+  if (sizeof(cuda_runtime_sticky) / sizeof(cuda_runtime_sticky[0]) !=
+      sizeof(cuda_sticky_codes) / sizeof(cuda_sticky_codes[0]))
+    return false;
+  for (std::size_t i = 0; i < sizeof(cuda_sticky_codes) / sizeof(cuda_sticky_codes[0]); ++i)
+    if (cuda_sticky_codes[i] != static_cast<int>(cuda_runtime_sticky[i])) return false;
+  return true;
+}
+static_assert(sticky_codes_match(), "thrust/cuda_errors.hpp's codes are the CUDA runtime's");
 
 // A failed CUDA call as gradcomp::error: errc::device_fault where the context is lost, else
 // errc::device_error; the message names the operation and gives CUDA's text.
