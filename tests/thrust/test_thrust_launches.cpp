@@ -1,0 +1,128 @@
+// Launch accounting on the CPU: how many Thrust algorithms one step of each method dispatches on
+// the Thrust backend (counting_system.hpp), for the first 1, 10 and 161 tensors of ResNet-50
+// (bench/data/resnet50.txt, each dimension cut to at most 8 so that the step is quick; the ranks,
+// and so which tensors are compressed, are ResNet-50's). On the CUDA system each dispatch is one or
+// a few kernel launches. The counts are exact and written in docs/backends.md ("Launches per
+// step"): a change that adds or removes a dispatch fails here until the table says so. Each step
+// is issued without a host transfer.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/thrust.hpp>
+
+#include "thrust/counting_system.hpp"
+
+namespace {
+
+using backend = gradcomp::thrust_backend<gradcomp_test::counting::tag>;
+using gradcomp::detail::thrust_impl::host_transfer_count;
+
+struct layer {
+  std::string name;
+  std::vector<std::size_t> shape;
+};
+
+// The first `count` tensors of ResNet-50, each dimension cut to at most 8.
+std::vector<layer> resnet50(std::size_t count) {
+  std::ifstream in(GRADCOMP_TEST_RESNET50);
+  REQUIRE(in);
+  std::vector<layer> out;
+  std::string line;
+  while (out.size() < count && std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    layer l;
+    fields >> l.name;
+    for (std::size_t d; fields >> d;) l.shape.push_back(std::min<std::size_t>(d, 8));
+    out.push_back(l);
+  }
+  REQUIRE(out.size() == count);
+  return out;
+}
+
+// Gradients of the layers in the backend's memory, with values of every magnitude.
+struct gradients {
+  std::vector<gradcomp::backend_buffer<float, backend>> buffers;
+  std::vector<gradcomp::backend_span<const float, backend>> views;
+
+  explicit gradients(const std::vector<layer>& layers) {
+    for (std::size_t t = 0; t < layers.size(); ++t) {
+      std::size_t n = 1;
+      for (std::size_t d : layers[t].shape) n *= d;
+      std::vector<float> h(n);
+      for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<float>((i * 37 + t * 11) % 101) / 8.0f - 6.0f;
+      buffers.push_back(gradcomp::allocate_buffer<float>(backend{}, n));
+      REQUIRE(gradcomp::copy_to_backend(backend{}, gradcomp::span<const float>(h.data(), n), buffers.back().view()));
+      views.push_back(gradcomp::readonly(buffers.back().view()));
+    }
+  }
+};
+
+// The dispatches of the second step of a compressor made by `make` over the layers (the first
+// step sets up what a first step does once).
+template <class Make>
+std::size_t count_step(std::size_t tensors, Make make) {
+  const auto layers = resnet50(tensors);
+  auto c = make();
+  for (const auto& l : layers) c.add_tensor(l.name, l.shape);
+  gradients g(layers);
+  REQUIRE(c.compress(g.views));
+  REQUIRE(c.stats());
+  const auto transfers = host_transfer_count.load();
+  const std::size_t before = gradcomp_test::counting::dispatches;
+  REQUIRE(c.compress(g.views));
+  const std::size_t issued = gradcomp_test::counting::dispatches - before;
+  CHECK(host_transfer_count.load() == transfers);
+  REQUIRE(c.stats());
+  return issued;
+}
+
+struct expected_counts {
+  const char* method;
+  std::size_t at_1, at_10, at_161;
+};
+
+template <class Make>
+void check_counts(const expected_counts& e, Make make) {
+  CAPTURE(e.method);
+  const std::size_t at_1 = count_step(1, make);
+  const std::size_t at_10 = count_step(10, make);
+  const std::size_t at_161 = count_step(161, make);
+  INFO(std::string(e.method) << ": " << at_1 << ", " << at_10 << ", " << at_161
+                             << " dispatches for 1, 10, 161 tensors");
+  CHECK(at_1 == e.at_1);
+  CHECK(at_10 == e.at_10);
+  CHECK(at_161 == e.at_161);
+}
+
+}  // namespace
+
+TEST_CASE("launches per step: DGC, exact and sampled, with clipping") {
+  gradcomp::dgc_config exact;
+  exact.selection = gradcomp::selection_method::exact_topk;
+  exact.clip_norm = 1.0;
+  check_counts({"dgc exact", 29, 143, 2049}, [&] { return gradcomp::dgc_compressor<float, backend>(exact); });
+  gradcomp::dgc_config sampled;
+  sampled.clip_norm = 1.0;
+  check_counts({"dgc sampled", 57, 255, 3561}, [&] { return gradcomp::dgc_compressor<float, backend>(sampled); });
+}
+
+TEST_CASE("launches per step: the quantisers and AdaComp") {
+  check_counts({"ef_signsgd", 5, 41, 645},
+               [] { return gradcomp::ef_signsgd_compressor<float, backend>(gradcomp::ef_signsgd_config{}); });
+  check_counts({"terngrad", 5, 41, 645},
+               [] { return gradcomp::terngrad_compressor<float, backend>(gradcomp::terngrad_config{}); });
+  check_counts({"onebit_sgd", 5, 41, 645},
+               [] { return gradcomp::onebit_sgd_compressor<float, backend>(gradcomp::onebit_sgd_config{}); });
+  check_counts({"qsgd", 4, 31, 484}, [] { return gradcomp::qsgd_compressor<float, backend>(gradcomp::qsgd_config{}); });
+  check_counts({"adacomp", 7, 49, 753},
+               [] { return gradcomp::adacomp_compressor<float, backend>(gradcomp::adacomp_config{}); });
+}
