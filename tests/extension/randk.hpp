@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <gradcomp/backend.hpp>
-#include <gradcomp/common/quantiser_base.hpp>
+#include <gradcomp/common/compressor_base.hpp>
 #include <gradcomp/common/residual_snapshot.hpp>
 #include <gradcomp/config.hpp>
 #include <gradcomp/detail/rng.hpp>
@@ -120,9 +120,9 @@ struct randk_config {
 };
 
 template <class T, class Backend = gradcomp::cpu_backend>
-class randk_compressor : public gradcomp::detail::quantiser_base<randk_compressor<T, Backend>, randk_record,
+class randk_compressor : public gradcomp::detail::compressor_base<randk_compressor<T, Backend>, randk_record,
                                                                  randk_step_record> {
-  using base = typename randk_compressor::quantiser_base;
+  using base = typename randk_compressor::compressor_base;
   using kernels = randk_ops<Backend>;
 
  public:

@@ -1,10 +1,10 @@
-// Launch accounting on the CPU: how many Thrust algorithms one step of each method dispatches on
-// the Thrust backend (counting_system.hpp), for the first 1, 10 and 161 tensors of ResNet-50
-// (bench/data/resnet50.txt, each dimension cut to at most 8 so that the step is quick; the ranks,
-// and so which tensors are compressed, are ResNet-50's). On the CUDA system each dispatch is one or
-// a few kernel launches. The counts are exact and written in docs/backends.md ("Launches per
-// step"): a change that adds or removes a dispatch fails here until the table says so. Each step
-// is issued without a host transfer.
+// Launch accounting on the CPU: how many Thrust algorithms one step of each method, and the device
+// encoder and decoder on one message, dispatch on the Thrust backend (counting_system.hpp), for
+// the first 1, 10 and 161 tensors of ResNet-50 (bench/data/resnet50.txt, each dimension cut to at
+// most 8 so that the step is quick; the ranks, and so which tensors are compressed, are
+// ResNet-50's). On the CUDA system each dispatch is one or a few kernel launches. The counts are
+// exact and written in docs/backends.md ("Launches per step"): a change that adds or removes a
+// dispatch fails here until the table says so. Each step is issued without a host transfer.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +17,8 @@
 
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/thrust.hpp>
+#include <gradcomp/thrust/wire_decode.hpp>
+#include <gradcomp/thrust/wire_encode.hpp>
 
 #include "thrust/counting_system.hpp"
 
@@ -85,6 +87,57 @@ std::size_t count_step(std::size_t tensors, Make make) {
   return issued;
 }
 
+// The dispatches of encoding a DGC step's message of the layers on the device (raw_u32 indices,
+// with the checksum), and of decoding it into accumulators of the layers and adding it there.
+struct codec_counts {
+  std::size_t encode = 0;
+  std::size_t decode = 0;
+};
+
+codec_counts count_codec(std::size_t tensors) {
+  const auto layers = resnet50(tensors);
+  const backend b{};
+  gradcomp::dgc_config cfg;
+  cfg.selection = gradcomp::selection_method::exact_topk;
+  gradcomp::dgc_compressor<float, backend> c(cfg);
+  for (const auto& l : layers) c.add_tensor(l.name, l.shape);
+  gradients g(layers);
+  REQUIRE(c.compress(g.views));
+  gradcomp::wire::encode_options opt;
+  opt.indices = gradcomp::wire::index_coding::raw_u32;
+  opt.checksum = true;
+  gradcomp::wire::device_encoder<float, backend> enc(b, c.device_message(), opt);
+  auto out = gradcomp::allocate_buffer<std::byte>(b, enc.max_message_bytes());
+  auto outcome = gradcomp::allocate_buffer<std::uint64_t>(b, 2);
+  codec_counts counts;
+  std::size_t before = gradcomp_test::counting::dispatches;
+  REQUIRE(enc.encode(b, out.view(), outcome.view()));
+  counts.encode = gradcomp_test::counting::dispatches - before;
+  std::uint64_t result[2] = {};
+  REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(outcome.view()), gradcomp::span<std::uint64_t>(result, 2)));
+  gradcomp::synchronize(b);
+  REQUIRE(result[1] == 0);
+
+  std::vector<gradcomp::backend_buffer<float, backend>> sums;
+  std::vector<gradcomp::span<float, gradcomp::memory_space_t<backend>>> views;
+  for (const auto& grad : g.buffers) {
+    sums.push_back(gradcomp::allocate_buffer<float>(b, grad.size()));
+    views.push_back(sums.back().view());
+  }
+  gradcomp::wire::device_accumulator<float, backend> decoder(
+      b, gradcomp::span<const gradcomp::span<float, gradcomp::memory_space_t<backend>>>(views.data(), views.size()),
+      enc.max_message_bytes());
+  const auto message = gradcomp::readonly(out.view()).first(static_cast<std::size_t>(result[0]));
+  before = gradcomp_test::counting::dispatches;
+  REQUIRE(decoder.accumulate(b, message, outcome.view()));
+  counts.decode = gradcomp_test::counting::dispatches - before;
+  REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(outcome.view()), gradcomp::span<std::uint64_t>(result, 2)));
+  gradcomp::synchronize(b);
+  CHECK(result[0] == 0);
+  CHECK(result[1] == tensors);
+  return counts;
+}
+
 struct expected_counts {
   const char* method;
   std::size_t at_1, at_10, at_161;
@@ -125,4 +178,15 @@ TEST_CASE("launches per step: the quantisers and AdaComp") {
   check_counts({"qsgd", 4, 31, 484}, [] { return gradcomp::qsgd_compressor<float, backend>(gradcomp::qsgd_config{}); });
   check_counts({"adacomp", 7, 49, 753},
                [] { return gradcomp::adacomp_compressor<float, backend>(gradcomp::adacomp_config{}); });
+}
+
+TEST_CASE("launches per message: the device encoder and decoder") {
+  const codec_counts at_1 = count_codec(1), at_10 = count_codec(10), at_161 = count_codec(161);
+  INFO("encode: " << at_1.encode << ", " << at_10.encode << ", " << at_161.encode << "; decode: " << at_1.decode
+                  << ", " << at_10.decode << ", " << at_161.decode << " dispatches for 1, 10, 161 tensors");
+  // A fixed number, whatever the tensors.
+  for (const codec_counts& c : {at_1, at_10, at_161}) {
+    CHECK(c.encode == 7);
+    CHECK(c.decode == 11);
+  }
 }

@@ -19,7 +19,7 @@
 
 #include "../backend.hpp"
 #include "cpu_ops.hpp"
-#include "../common/quantiser_base.hpp"
+#include "../common/compressor_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
@@ -63,9 +63,9 @@ struct adacomp_config : quantiser_settings {
  */
 template <class T, class Backend = cpu_backend>
 class adacomp_compressor
-    : public detail::quantiser_base<adacomp_compressor<T, Backend>, detail::adacomp_record,
+    : public detail::compressor_base<adacomp_compressor<T, Backend>, detail::adacomp_record,
                                     detail::adacomp_step_record> {
-  using base = typename adacomp_compressor::quantiser_base;
+  using base = typename adacomp_compressor::compressor_base;
   using kernels = detail::adacomp_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;

@@ -43,9 +43,9 @@ struct dgc_snapshot_access {
     for (std::size_t t = 0; t < c.tensors_.size(); ++t) {
       auto& st = c.tensors_[t];
       if (!st.info.compressed) continue;
-      out.push_back(make_snapshot_item(wire::section_role::residual, t, st.v.view()));
+      out.push_back(make_snapshot_item(wire::section_role::residual, t, st.e.view()));
       if (c.cfg_.sender_momentum() != momentum_kind::none)
-        out.push_back(make_snapshot_item(wire::section_role::momentum, t, st.u.view()));
+        out.push_back(make_snapshot_item(wire::section_role::momentum, t, c.momenta_[t].view()));
     }
     return out;
   }

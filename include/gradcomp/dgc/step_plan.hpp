@@ -47,6 +47,7 @@ struct dgc_tensor_record {
   double next_v_bound = 0.0;
   selection_result<T> selection{};  // the last step's selection (compressed tensors)
   std::uint64_t kept = 0;           // entries the last step sent
+  std::uint64_t numel = 0;          // the tensor's elements (written at registration)
   std::int32_t status = 0;          // this step's outcome for the tensor (an errc value)
   std::uint8_t compressed = 0;      // sparsified (1) or sent dense (0)
 };

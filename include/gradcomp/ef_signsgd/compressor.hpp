@@ -20,7 +20,7 @@
 
 #include "../backend.hpp"
 #include "cpu_ops.hpp"
-#include "../common/quantiser_base.hpp"
+#include "../common/compressor_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
@@ -59,9 +59,9 @@ struct ef_signsgd_config {
  */
 template <class T, class Backend = cpu_backend>
 class ef_signsgd_compressor
-    : public detail::quantiser_base<ef_signsgd_compressor<T, Backend>, detail::ef_sign_record,
+    : public detail::compressor_base<ef_signsgd_compressor<T, Backend>, detail::ef_sign_record,
                                     detail::ef_sign_step_record> {
-  using base = typename ef_signsgd_compressor::quantiser_base;
+  using base = typename ef_signsgd_compressor::compressor_base;
   using kernels = detail::ef_sign_ops<Backend>;
 
  public:

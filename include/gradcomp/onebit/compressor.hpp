@@ -19,7 +19,7 @@
 
 #include "../backend.hpp"
 #include "cpu_ops.hpp"
-#include "../common/quantiser_base.hpp"
+#include "../common/compressor_base.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
@@ -59,9 +59,9 @@ struct onebit_sgd_config : quantiser_settings {
  */
 template <class T, class Backend = cpu_backend>
 class onebit_sgd_compressor
-    : public detail::quantiser_base<onebit_sgd_compressor<T, Backend>, detail::onebit_record,
+    : public detail::compressor_base<onebit_sgd_compressor<T, Backend>, detail::onebit_record,
                                     detail::onebit_step_record> {
-  using base = typename onebit_sgd_compressor::quantiser_base;
+  using base = typename onebit_sgd_compressor::compressor_base;
   using kernels = detail::onebit_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;

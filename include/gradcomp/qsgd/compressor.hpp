@@ -21,7 +21,7 @@
 
 #include "../backend.hpp"
 #include "cpu_ops.hpp"
-#include "../common/quantiser_base.hpp"
+#include "../common/compressor_base.hpp"
 #include "../detail/rng.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
@@ -67,9 +67,9 @@ struct qsgd_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class qsgd_compressor : public detail::quantiser_base<qsgd_compressor<T, Backend>, detail::qsgd_record,
+class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backend>, detail::qsgd_record,
                                                       detail::qsgd_step_record> {
-  using base = typename qsgd_compressor::quantiser_base;
+  using base = typename qsgd_compressor::compressor_base;
   using kernels = detail::qsgd_ops<Backend>;
   template <class U>
   using buffer = typename base::template buffer<U>;

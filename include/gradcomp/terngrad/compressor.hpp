@@ -21,7 +21,7 @@
 
 #include "../backend.hpp"
 #include "cpu_ops.hpp"
-#include "../common/quantiser_base.hpp"
+#include "../common/compressor_base.hpp"
 #include "../detail/rng.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
@@ -67,9 +67,9 @@ struct terngrad_config : quantiser_settings {
  */
 template <class T, class Backend = cpu_backend>
 class terngrad_compressor
-    : public detail::quantiser_base<terngrad_compressor<T, Backend>, detail::terngrad_record,
+    : public detail::compressor_base<terngrad_compressor<T, Backend>, detail::terngrad_record,
                                     detail::terngrad_step_record> {
-  using base = typename terngrad_compressor::quantiser_base;
+  using base = typename terngrad_compressor::compressor_base;
   using kernels = detail::terngrad_ops<Backend>;
   using record = detail::terngrad_record;
 

@@ -1,9 +1,9 @@
-// What every compressor shares that sends a compressed tensor in a quantised value coding
-// (EF-SignSGD's scaled signs, TernGrad's ternary values), either dense or, for a sparse method
-// (AdaComp), as the positions it selects: the registered tensors with their message buffers (and
-// error buffers where the method keeps an error), per-tensor records and the step's verdict in
-// backend memory, waiting for a step and taking its outcome, the statistics, the wire message and
-// its views, and the receiver's layout. A compressor derives from it (naming itself as Derived),
+// What every compressor shares: the registered tensors with their message buffers (and error
+// buffers where the method keeps an error), per-tensor records and the step's verdict in backend
+// memory, waiting for a step and taking its outcome, the statistics, the wire message and its
+// views, and the receiver's layout. A compressed tensor is sent dense in a quantised value coding
+// (EF-SignSGD's scaled signs, TernGrad's ternary values) or, for a sparse method (DGC, AdaComp),
+// as the positions its step selects. A compressor derives from it (naming itself as Derived),
 // adds its configuration and issues its own step (`compress(on, grads)`) through its method's
 // kernels; the base gives the `compress(grads)` forms.
 //
@@ -12,6 +12,13 @@
 // tensor's index and value buffers. StepRecord is the step's record, with the verdict `status`.
 // A coding with per-bucket scales (coding_parameters::bucket non-zero: QSGD's norms) gets a scales
 // buffer per compressed tensor, which the step writes and the message carries.
+//
+// Derived may hide two hooks (the base calls them on Derived; the defaults are below):
+// `step_bound(t)`, the most entries the step in progress can send for sparse tensor t when its
+// plan fixes that (DGC's k of the step), so that a device's payload comes to the host with the
+// records in one synchronisation (otherwise the counts are read first, a second one); and
+// `finish_stats(stats, verdict, records)`, the method's own statistics of a step that went
+// through.
 #pragma once
 
 #include <algorithm>
@@ -72,11 +79,11 @@ struct quantiser_params<C<T, Backend>> {
 };
 
 template <class Derived, class Record, class StepRecord>
-class quantiser_base {
+class compressor_base {
   using T = typename quantiser_params<Derived>::value_type;
   using Backend = typename quantiser_params<Derived>::backend_type;
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "the quantisers support float and double");
+                "the compressors support float and double");
 
  protected:
   using ops = detail::ops<Backend>;
@@ -96,10 +103,13 @@ class quantiser_base {
     std::size_t staged_scales_offset = 0;
   };
 
+  // No bound fixed by the step's plan (step_bound).
+  static constexpr std::size_t no_bound = static_cast<std::size_t>(-1);
+
   // `coding`: the value coding of compressed tensors; `error_feedback`: whether each compressed
   // tensor keeps an error buffer; `sparse`: whether compressed tensors are sent as the positions
   // the step selects. Throws errc::invalid_argument for threads == 0.
-  quantiser_base(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback,
+  compressor_base(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback,
                   bool sparse = false)
       : backend_(backend), coding_(coding), error_feedback_(error_feedback), sparse_(sparse) {
     if (threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
@@ -108,9 +118,9 @@ class quantiser_base {
   }
   // A quantiser whose receiver applies momentum: its settings' threads as above, and their
   // momentum in [0, 1), vanilla or Nesterov (else errc::invalid_argument).
-  quantiser_base(Backend backend, const quantiser_settings& settings, wire::value_coding coding, bool error_feedback,
+  compressor_base(Backend backend, const quantiser_settings& settings, wire::value_coding coding, bool error_feedback,
                  bool sparse = false)
-      : quantiser_base(backend, settings.threads, coding, error_feedback, sparse) {
+      : compressor_base(backend, settings.threads, coding, error_feedback, sparse) {
     if (!(settings.momentum >= 0.0 && settings.momentum < 1.0))
       throw error(errc::invalid_argument, "momentum must be in [0, 1)");
     if (settings.momentum_form != momentum_kind::vanilla && settings.momentum_form != momentum_kind::nesterov)
@@ -163,11 +173,13 @@ class quantiser_base {
   std::size_t max_message_bytes(const wire::encode_options& opt = {}) const noexcept {
     std::uint64_t total = wire::message_overhead_bytes(opt);
     wire::encode_options packed = opt;
-    packed.dense_values = coding_;
-    packed.values = coding_;
+    if (coding_ != wire::value_coding::unspecified) {
+      packed.dense_values = coding_;
+      packed.values = coding_;
+    }
     for (const auto& st : tensors_)
-      total += *wire::max_section_bytes(st.info.numel, st.info.numel, !sparse(st), st.info.compressed ? packed : opt,
-                                        st.parameters);
+      total += *wire::max_section_bytes(st.info.numel, st.values.size(), !sparse(st),
+                                        st.info.compressed ? packed : opt, st.parameters);
     return static_cast<std::size_t>(total);
   }
 
@@ -249,18 +261,21 @@ class quantiser_base {
  protected:
   // Registers a tensor: its record (numel, compressed) in backend memory, its buffers, the order
   // of the tensors by size; `fill(record, info)` sets the method's own registration fields of the
-  // record, and `parameters(info)` gives a compressed tensor's coding layout. Strong guarantee.
-  template <class Fill, class Parameters>
+  // record (and allocates what the method keeps besides), `parameters(info)` gives a compressed
+  // tensor's coding layout, and `capacity(info)` the entries a sparse tensor's message can hold
+  // (its element count unless given). Strong guarantee.
+  template <class Fill, class Parameters, class Capacity>
   std::size_t add(std::string name, std::vector<std::size_t> shape, tensor_mode mode, const compression_policy& policy,
-                  Fill&& fill, Parameters&& parameters) {
+                  Fill&& fill, Parameters&& parameters, Capacity&& capacity) {
     tensor_state st;
     st.info = new_tensor_info(tensors_, std::move(name), std::move(shape), mode, policy);
     if (st.info.compressed) st.parameters = parameters(st.info);
     const std::size_t n = st.info.numel;
+    const std::size_t entries = sparse(st) ? capacity(st.info) : n;
     wait();
     if (st.info.compressed && error_feedback_) st.e = ops::template allocate<T>(backend_, n);
-    st.values = ops::template allocate<T>(backend_, n);
-    if (sparse(st)) st.indices = ops::template allocate<std::uint32_t>(backend_, n);
+    st.values = ops::template allocate<T>(backend_, entries);
+    if (sparse(st)) st.indices = ops::template allocate<std::uint32_t>(backend_, entries);
     const std::size_t scales = st.info.compressed && st.parameters.bucket != 0
                                    ? static_cast<std::size_t>((n + st.parameters.bucket - 1) / st.parameters.bucket)
                                    : 0;
@@ -275,8 +290,8 @@ class quantiser_base {
     auto records = ops::template allocate<Record>(backend_, host.size());
     ops::copy_to_backend(backend_, span<const Record>(host.data(), host.size()), records.view());
     std::vector<Record> staged(host.size());
-    std::vector<T> staged_values(host_memory ? 0 : staged_values_.size() + n);
-    std::vector<std::uint32_t> staged_indices(host_memory || !sparse_ ? 0 : staged_values_.size() + n);
+    std::vector<T> staged_values(host_memory ? 0 : staged_values_.size() + entries);
+    std::vector<std::uint32_t> staged_indices(host_memory || !sparse_ ? 0 : staged_values_.size() + entries);
     std::vector<float> staged_scales(host_memory ? 0 : staged_scales_.size() + scales);
     std::vector<std::size_t> order(tensors_.size() + 1);
     for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
@@ -301,12 +316,23 @@ class quantiser_base {
     return tensors_.size() - 1;
   }
 
+  template <class Fill, class Parameters>
+  std::size_t add(std::string name, std::vector<std::size_t> shape, tensor_mode mode, const compression_policy& policy,
+                  Fill&& fill, Parameters&& parameters) {
+    return add(std::move(name), std::move(shape), mode, policy, std::forward<Fill>(fill),
+               std::forward<Parameters>(parameters), [](const tensor_info& info) { return info.numel; });
+  }
+
   std::size_t add(std::string name, std::vector<std::size_t> shape, tensor_mode mode,
                   const compression_policy& policy) {
     return add(
         std::move(name), std::move(shape), mode, policy, [](Record&, const tensor_info&) {},
         [](const tensor_info&) { return wire::coding_parameters{}; });
   }
+
+  // The hooks' defaults (see the top of this file).
+  std::size_t step_bound(std::size_t) const noexcept { return no_bound; }
+  void finish_stats(step_stats&, const StepRecord&, const Record*) const noexcept {}
 
   // The start of every step: the gradients checked against the registered tensors, the step in
   // progress waited for, the executor's threads started (errc::resource_unavailable when the
@@ -333,6 +359,15 @@ class quantiser_base {
 
   // A sparse method's compressed tensor.
   bool sparse(const tensor_state& st) const noexcept { return sparse_ && st.info.compressed; }
+
+  const Derived& derived() const noexcept { return static_cast<const Derived&>(*this); }
+
+  // The records as the host reads them (after a wait): in place in host-accessible memory, else
+  // the copy the last wait staged.
+  const Record* host_records() const noexcept {
+    if constexpr (host_memory) return records_.view().data();
+    else return staged_records_.data();
+  }
 
   // The entries of tensor t's message in the last step (its element count when dense); the host
   // reads the records after a wait.
@@ -371,10 +406,12 @@ class quantiser_base {
         ops::copy_to_host(on, readonly(records_.view()), span<Record>(staged_records_.data(), staged_records_.size()));
         ops::copy_to_host(on, readonly(step_record_.view()), span<StepRecord>(&verdict, 1));
       }
-      // A sparse method's counts are in the records: they are on the host before its payload is
-      // copied (a second synchronisation, none for a refused step, which has no payload).
+      // A sparse method's counts are in the records: unless the step's plan bounds them, they are
+      // on the host before its payload is copied (a second synchronisation, none for a refused
+      // step, which has no payload).
+      const bool bounded = sparse_ && !tensors_.empty() && derived().step_bound(0) != no_bound;
       bool synchronized = false;
-      if (payload && sparse_ && pending_) {
+      if (payload && sparse_ && pending_ && !bounded) {
         ops::synchronize(on);
         synchronized = true;
         payload = verdict.status == static_cast<std::int32_t>(errc::ok);
@@ -382,7 +419,7 @@ class quantiser_base {
       if (payload)
         for (std::size_t t = 0; t < tensors_.size(); ++t) {
           const tensor_state& st = tensors_[t];
-          const std::size_t n = entries(t);
+          const std::size_t n = bounded && pending_ && sparse(st) ? derived().step_bound(t) : entries(t);
           ops::copy_to_host(on, readonly(st.values.view()).first(n), span<T>(staged_values_.data() + st.staged_offset, n));
           if (sparse(st))
             ops::copy_to_host(on, readonly(st.indices.view()).first(n),
@@ -412,6 +449,7 @@ class quantiser_base {
     s.density = !sparse_ ? 1.0
                 : s.target_elements == 0 ? 0.0
                                          : static_cast<double>(s.kept_elements) / static_cast<double>(s.target_elements);
+    derived().finish_stats(s, verdict, host_records());
     last_stats_ = s;
     ++step_;
   }
