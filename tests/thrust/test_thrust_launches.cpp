@@ -17,6 +17,7 @@
 
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/thrust.hpp>
+#include <gradcomp/thrust/segmented_sum.hpp>
 #include <gradcomp/thrust/wire_decode.hpp>
 #include <gradcomp/thrust/wire_encode.hpp>
 
@@ -32,8 +33,8 @@ struct layer {
   std::vector<std::size_t> shape;
 };
 
-// The first `count` tensors of ResNet-50, each dimension cut to at most 8.
-std::vector<layer> resnet50(std::size_t count) {
+// The first `count` tensors of ResNet-50, each dimension cut to at most `cut`.
+std::vector<layer> resnet50(std::size_t count, std::size_t cut = 8) {
   std::ifstream in(GRADCOMP_TEST_RESNET50);
   REQUIRE(in);
   std::vector<layer> out;
@@ -43,7 +44,7 @@ std::vector<layer> resnet50(std::size_t count) {
     std::istringstream fields(line);
     layer l;
     fields >> l.name;
-    for (std::size_t d; fields >> d;) l.shape.push_back(std::min<std::size_t>(d, 8));
+    for (std::size_t d; fields >> d;) l.shape.push_back(std::min(d, cut));
     out.push_back(l);
   }
   REQUIRE(out.size() == count);
@@ -188,5 +189,32 @@ TEST_CASE("launches per message: the device encoder and decoder") {
   for (const codec_counts& c : {at_1, at_10, at_161}) {
     CHECK(c.encode == 7);
     CHECK(c.decode == 11);
+  }
+}
+
+// A term of the reductions below.
+struct index_leaf {
+  GRADCOMP_HD double operator()(std::uint32_t t, std::uint64_t i) const { return static_cast<double>(i % 97 + t); }
+};
+
+TEST_CASE("launches per model: the ordered sums of every tensor at once") {
+  namespace impl = gradcomp::detail::thrust_impl;
+  using System = gradcomp_test::counting::tag;
+  for (const std::size_t tensors : {std::size_t(1), std::size_t(10), std::size_t(161)}) {
+    CAPTURE(tensors);
+    std::vector<std::size_t> sizes;
+    for (const auto& l : resnet50(tensors, static_cast<std::size_t>(-1))) {
+      std::size_t n = 1;
+      for (std::size_t d : l.shape) n *= d;
+      sizes.push_back(n);
+    }
+    const impl::segmented_reduction<double, System> reduction(
+        gradcomp::span<const std::size_t>(sizes.data(), sizes.size()));
+    impl::system_buffer<double, System> results(tensors);
+    const std::size_t before = gradcomp_test::counting::dispatches;
+    reduction.issue(nullptr, index_leaf{}, gradcomp::detail::sum_merge{}, results.view().data());
+    // Two per level: conv1's 9,408 elements take two levels, the 3x3 kernels of 2,359,296 too.
+    CHECK(gradcomp_test::counting::dispatches - before == 4);
+    CHECK(reduction.levels() == 2);
   }
 }

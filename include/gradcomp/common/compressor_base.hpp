@@ -71,17 +71,17 @@ const std::uint64_t* record_kept_address(const Record*, long) noexcept {
 
 // The value type and the backend of a compressor `C<T, Backend>` (the type may be incomplete).
 template <class C>
-struct quantiser_params;
+struct compressor_params;
 template <template <class, class> class C, class T, class Backend>
-struct quantiser_params<C<T, Backend>> {
+struct compressor_params<C<T, Backend>> {
   using value_type = T;
   using backend_type = Backend;
 };
 
 template <class Derived, class Record, class StepRecord>
 class compressor_base {
-  using T = typename quantiser_params<Derived>::value_type;
-  using Backend = typename quantiser_params<Derived>::backend_type;
+  using T = typename compressor_params<Derived>::value_type;
+  using Backend = typename compressor_params<Derived>::backend_type;
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "the compressors support float and double");
 
@@ -119,7 +119,7 @@ class compressor_base {
   // A quantiser whose receiver applies momentum: its settings' threads as above, and their
   // momentum in [0, 1), vanilla or Nesterov (else errc::invalid_argument).
   compressor_base(Backend backend, const quantiser_settings& settings, wire::value_coding coding, bool error_feedback,
-                 bool sparse = false)
+                  bool sparse = false)
       : compressor_base(backend, settings.threads, coding, error_feedback, sparse) {
     if (!(settings.momentum >= 0.0 && settings.momentum < 1.0))
       throw error(errc::invalid_argument, "momentum must be in [0, 1)");
