@@ -2,7 +2,7 @@
 // encoder and decoder on one message, dispatch on the Thrust backend (counting_system.hpp), for
 // the first 1, 10 and 161 tensors of ResNet-50 (bench/data/resnet50.txt, each dimension cut to at
 // most 8 so that the step is quick; the ranks, and so which tensors are compressed, are
-// ResNet-50's). On the CUDA system each dispatch is one or a few kernel launches. The counts are
+// ResNet-50's). On the CUDA system each dispatch becomes at least one kernel launch. The counts are
 // exact and written in docs/backends.md ("Launches per step"): a change that adds or removes a
 // dispatch fails here until the table says so. Each step is issued without a host transfer.
 #include <algorithm>
