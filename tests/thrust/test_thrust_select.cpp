@@ -141,6 +141,29 @@ TEST_CASE_TEMPLATE("thrust exact top-k: the CPU's indices and threshold on both 
     }
 }
 
+#if defined(GRADCOMP_TEST_CUDA_SYSTEM)
+TEST_CASE_TEMPLATE("thrust exact top-k on the GPU: its hand-written kernels, a fixed number of launches", T, float,
+                   double) {
+  // Every hand-written kernel goes through cuda_kernels::launch, which counts it: the plain radix
+  // select is radix_init, one pass per digit and the compaction's three; the sample-guided plan
+  // adds its cut's four. The count depends on the plan and the key's width, never on n.
+  namespace impl = gradcomp::detail::thrust_impl;
+  constexpr std::size_t digits = (gradcomp::detail::magnitude_traits<T>::key_bits + impl::radix_bits - 1) /
+                                 impl::radix_bits;
+  for (const std::size_t n : {std::size_t(40000), std::size_t(300007), std::size_t(9000011)})
+    for (const std::size_t k : {n / 100, n / 3}) {
+      CAPTURE(n);
+      CAPTURE(k);
+      const auto v = input<T>(n, shape::gaussian, n + k);
+      const bool sampled = !gradcomp::detail::cpu::plan_topk(n, k).radix_only;
+      const auto before = impl::cuda_kernels::kernel_launch_count.load();
+      const outcome o = thrust_topk<T, primary_system>(v, k);
+      CHECK(o.error == gradcomp::errc::ok);
+      CHECK(impl::cuda_kernels::kernel_launch_count.load() - before == (sampled ? 4 : 0) + 1 + digits + 3);
+    }
+}
+#endif
+
 TEST_CASE("thrust exact top-k: many ties at the k-th magnitude, on the second system (C++; CUDA under nvcc)") {
   const auto v = input<float>(300007, shape::few_levels, 3);
   for (const std::size_t k : {std::size_t(300), std::size_t(3000), std::size_t(100000)}) check_same<float, second_system>(v, k);

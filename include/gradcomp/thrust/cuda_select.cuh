@@ -47,8 +47,13 @@
 // (cpu::radix_kth_largest). Invariant: the bins matching the prefix hold at least `need` keys,
 // so exactly one bin is found. The one-block scans (scan_classes, scan_candidates) give each
 // thread a run of consecutive entries and order the runs by one block scan.
+//
+// Every kernel is launched through cuda_kernels::launch, which counts the launches
+// (kernel_launch_count): the plain radix select takes 1 + digits + 3 (7 for float, 10 for
+// double), the sample-guided plan 4 more, whatever the input's size.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -85,6 +90,17 @@ static_assert(tile == 2 * equal_block, "two counts per tile fit the per-block co
 static_assert(radix_bins % block_threads == 0 && radix_bins % decide_threads == 0, "whole bins per thread");
 
 inline void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
+
+// Launches of the hand-written kernels since the program started: every one goes through launch,
+// so a test on the GPU counts them as the CPU tests count the Thrust dispatches.
+inline std::atomic<std::uint64_t> kernel_launch_count{0};
+
+// kernel<<<grid, block, 0, stream>>>(args...), counted (each argument converted to its parameter).
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), unsigned grid, unsigned block, stream_t stream, const Args&... args) {
+  kernel_launch_count.fetch_add(1, std::memory_order_relaxed);
+  kernel<<<grid, block, 0, stream>>>(args...);
+}
 
 // Blocks of radix_pass for `count` keys (at least one).
 __host__ __device__ inline unsigned histogram_grid(std::size_t count) {
@@ -549,15 +565,15 @@ void select_on_device(stream_t stream, const Source& src, std::size_t most, std:
                       radix_state<key_t<T>>* state, std::uint32_t* hist, std::uint32_t* pairs, bool reset_plan,
                       const std::int32_t* gate) {
   constexpr int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
-  radix_init<T><<<1, decide_threads, 0, stream>>>(state, k, reset_plan, hist, gate);
+  launch(radix_init<T>, 1, decide_threads, stream, state, k, reset_plan, hist, gate);
   for (int d = 0; d < digits; ++d)
-    radix_pass<T, Source><<<histogram_grid(most), block_threads, 0, stream>>>(state, src, hist);
+    launch(radix_pass<T, Source>, histogram_grid(most), block_threads, stream, state, src, hist);
   const emit_classes<T, Source> c{state, src, out};
   const std::size_t tiles = tiles_of(most);
   const auto tile_grid = static_cast<unsigned>(tiles < tile_blocks ? tiles : tile_blocks);
-  count_classes<<<tile_grid, block_threads, 0, stream>>>(c, pairs);
-  scan_classes<<<1, decide_threads, 0, stream>>>(c, pairs);
-  write_classes<<<tile_grid, block_threads, 0, stream>>>(c, pairs);
+  launch(count_classes<emit_classes<T, Source>>, tile_grid, block_threads, stream, c, pairs);
+  launch(scan_classes<emit_classes<T, Source>>, 1, decide_threads, stream, c, pairs);
+  launch(write_classes<emit_classes<T, Source>>, tile_grid, block_threads, stream, c, pairs);
   check_launch("gradcomp: the exact top-k's kernels");
 }
 
@@ -581,14 +597,14 @@ void execution<thrust::system::cuda::tag>::issue_sample_guided(stream_t stream, 
   using namespace cuda_kernels;
   // The cut: the sample's rank-th largest key.
   const std::size_t samples = (n - plan.stride / 2 + plan.stride - 1) / plan.stride;
-  sample_cut<T><<<1, decide_threads, 0, stream>>>(state, values, plan.stride, samples, keys, plan.rank, gate);
+  launch(sample_cut<T>, 1, decide_threads, stream, state, values, plan.stride, samples, keys, plan.rank, gate);
   check_launch("gradcomp: the exact top-k's sample");
   // The keys at or above it: a bitmap in one pass; then, where the plan uses them, their keys and
   // indices.
   const auto blocks = static_cast<unsigned>(flag_blocks(n));
-  flag_candidates<T><<<blocks, block_threads, 0, stream>>>(values, n, state, bitmap, block_counts);
-  scan_candidates<T><<<1, decide_threads, 0, stream>>>(state, block_counts, blocks, k, plan.candidate_cap);
-  write_candidates<T><<<blocks, block_threads, 0, stream>>>(values, n, state, bitmap, block_counts, keys, idx);
+  launch(flag_candidates<T>, blocks, block_threads, stream, values, n, state, bitmap, block_counts);
+  launch(scan_candidates<T>, 1, decide_threads, stream, state, block_counts, blocks, k, plan.candidate_cap);
+  launch(write_candidates<T>, blocks, block_threads, stream, values, n, state, bitmap, block_counts, keys, idx);
   check_launch("gradcomp: the exact top-k's candidates");
   // The radix select over the candidates, or over the whole input (skipped with the cut).
   const chosen_source<T> chosen{values, keys, idx, n, state};
