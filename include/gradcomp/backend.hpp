@@ -61,6 +61,16 @@ namespace detail {
 template <class Backend>
 struct ops;
 
+/// The work items of one tensor in each item space of its method's whole-model launches (a work
+/// item is what one thread of a kernel does: an element, a Philox block of four elements, a
+/// bucket, a column; each space numbers the items of every tensor one after the other).
+struct model_items {
+  /// The number of item spaces.
+  static constexpr std::size_t spaces = 3;
+  /// The tensor's items in each space.
+  std::size_t count[spaces] = {0, 0, 0};
+};
+
 /// The work-over-tensors members of `ops<B>` for a backend that runs one tensor after the other
 /// (each tensor's operations already parallel inside its system), with one workspace slot: an
 /// `ops` specialisation derives from it.

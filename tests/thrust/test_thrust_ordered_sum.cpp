@@ -45,7 +45,7 @@ TEST_CASE_TEMPLATE("thrust: many tensors' ordered sums at once are each the defi
   // Empty, one-block, two-level and three-level tensors, interleaved.
   const std::vector<std::size_t> sizes = {33, 0, sum_block + 1, 1, sum_block * sum_block + 5 * sum_block + 3,
                                           sum_block, 33 * sum_block + 7, 2, sum_block * sum_block + 1};
-  const impl::segmented_reduction<double, System> reduction(
+  const impl::segmented_reduction<System> reduction(
       gradcomp::span<const std::size_t>(sizes.data(), sizes.size()));
   CHECK(reduction.levels() == 3);
   impl::system_buffer<double, System> results(sizes.size());

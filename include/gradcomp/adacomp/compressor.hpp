@@ -64,7 +64,7 @@ struct adacomp_config : quantiser_settings {
 template <class T, class Backend = cpu_backend>
 class adacomp_compressor
     : public detail::compressor_base<adacomp_compressor<T, Backend>, detail::adacomp_record,
-                                    detail::adacomp_step_record> {
+                                    detail::adacomp_step_record, detail::adacomp_ops<Backend>> {
   using base = typename adacomp_compressor::compressor_base;
   using kernels = detail::adacomp_ops<Backend>;
   template <class U>
@@ -98,8 +98,10 @@ class adacomp_compressor
     check_bin(bin, "bin");
     bins_state st;
     bins_.reserve(bins_.size() + 1);
+    buffer<std::uint32_t> model_offsets;
+    adding_bin_ = bin;
     // The bin buffers are allocated once the registration is known to be valid, before it takes
-    // effect (strong guarantee).
+    // effect (strong guarantee). A whole-model step keeps every bin's offset in one buffer.
     const std::size_t id = this->add(
         std::move(name), std::move(shape), mode, cfg_.policy,
         [&](detail::adacomp_record&, const tensor_info& info) {
@@ -107,10 +109,16 @@ class adacomp_compressor
           const std::size_t nb = detail::adacomp_bins(info.numel, st.bin);
           st.bins = base::ops::template allocate<detail::adacomp_bin<T>>(this->backend_, nb);
           st.chunks = base::ops::template allocate<detail::adacomp_chunk<T>>(this->backend_, detail::adacomp_chunks(nb));
-          st.offsets = base::ops::template allocate<std::uint32_t>(this->backend_, info.compressed ? nb : 0);
+          if constexpr (base::whole_model)
+            model_offsets = base::ops::template allocate<std::uint32_t>(this->backend_, model_offsets_.size() + nb);
+          else st.offsets = base::ops::template allocate<std::uint32_t>(this->backend_, info.compressed ? nb : 0);
         },
         [](const tensor_info&) { return wire::coding_parameters{}; });
     bins_.push_back(std::move(st));
+    if constexpr (base::whole_model) {
+      model_offsets_ = std::move(model_offsets);
+      this->model_.set_own(id, bins_.back().bins.view().data(), bins_.back().chunks.view().data(), bins_.back().bin);
+    }
     return id;
   }
 
@@ -130,18 +138,25 @@ class adacomp_compressor
     const auto records = this->records_.view();
     const auto step = this->step_record_.view();
     auto& tensors = this->tensors_;
-    auto measure = [&](std::size_t t, std::size_t) {
-      kernels::measure(on, grads[t], readonly(tensors[t].e.view()), bins_[t].bin, bins_[t].bins.view(),
-                       bins_[t].chunks.view(), bins_[t].offsets.view(), records, t);
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-    kernels::plan(on, readonly(records), step);
-    auto apply = [&](std::size_t t, std::size_t) {
-      kernels::apply(on, grads[t], tensors[t].e.view(), bins_[t].bin, tensors[t].indices.view(),
-                     tensors[t].values.view(), readonly(bins_[t].bins.view()), readonly(bins_[t].offsets.view()),
-                     records, t, readonly(step));
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    if constexpr (base::whole_model) {
+      const auto& model = this->bind_model(on, grads);
+      kernels::measure(on, model, model_offsets_.view(), records);
+      kernels::plan(on, readonly(records), step);
+      kernels::apply(on, model, readonly(model_offsets_.view()), records, readonly(step));
+    } else {
+      auto measure = [&](std::size_t t, std::size_t) {
+        kernels::measure(on, grads[t], readonly(tensors[t].e.view()), bins_[t].bin, bins_[t].bins.view(),
+                         bins_[t].chunks.view(), bins_[t].offsets.view(), records, t);
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+      kernels::plan(on, readonly(records), step);
+      auto apply = [&](std::size_t t, std::size_t) {
+        kernels::apply(on, grads[t], tensors[t].e.view(), bins_[t].bin, tensors[t].indices.view(),
+                       tensors[t].values.view(), readonly(bins_[t].bins.view()), readonly(bins_[t].offsets.view()),
+                       records, t, readonly(step));
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    }
     this->issued(on);
     return {};
   }
@@ -161,8 +176,21 @@ class adacomp_compressor
     std::size_t bin = 1;
     buffer<detail::adacomp_bin<T>> bins;      // each bin's measurements
     buffer<detail::adacomp_chunk<T>> chunks;  // each chunk's sums
-    buffer<std::uint32_t> offsets;            // where each bin's selection goes
+    buffer<std::uint32_t> offsets;            // where each bin's selection goes (tensor by tensor)
   };
+
+  friend base;
+  // The kernels' work items of tensor t in a whole-model step.
+  detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
+    if constexpr (base::whole_model) {
+      const std::size_t bin = t < bins_.size() ? bins_[t].bin
+                              : info.compressed ? adding_bin_
+                                                : detail::adacomp_dense_bin;
+      return kernels::model_items_of(info.numel, bin, info.compressed);
+    } else {
+      return base::model_items(t, info);
+    }
+  }
 
   static void check_bin(std::size_t bin, const char* what) {
     if (bin == 0 || bin > std::numeric_limits<std::uint32_t>::max()) {
@@ -174,6 +202,8 @@ class adacomp_compressor
 
   adacomp_config cfg_;
   std::vector<bins_state> bins_;
+  buffer<std::uint32_t> model_offsets_;  // every bin's, a whole-model step's
+  std::size_t adding_bin_ = 1;           // the bin size of the tensor being registered
 };
 
 }  // namespace gradcomp

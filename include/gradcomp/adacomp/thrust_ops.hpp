@@ -10,6 +10,7 @@
 
 #include "step_plan.hpp"
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_table.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -101,12 +102,135 @@ struct adacomp_publish_op {
   }
 };
 
+// A tensor of a model in AdaComp's whole-model launches: its bin size (param), bins (aux[0],
+// items in space 1) and chunks of bins (aux[1], items in space 2).
+template <class T>
+GRADCOMP_HD adacomp_bin<T>* adacomp_model_bins(const model_tensor<T>& m) noexcept {
+  return static_cast<adacomp_bin<T>*>(m.aux[0]);
+}
+
+// Bin j of a model's tensor: adacomp_bin_op.
+template <class T>
+struct adacomp_model_bin_op {
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t, std::uint64_t j) const {
+    adacomp_bin_op<T>{m.g, m.e, m.numel, m.param, adacomp_model_bins(m)}(j);
+  }
+};
+
+// Chunk c of a model's tensor: adacomp_chunk_op.
+template <class T>
+struct adacomp_model_chunk_op {
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t, std::uint64_t c) const {
+    adacomp_chunk_op<T>{adacomp_model_bins(m), m.items[1], static_cast<adacomp_chunk<T>*>(m.aux[1])}(c);
+  }
+};
+
+// The tensor of bin k of the model (the keys of the scan of the counts).
+template <class T>
+struct adacomp_model_key_op {
+  const model_tensor<T>* tensors;
+  std::uint32_t count;
+  GRADCOMP_HD std::uint32_t operator()(std::size_t k) const { return tensor_of_item(tensors, count, 1, k); }
+};
+
+// The count of bin k of the model.
+template <class T>
+struct adacomp_model_count_op {
+  const model_tensor<T>* tensors;
+  std::uint32_t count;
+  GRADCOMP_HD std::uint32_t operator()(std::size_t k) const {
+    const model_tensor<T>& m = tensors[tensor_of_item(tensors, count, 1, k)];
+    return adacomp_model_bins(m)[k - m.first[1]].count;
+  }
+};
+
+// Tensor t's record from its chunks.
+template <class T>
+struct adacomp_model_fold_op {
+  adacomp_record* records;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t) const {
+    adacomp_fold_op<T>{static_cast<const adacomp_chunk<T>*>(m.aux[1]), m.items[2], m.items[1], records + t}(0);
+  }
+};
+
+// Item j of tensor t of a model: bin j of a compressed tensor (adacomp_apply_op, its selection at
+// the model's offsets of its bins), element j of one sent whole (adacomp_dense_op).
+template <class T>
+struct adacomp_model_step_op {
+  const std::uint32_t* offsets;  // every bin's of the model
+  const adacomp_record* records;
+  const adacomp_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t, std::uint64_t j) const {
+    if (m.e == nullptr) {
+      adacomp_dense_op<T>{m.g, m.values, step}(j);
+      return;
+    }
+    adacomp_apply_op<T>{m.g,          m.e,     m.indices,          m.values, m.numel, m.param, adacomp_model_bins(m),
+                        offsets + m.first[1], records + t, step}(j);
+  }
+};
+
+// A compressed tensor's kept entries, where the verdict allows.
+template <class T>
+struct adacomp_model_publish_op {
+  adacomp_record* records;
+  const adacomp_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t) const {
+    if (m.e != nullptr) adacomp_publish_op{records + t, step}(0);
+  }
+};
+
 }  // namespace thrust_impl
 
 /// AdaComp's kernels on the Thrust backend: the bins, the records and the verdict stay in the
-/// system's memory, and the host issues a step without waiting.
+/// system's memory, and the host issues a step without waiting. A whole model's step (its
+/// `model<T>`, thrust/model_table.hpp: a tensor's bins and chunks in its own buffers, its bin size
+/// as its constant) is one launch for every bin, one for every chunk, one segmented scan of every
+/// bin's count (into the offsets of the whole model's bins), one for the records, one for the
+/// plan, one for every bin of a compressed tensor and every element of the others, one to publish
+/// the counts; a separate backend issues the same work tensor by tensor.
 template <class System>
 struct adacomp_ops<thrust_backend<System>> {
+  template <class T>
+  using model = thrust_impl::model_table<T, System>;
+  // A tensor's work items: in space 0 its bins when compressed (else its elements), in space 1
+  // its bins, in space 2 its chunks of bins.
+  static model_items model_items_of(std::size_t numel, std::size_t bin, bool compressed) noexcept {
+    const std::size_t bins = adacomp_bins(numel, bin);
+    model_items items;
+    items.count[0] = compressed ? bins : numel;
+    items.count[1] = bins;
+    items.count[2] = adacomp_chunks(bins);
+    return items;
+  }
+
+  // `offsets` holds every bin of the model, in the order of the tensors.
+  template <class T>
+  static void measure(const thrust_backend<System>& on, const model<T>& m, thrust_view<std::uint32_t, System> offsets,
+                      thrust_view<adacomp_record, System> records) {
+    m.for_each_item(on.stream, 1, thrust_impl::adacomp_model_bin_op<T>{});
+    m.for_each_item(on.stream, 2, thrust_impl::adacomp_model_chunk_op<T>{});
+    if (!offsets.empty()) {
+      const thrust::counting_iterator<std::size_t> at(0);
+      const auto keys = thrust::make_transform_iterator(at, thrust_impl::adacomp_model_key_op<T>{m.tensors(), m.size()});
+      const auto counts =
+          thrust::make_transform_iterator(at, thrust_impl::adacomp_model_count_op<T>{m.tensors(), m.size()});
+      thrust::exclusive_scan_by_key(thrust_impl::exec<System>(on.stream), keys,
+                                    keys + static_cast<std::ptrdiff_t>(offsets.size()), counts, offsets.data(),
+                                    std::uint32_t(0));
+    }
+    m.for_each_tensor(on.stream, thrust_impl::adacomp_model_fold_op<T>{records.data()});
+  }
+  template <class T>
+  static void apply(const thrust_backend<System>& on, const model<T>& m,
+                    thrust_view<const std::uint32_t, System> offsets, thrust_view<adacomp_record, System> records,
+                    thrust_view<const adacomp_step_record, System> step) {
+    m.for_each_item(on.stream, 0,
+                    thrust_impl::adacomp_model_step_op<T>{offsets.data(), records.data(), step.data()});
+    m.for_each_tensor(on.stream, thrust_impl::adacomp_model_publish_op<T>{records.data(), step.data()});
+  }
+
+  // One tensor at a time (a separate backend's kernels).
   template <class T>
   static void measure(const thrust_backend<System>& on, thrust_view<const T, System> g,
                       thrust_view<const T, System> r, std::size_t bin, thrust_view<adacomp_bin<T>, System> bins,

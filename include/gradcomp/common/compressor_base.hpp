@@ -13,7 +13,14 @@
 // A coding with per-bucket scales (coding_parameters::bucket non-zero: QSGD's norms) gets a scales
 // buffer per compressed tensor, which the step writes and the message carries.
 //
-// Derived may hide two hooks (the base calls them on Derived; the defaults are below):
+// Kernels, where given, are the method's kernels on the backend: when they do a whole model's work
+// at once (they have a `model<T>`, the tensors as one table: thrust/model_table.hpp), the base
+// keeps that table through registrations and binds each step's gradients to it (`bind_model`),
+// and the compressor issues its step through the kernels' whole-model operations.
+//
+// Derived may hide three hooks (the base calls them on Derived; the defaults are below):
+// `model_items(t, info)`, the work items of tensor t (t = num_tensors() while it is registered)
+// in the kernels' whole-model launches (its elements in the first space unless given);
 // `step_bound(t)`, the most entries the step in progress can send for sparse tensor t when its
 // plan fixes that (DGC's k of the step), so that a device's payload comes to the host with the
 // records in one synchronisation (otherwise the counts are read first, a second one); and
@@ -78,7 +85,20 @@ struct compressor_params<C<T, Backend>> {
   using backend_type = Backend;
 };
 
-template <class Derived, class Record, class StepRecord>
+// The whole-model state of a method's kernels (Kernels::model<T>), for kernels that do a model's
+// work in a fixed number of launches; kernels that go tensor by tensor have none.
+template <class Kernels, class T, class = void>
+struct model_of {
+  static constexpr bool whole = false;
+  struct type {};
+};
+template <class Kernels, class T>
+struct model_of<Kernels, T, std::void_t<typename Kernels::template model<T>>> {
+  static constexpr bool whole = true;
+  using type = typename Kernels::template model<T>;
+};
+
+template <class Derived, class Record, class StepRecord, class Kernels = void>
 class compressor_base {
   using T = typename compressor_params<Derived>::value_type;
   using Backend = typename compressor_params<Derived>::backend_type;
@@ -91,6 +111,9 @@ class compressor_base {
   template <class U>
   using buffer = typename ops::template buffer<U>;
   static constexpr bool host_memory = is_host_accessible_v<space>;
+  using model_type = typename model_of<Kernels, T>::type;
+  // Whether the kernels do a whole model's work at once.
+  static constexpr bool whole_model = model_of<Kernels, T>::whole;
 
   struct tensor_state {
     tensor_info info;
@@ -293,6 +316,19 @@ class compressor_base {
     std::vector<T> staged_values(host_memory ? 0 : staged_values_.size() + entries);
     std::vector<std::uint32_t> staged_indices(host_memory || !sparse_ ? 0 : staged_values_.size() + entries);
     std::vector<float> staged_scales(host_memory ? 0 : staged_scales_.size() + scales);
+    model_type model;
+    if constexpr (whole_model) {
+      std::vector<std::size_t> numel(tensors_.size() + 1);
+      std::vector<detail::model_items> items(tensors_.size() + 1);
+      for (std::size_t t = 0; t < tensors_.size(); ++t) {
+        numel[t] = tensors_[t].info.numel;
+        items[t] = derived().model_items(t, tensors_[t].info);
+      }
+      numel.back() = n;
+      items.back() = derived().model_items(tensors_.size(), st.info);
+      model = model_type(span<const std::size_t>(numel.data(), numel.size()),
+                         span<const detail::model_items>(items.data(), items.size()));
+    }
     std::vector<std::size_t> order(tensors_.size() + 1);
     for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -313,6 +349,14 @@ class compressor_base {
     order_ = std::move(order);
     tensors_.push_back(std::move(st));
     messages_.emplace_back();
+    if constexpr (whole_model) {
+      for (std::size_t t = 0; t < tensors_.size(); ++t) {
+        model.set_buffers(t, tensors_[t].e.view().data(), tensors_[t].values.view().data(),
+                          tensors_[t].indices.view().data(), tensors_[t].scales.view().data());
+        if (t + 1 < tensors_.size()) model.copy_own(t, model_);
+      }
+      model_ = std::move(model);
+    }
     return tensors_.size() - 1;
   }
 
@@ -331,6 +375,11 @@ class compressor_base {
   }
 
   // The hooks' defaults (see the top of this file).
+  detail::model_items model_items(std::size_t, const tensor_info& info) const noexcept {
+    detail::model_items items;
+    items.count[0] = info.numel;
+    return items;
+  }
   std::size_t step_bound(std::size_t) const noexcept { return no_bound; }
   void finish_stats(step_stats&, const StepRecord&, const Record*) const noexcept {}
 
@@ -341,6 +390,13 @@ class compressor_base {
     if (const errc e = detail::check_gradients(tensors_, grads); e != errc::ok) return fail(e);
     wait();
     return ops::start_executor(on, exec_, tensors_.size());
+  }
+
+  // The model's table with the step's gradients bound (kernels that do a whole model's work at
+  // once; after begin_step).
+  const model_type& bind_model(const Backend& on, span<const tensor_view> grads) {
+    model_.bind(on, grads);
+    return model_;
   }
 
   // After issuing a step on `on`.
@@ -464,6 +520,7 @@ class compressor_base {
   buffer<StepRecord> step_record_;
   std::vector<tensor_message<T>> messages_;
   std::vector<std::size_t> order_;  // tensor ids, largest first
+  model_type model_;                 // the tensors as one table (kernels that have one)
   std::size_t step_ = 0;
   bool pending_ = false;
   Backend pending_on_{};

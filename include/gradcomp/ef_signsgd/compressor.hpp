@@ -60,7 +60,7 @@ struct ef_signsgd_config {
 template <class T, class Backend = cpu_backend>
 class ef_signsgd_compressor
     : public detail::compressor_base<ef_signsgd_compressor<T, Backend>, detail::ef_sign_record,
-                                    detail::ef_sign_step_record> {
+                                    detail::ef_sign_step_record, detail::ef_sign_ops<Backend>> {
   using base = typename ef_signsgd_compressor::compressor_base;
   using kernels = detail::ef_sign_ops<Backend>;
 
@@ -103,16 +103,23 @@ class ef_signsgd_compressor
     const auto records = this->records_.view();
     const auto step = this->step_record_.view();
     auto& tensors = this->tensors_;
-    auto measure = [&](std::size_t t, std::size_t) {
-      kernels::measure(on, lr, grads[t], readonly(tensors[t].e.view()), records, t);
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-    kernels::plan(on, records, step);
-    auto apply = [&](std::size_t t, std::size_t) {
-      kernels::apply(on, lr, grads[t], tensors[t].e.view(), tensors[t].values.view(), readonly(records), t,
-                     readonly(step));
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    if constexpr (base::whole_model) {
+      const auto& model = this->bind_model(on, grads);
+      kernels::measure(on, lr, model, records);
+      kernels::plan(on, records, step);
+      kernels::apply(on, lr, model, readonly(records), readonly(step));
+    } else {
+      auto measure = [&](std::size_t t, std::size_t) {
+        kernels::measure(on, lr, grads[t], readonly(tensors[t].e.view()), records, t);
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+      kernels::plan(on, records, step);
+      auto apply = [&](std::size_t t, std::size_t) {
+        kernels::apply(on, lr, grads[t], tensors[t].e.view(), tensors[t].values.view(), readonly(records), t,
+                       readonly(step));
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    }
     this->issued(on);
     return {};
   }

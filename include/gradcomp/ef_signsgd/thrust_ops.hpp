@@ -10,6 +10,7 @@
 #include "../detail/rounded.hpp"
 #include "step_plan.hpp"
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_table.hpp"
 #include "../thrust/ordered_sum.hpp"
 
 namespace gradcomp {
@@ -65,6 +66,36 @@ struct ef_sign_step_op {
   }
 };
 
+// The measure's term of element i of tensor t of a model.
+template <class T>
+struct ef_sign_model_leaf {
+  T lr;
+  const model_tensor<T>* tensors;
+  GRADCOMP_HD cpu::ef_sign_sums<T> operator()(std::uint32_t t, std::uint64_t i) const {
+    return cpu::ef_sign_leaf<T>{lr, tensors[t].g, tensors[t].e}(i);
+  }
+};
+
+// Tensor t's record from its measure.
+template <class T>
+struct ef_sign_model_record_op {
+  ef_sign_record* records;
+  GRADCOMP_HD void operator()(const cpu::ef_sign_sums<T>& s, std::uint32_t t) const {
+    cpu::ef_sign_record_sums(s, records[t]);
+  }
+};
+
+// Element i of tensor t of a model: ef_sign_step_op.
+template <class T>
+struct ef_sign_model_step_op {
+  T lr;
+  const ef_sign_record* records;
+  const ef_sign_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t, std::uint64_t i) const {
+    ef_sign_step_op<T>{lr, m.g, m.e, m.values, records + t, step}(i);
+  }
+};
+
 struct ef_sign_plan_op {
   ef_sign_record* records;
   std::size_t count;
@@ -75,9 +106,30 @@ struct ef_sign_plan_op {
 }  // namespace thrust_impl
 
 /// EF-SignSGD's kernels on the Thrust backend: the measure's partial results, the records and the
-/// verdict stay in the system's memory, and the host issues a step without waiting.
+/// verdict stay in the system's memory, and the host issues a step without waiting. A whole
+/// model's step (its `model<T>`, thrust/model_table.hpp) is two launches per level of the
+/// measure's sums, one for the records, one for the plan and one for every element of every
+/// tensor; a separate backend issues the same work tensor by tensor.
 template <class System>
 struct ef_sign_ops<thrust_backend<System>> {
+  template <class T>
+  using model = thrust_impl::model_table<T, System>;
+
+  template <class T>
+  static void measure(const thrust_backend<System>& on, T lr, const model<T>& m,
+                      thrust_view<ef_sign_record, System> records) {
+    m.template reduce_each<cpu::ef_sign_sums<T>>(on.stream, thrust_impl::ef_sign_model_leaf<T>{lr, m.tensors()},
+                                                 cpu::ef_sign_merge<T>{},
+                                                 thrust_impl::ef_sign_model_record_op<T>{records.data()});
+  }
+  template <class T>
+  static void apply(const thrust_backend<System>& on, T lr, const model<T>& m,
+                    thrust_view<const ef_sign_record, System> records,
+                    thrust_view<const ef_sign_step_record, System> step) {
+    m.for_each_item(on.stream, 0, thrust_impl::ef_sign_model_step_op<T>{lr, records.data(), step.data()});
+  }
+
+  // One tensor at a time (a separate backend's kernels).
   template <class T>
   static void measure(const thrust_backend<System>& on, T lr, thrust_view<const T, System> g,
                       thrust_view<const T, System> e, thrust_view<ef_sign_record, System> records, std::size_t t) {

@@ -60,7 +60,7 @@ struct onebit_sgd_config : quantiser_settings {
 template <class T, class Backend = cpu_backend>
 class onebit_sgd_compressor
     : public detail::compressor_base<onebit_sgd_compressor<T, Backend>, detail::onebit_record,
-                                    detail::onebit_step_record> {
+                                    detail::onebit_step_record, detail::onebit_ops<Backend>> {
   using base = typename onebit_sgd_compressor::compressor_base;
   using kernels = detail::onebit_ops<Backend>;
   template <class U>
@@ -81,11 +81,7 @@ class onebit_sgd_compressor
    */
   std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
                          tensor_mode mode = tensor_mode::automatic) {
-    std::size_t columns = 1;
-    for (std::size_t d = 1; d < shape.size(); ++d) columns = shape[d] == 0 ? 0 : columns * shape[d];
-    // A tensor without elements has one column; beyond 2^32 - 1 columns registration refuses the
-    // tensor anyway (size_overflow), unless its first dimension is 0.
-    if (columns == 0 || columns > std::numeric_limits<std::uint32_t>::max()) columns = 1;
+    const std::size_t columns = columns_of(shape);
     columns_state st;
     columns_.reserve(columns_.size() + 1);
     // The column buffers are allocated once the registration is known to be valid, before it
@@ -105,6 +101,8 @@ class onebit_sgd_compressor
           return p;
         });
     columns_.push_back(std::move(st));
+    if constexpr (base::whole_model)
+      this->model_.set_own(id, columns_.back().partials.view().data(), columns_.back().cols.view().data());
     return id;
   }
 
@@ -124,17 +122,24 @@ class onebit_sgd_compressor
     const auto records = this->records_.view();
     const auto step = this->step_record_.view();
     auto& tensors = this->tensors_;
-    auto measure = [&](std::size_t t, std::size_t) {
-      kernels::measure(on, grads[t], readonly(tensors[t].e.view()), columns_[t].partials.view(),
-                       columns_[t].cols.view(), records, t);
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-    kernels::plan(on, readonly(records), step);
-    auto apply = [&](std::size_t t, std::size_t) {
-      kernels::apply(on, grads[t], tensors[t].e.view(), tensors[t].values.view(), readonly(columns_[t].cols.view()),
-                     readonly(records), t, readonly(step));
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    if constexpr (base::whole_model) {
+      const auto& model = this->bind_model(on, grads);
+      kernels::measure(on, model, records);
+      kernels::plan(on, readonly(records), step);
+      kernels::apply(on, model, readonly(records), readonly(step));
+    } else {
+      auto measure = [&](std::size_t t, std::size_t) {
+        kernels::measure(on, grads[t], readonly(tensors[t].e.view()), columns_[t].partials.view(),
+                         columns_[t].cols.view(), records, t);
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+      kernels::plan(on, readonly(records), step);
+      auto apply = [&](std::size_t t, std::size_t) {
+        kernels::apply(on, grads[t], tensors[t].e.view(), tensors[t].values.view(),
+                       readonly(columns_[t].cols.view()), readonly(records), t, readonly(step));
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    }
     this->issued(on);
     return {};
   }
@@ -148,6 +153,23 @@ class onebit_sgd_compressor
  private:
   template <wire::snapshot_selection Method, bool Seeded>
   friend struct detail::residual_snapshot_access;
+
+  // The columns of a tensor of shape `shape` when compressed. A tensor without elements has one
+  // column; beyond 2^32 - 1 columns registration refuses the tensor anyway (size_overflow), unless
+  // its first dimension is 0.
+  static std::size_t columns_of(const std::vector<std::size_t>& shape) noexcept {
+    std::size_t columns = 1;
+    for (std::size_t d = 1; d < shape.size(); ++d) columns = shape[d] == 0 ? 0 : columns * shape[d];
+    return columns == 0 || columns > std::numeric_limits<std::uint32_t>::max() ? 1 : columns;
+  }
+
+  friend base;
+  // The kernels' work items of a tensor in a whole-model step.
+  detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
+    if constexpr (base::whole_model)
+      return kernels::model_items_of(info.numel, info.compressed ? columns_of(info.shape) : 1);
+    else return base::model_items(t, info);
+  }
 
   struct columns_state {
     buffer<detail::onebit_column> cols;             // each column's two values

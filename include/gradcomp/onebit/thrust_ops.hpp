@@ -6,6 +6,7 @@
 
 #include "step_plan.hpp"
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_table.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -78,12 +79,95 @@ struct onebit_step_op {
   }
 };
 
+// A tensor of a model in 1-bit SGD's whole-model launches: its columns (items in space 2), rows,
+// blocks of rows, its block sums (aux[0]) and column values (aux[1]).
+template <class T>
+struct onebit_model_tensor {
+  std::size_t columns, rows, blocks;
+  onebit_partial<T>* partials;
+  onebit_column* cols;
+  GRADCOMP_HD explicit onebit_model_tensor(const model_tensor<T>& m)
+      : columns(m.items[2]),
+        rows(columns == 0 ? 0 : m.numel / columns),
+        blocks(onebit_blocks(m.numel, columns)),
+        partials(static_cast<onebit_partial<T>*>(m.aux[0])),
+        cols(static_cast<onebit_column*>(m.aux[1])) {}
+};
+
+// Item j of space 1 (block j / columns, column j % columns) of a model's tensor: onebit_block_op.
+template <class T>
+struct onebit_model_block_op {
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t, std::uint64_t j) const {
+    const onebit_model_tensor<T> x(m);
+    onebit_block_op<T>{m.g, m.e, x.columns, x.rows, x.partials}(j);
+  }
+};
+
+// Column c of a model's tensor: onebit_column_op.
+template <class T>
+struct onebit_model_column_op {
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t, std::uint64_t c) const {
+    const onebit_model_tensor<T> x(m);
+    onebit_column_op<T>{x.partials, x.blocks, x.columns, x.rows, x.cols}(c);
+  }
+};
+
+// Tensor t's record from its columns.
+template <class T>
+struct onebit_model_fold_op {
+  onebit_record* records;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t) const {
+    onebit_fold_op{static_cast<const onebit_column*>(m.aux[1]), m.items[2], records + t}(0);
+  }
+};
+
+// Element j of tensor t of a model: onebit_step_op.
+template <class T>
+struct onebit_model_step_op {
+  const onebit_record* records;
+  const onebit_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t, std::uint64_t j) const {
+    const auto* cols = static_cast<const onebit_column*>(m.aux[1]);
+    onebit_step_op<T>{m.g, m.e, m.values, m.items[2], cols, records + t, step}(j);
+  }
+};
+
 }  // namespace thrust_impl
 
 /// 1-bit SGD's kernels on the Thrust backend: the sums, the column values, the records and the
-/// verdict stay in the system's memory, and the host issues a step without waiting.
+/// verdict stay in the system's memory, and the host issues a step without waiting. A whole
+/// model's step (its `model<T>`, thrust/model_table.hpp: a tensor's block sums and column values
+/// in its aux buffers) is one launch for every block of rows of every column, one for every
+/// column, one for the records, one for the plan and one for every element of every tensor; a
+/// separate backend issues the same work tensor by tensor.
 template <class System>
 struct onebit_ops<thrust_backend<System>> {
+  template <class T>
+  using model = thrust_impl::model_table<T, System>;
+  // A tensor's work items: its elements (space 0), its blocks of rows times its columns (1), its
+  // columns (2).
+  static model_items model_items_of(std::size_t numel, std::size_t columns) noexcept {
+    model_items items;
+    items.count[0] = numel;
+    items.count[1] = onebit_blocks(numel, columns) * columns;
+    items.count[2] = columns;
+    return items;
+  }
+
+  template <class T>
+  static void measure(const thrust_backend<System>& on, const model<T>& m, thrust_view<onebit_record, System> records) {
+    m.for_each_item(on.stream, 1, thrust_impl::onebit_model_block_op<T>{});
+    m.for_each_item(on.stream, 2, thrust_impl::onebit_model_column_op<T>{});
+    m.for_each_tensor(on.stream, thrust_impl::onebit_model_fold_op<T>{records.data()});
+  }
+  template <class T>
+  static void apply(const thrust_backend<System>& on, const model<T>& m,
+                    thrust_view<const onebit_record, System> records,
+                    thrust_view<const onebit_step_record, System> step) {
+    m.for_each_item(on.stream, 0, thrust_impl::onebit_model_step_op<T>{records.data(), step.data()});
+  }
+
+  // One tensor at a time (a separate backend's kernels).
   template <class T>
   static void measure(const thrust_backend<System>& on, thrust_view<const T, System> g,
                       thrust_view<const T, System> r, thrust_view<onebit_partial<T>, System> partials,

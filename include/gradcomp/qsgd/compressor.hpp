@@ -68,7 +68,7 @@ struct qsgd_config : quantiser_settings {
  */
 template <class T, class Backend = cpu_backend>
 class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backend>, detail::qsgd_record,
-                                                      detail::qsgd_step_record> {
+                                                      detail::qsgd_step_record, detail::qsgd_ops<Backend>> {
   using base = typename qsgd_compressor::compressor_base;
   using kernels = detail::qsgd_ops<Backend>;
   template <class U>
@@ -110,6 +110,7 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
           return p;
         });
     measured_.push_back(std::move(measured));
+    if constexpr (base::whole_model) this->model_.set_own(id, measured_.back().view().data());
     return id;
   }
 
@@ -133,16 +134,23 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
     const auto step = this->step_record_.view();
     const detail::qsgd_step_params p = params();
     auto& tensors = this->tensors_;
-    auto measure = [&](std::size_t t, std::size_t) {
-      if (tensors[t].info.compressed) kernels::measure(on, p, grads[t], measured_[t].view(), records, t);
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-    kernels::plan(on, readonly(records), step);
-    auto apply = [&](std::size_t t, std::size_t) {
-      kernels::apply(on, p, grads[t], readonly(measured_[t].view()), tensors[t].scales.view(),
-                     tensors[t].values.view(), readonly(records), t, readonly(step));
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    if constexpr (base::whole_model) {
+      const auto& model = this->bind_model(on, grads);
+      kernels::measure(on, p, model, records);
+      kernels::plan(on, readonly(records), step);
+      kernels::apply(on, p, model, readonly(step));
+    } else {
+      auto measure = [&](std::size_t t, std::size_t) {
+        if (tensors[t].info.compressed) kernels::measure(on, p, grads[t], measured_[t].view(), records, t);
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+      kernels::plan(on, readonly(records), step);
+      auto apply = [&](std::size_t t, std::size_t) {
+        kernels::apply(on, p, grads[t], readonly(measured_[t].view()), tensors[t].scales.view(),
+                       tensors[t].values.view(), readonly(records), t, readonly(step));
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    }
     this->issued(on);
     return {};
   }
@@ -158,6 +166,13 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
   friend struct detail::residual_snapshot_access;
 
   std::size_t buckets(std::size_t numel) const noexcept { return (numel + cfg_.bucket - 1) / cfg_.bucket; }
+
+  friend base;
+  // The kernels' work items of a tensor in a whole-model step.
+  detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
+    if constexpr (base::whole_model) return kernels::model_items_of(info.numel, buckets(info.numel), info.compressed);
+    else return base::model_items(t, info);
+  }
 
   detail::qsgd_step_params params() const noexcept {
     detail::qsgd_step_params p;

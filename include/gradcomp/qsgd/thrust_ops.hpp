@@ -6,6 +6,7 @@
 
 #include "step_plan.hpp"
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_table.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -77,12 +78,71 @@ struct qsgd_copy_op {
   }
 };
 
+// Bucket k of compressed tensor t of a model: its norm into the tensor's norms (aux[0]).
+template <class T>
+struct qsgd_model_measure_op {
+  std::size_t bucket;
+  qsgd_norm kind;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t, std::uint64_t k) const {
+    qsgd_measure_op<T>{m.g, m.numel, bucket, kind, static_cast<float*>(m.aux[0])}(k);
+  }
+};
+
+// Compressed tensor t's record from its norms.
+template <class T>
+struct qsgd_model_flags_op {
+  qsgd_record* records;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t) const {
+    if (records[t].compressed != 0) qsgd_flags_op{static_cast<const float*>(m.aux[0]), m.items[1], records + t}(0);
+  }
+};
+
+// Item j of tensor t of a model: bucket j of a compressed tensor (qsgd_step_op), element j of one
+// sent whole (qsgd_copy_op).
+template <class T>
+struct qsgd_model_step_op {
+  qsgd_step_params p;
+  const qsgd_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t, std::uint64_t j) const {
+    if (m.aux[0] == nullptr) qsgd_copy_op<T>{m.g, m.values, step}(j);
+    else qsgd_step_op<T>{p, t, m.g, m.values, m.numel, static_cast<const float*>(m.aux[0]), m.scales, step}(j);
+  }
+};
+
 }  // namespace thrust_impl
 
 /// QSGD's kernels on the Thrust backend: the norms, the records and the verdict stay in the
-/// system's memory, and the host issues a step without waiting.
+/// system's memory, and the host issues a step without waiting. A whole model's step (its
+/// `model<T>`, thrust/model_table.hpp: a compressed tensor's norms in its first aux buffer) is one
+/// launch for every bucket's norm, one for the records, one for the plan and one for every bucket
+/// of every compressed tensor and every element of the others; a separate backend issues the same
+/// work tensor by tensor.
 template <class System>
 struct qsgd_ops<thrust_backend<System>> {
+  template <class T>
+  using model = thrust_impl::model_table<T, System>;
+  // A tensor's work items: in space 0 its buckets when compressed (else its elements), in space 1
+  // its buckets when compressed.
+  static model_items model_items_of(std::size_t numel, std::size_t buckets, bool compressed) noexcept {
+    model_items items;
+    items.count[0] = compressed ? buckets : numel;
+    items.count[1] = compressed ? buckets : 0;
+    return items;
+  }
+
+  template <class T>
+  static void measure(const thrust_backend<System>& on, const qsgd_step_params& p, const model<T>& m,
+                      thrust_view<qsgd_record, System> records) {
+    m.for_each_item(on.stream, 1, thrust_impl::qsgd_model_measure_op<T>{p.bucket, p.norm});
+    m.for_each_tensor(on.stream, thrust_impl::qsgd_model_flags_op<T>{records.data()});
+  }
+  template <class T>
+  static void apply(const thrust_backend<System>& on, const qsgd_step_params& p, const model<T>& m,
+                    thrust_view<const qsgd_step_record, System> step) {
+    m.for_each_item(on.stream, 0, thrust_impl::qsgd_model_step_op<T>{p, step.data()});
+  }
+
+  // One tensor at a time (a separate backend's kernels).
   template <class T>
   static void measure(const thrust_backend<System>& on, const qsgd_step_params& p, thrust_view<const T, System> g,
                       thrust_view<float, System> measured, thrust_view<qsgd_record, System> records, std::size_t t) {

@@ -68,7 +68,7 @@ struct terngrad_config : quantiser_settings {
 template <class T, class Backend = cpu_backend>
 class terngrad_compressor
     : public detail::compressor_base<terngrad_compressor<T, Backend>, detail::terngrad_record,
-                                    detail::terngrad_step_record> {
+                                    detail::terngrad_step_record, detail::terngrad_ops<Backend>> {
   using base = typename terngrad_compressor::compressor_base;
   using kernels = detail::terngrad_ops<Backend>;
   using record = detail::terngrad_record;
@@ -168,8 +168,19 @@ class terngrad_compressor
 
   void measure_all(const Backend& on, span<const tensor_view> grads) {
     const auto records = this->records_.view();
-    auto measure = [&](std::size_t t, std::size_t) { kernels::measure(on, grads[t], records, t); };
-    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+    if constexpr (base::whole_model) {
+      kernels::measure(on, this->bind_model(on, grads), records);
+    } else {
+      auto measure = [&](std::size_t t, std::size_t) { kernels::measure(on, grads[t], records, t); };
+      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
+    }
+  }
+
+  friend base;
+  // The kernels' work items of a tensor in a whole-model step.
+  detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
+    if constexpr (base::whole_model) return kernels::model_items_of(info.numel);
+    else return base::model_items(t, info);
   }
 
   // A step with this worker's scales (shared null) or the shared ones.
@@ -181,10 +192,14 @@ class terngrad_compressor
     measure_all(on, grads);
     const detail::terngrad_step_params p = params(shared != nullptr);
     kernels::plan(on, records, p, step);
-    auto apply = [&](std::size_t t, std::size_t) {
-      kernels::apply(on, p, grads[t], this->tensors_[t].values.view(), readonly(records), t, readonly(step));
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    if constexpr (base::whole_model) {
+      kernels::apply(on, p, this->bind_model(on, grads), readonly(records), readonly(step));
+    } else {
+      auto apply = [&](std::size_t t, std::size_t) {
+        kernels::apply(on, p, grads[t], this->tensors_[t].values.view(), readonly(records), t, readonly(step));
+      };
+      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
+    }
     this->issued(on);
     return {};
   }

@@ -9,6 +9,7 @@
 #include "../detail/philox.hpp"
 #include "step_plan.hpp"
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_table.hpp"
 #include "../thrust/ordered_sum.hpp"
 
 namespace gradcomp {
@@ -45,6 +46,35 @@ struct terngrad_step_op {
   }
 };
 
+// The measure's term of element i of tensor t of a model.
+template <class T>
+struct terngrad_model_leaf {
+  const model_tensor<T>* tensors;
+  GRADCOMP_HD cpu::terngrad_sums<T> operator()(std::uint32_t t, std::uint64_t i) const {
+    return cpu::terngrad_leaf<T>{tensors[t].g}(i);
+  }
+};
+
+// Tensor t's record from its measure.
+template <class T>
+struct terngrad_model_record_op {
+  terngrad_record* records;
+  GRADCOMP_HD void operator()(const cpu::terngrad_sums<T>& s, std::uint32_t t) const {
+    cpu::terngrad_record_sums<T>(s, records[t]);
+  }
+};
+
+// Block j (four elements) of tensor t of a model: terngrad_step_op.
+template <class T>
+struct terngrad_model_step_op {
+  terngrad_step_params p;
+  const terngrad_record* records;
+  const terngrad_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& m, std::uint32_t t, std::uint64_t j) const {
+    terngrad_step_op<T>{p, t, m.g, m.values, m.numel, records + t, step}(j);
+  }
+};
+
 struct terngrad_plan_op {
   terngrad_record* records;
   std::size_t count;
@@ -57,8 +87,37 @@ struct terngrad_plan_op {
 
 /// TernGrad's kernels on the Thrust backend: the measure's partial results, the records and the verdict
 /// stay in the system's memory, and the host issues a step without waiting.
+///
+/// A whole model's step (its `model<T>`, thrust/model_table.hpp, whose work items are blocks of
+/// four elements) is two launches per level of the measure's sums, one for the records, one for
+/// the plan and one for every block of every tensor; a separate backend issues the same work
+/// tensor by tensor.
 template <class System>
 struct terngrad_ops<thrust_backend<System>> {
+  template <class T>
+  using model = thrust_impl::model_table<T, System>;
+  // A tensor's work items: one Philox block of four elements each.
+  static model_items model_items_of(std::size_t numel) noexcept {
+    model_items items;
+    items.count[0] = (numel + 3) / 4;
+    return items;
+  }
+
+  template <class T>
+  static void measure(const thrust_backend<System>& on, const model<T>& m,
+                      thrust_view<terngrad_record, System> records) {
+    m.template reduce_each<cpu::terngrad_sums<T>>(on.stream, thrust_impl::terngrad_model_leaf<T>{m.tensors()},
+                                                  cpu::terngrad_merge<T>{},
+                                                  thrust_impl::terngrad_model_record_op<T>{records.data()});
+  }
+  template <class T>
+  static void apply(const thrust_backend<System>& on, const terngrad_step_params& p, const model<T>& m,
+                    thrust_view<const terngrad_record, System> records,
+                    thrust_view<const terngrad_step_record, System> step) {
+    m.for_each_item(on.stream, 0, thrust_impl::terngrad_model_step_op<T>{p, records.data(), step.data()});
+  }
+
+  // One tensor at a time (a separate backend's kernels).
   template <class T>
   static void measure(const thrust_backend<System>& on, thrust_view<const T, System> g,
                       thrust_view<terngrad_record, System> records, std::size_t t) {

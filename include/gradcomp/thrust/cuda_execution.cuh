@@ -148,6 +148,19 @@ struct execution<thrust::system::cuda::tag> {
     check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, stream), "gradcomp: a copy to the GPU");
     wait(stream);
   }
+  // Staging memory is page-locked, so that an upload from it is queued on the stream and returns
+  // at once.
+  static void* allocate_staging(std::size_t bytes) {
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocHost(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) throw std::bad_alloc();
+    check_cuda(e, "gradcomp: page-locked host memory");
+    return p;
+  }
+  static void free_staging(void* p) noexcept { (void)cudaFreeHost(p); }
+  static void upload(stream_t stream, const void* from, void* to, std::size_t bytes) {
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, stream), "gradcomp: a copy to the GPU");
+  }
 
   // reduce_into and select_into (thrust/system_memory.hpp) on CUB's device algorithms, whose
   // results stay in device memory: nothing waits. Their temporary storage is stream-ordered.

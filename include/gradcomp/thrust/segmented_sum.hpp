@@ -107,8 +107,8 @@ struct segment_value_leaf {
   GRADCOMP_HD State operator()(std::uint32_t, std::uint64_t i) const { return values[i]; }
 };
 
-// The planned reductions of a model's tensors in System's memory.
-template <class State, class System>
+// The planned reductions of a model's tensors in System's memory (the plan holds for any state).
+template <class System>
 class segmented_reduction {
  public:
   segmented_reduction() = default;
@@ -137,7 +137,7 @@ class segmented_reduction {
   // Issues, on `stream` and without waiting, results[t] = the reduction of leaf(t, 0 ..
   // sizes[t]) in the order of detail/ordered_sum.hpp, for every tensor t; results is in
   // System's memory.
-  template <class Leaf, class Merge>
+  template <class State, class Leaf, class Merge>
   void issue(stream_t stream, Leaf leaf, Merge merge, State* results) const {
     if (tensors_ == 0) return;
     scratch<State, System> work(stream, lanes_ + values_);

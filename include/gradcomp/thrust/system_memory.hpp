@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include <thrust/copy.h>
@@ -118,6 +119,14 @@ struct execution {
     const thrust::pointer<unsigned char, System> out(static_cast<unsigned char*>(to));
     thrust::copy_n(static_cast<const unsigned char*>(from), bytes, out);
   }
+  // Host memory that `upload` copies from (page-locked on the CUDA system).
+  static void* allocate_staging(std::size_t bytes) { return ::operator new(bytes); }
+  static void free_staging(void* p) noexcept { ::operator delete(p); }
+  // bytes from staging memory to System's memory in order on the stream, without the host
+  // waiting: the source stays unchanged until the stream has run the copy.
+  static void upload(stream_t stream, const void* from, void* to, std::size_t bytes) {
+    copy_to_system(stream, from, to, bytes);
+  }
 };
 
 template <class System>
@@ -222,6 +231,42 @@ class system_buffer {
   }
 
   T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// n elements of host memory that System's memory is uploaded from (execution::upload), with their
+// values zero-initialised (V trivially copyable).
+template <class V, class System>
+class staging_buffer {
+ public:
+  staging_buffer() = default;
+  explicit staging_buffer(std::size_t n) : size_(n) {
+    static_assert(std::is_trivially_copyable<V>::value, "staging buffers hold trivially copyable types");
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(V)) throw std::bad_alloc();
+    if (n == 0) return;
+    data_ = static_cast<V*>(execution<System>::allocate_staging(n * sizeof(V)));
+    for (std::size_t i = 0; i < n; ++i) new (data_ + i) V{};
+  }
+  staging_buffer(const staging_buffer&) = delete;
+  staging_buffer& operator=(const staging_buffer&) = delete;
+  staging_buffer(staging_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  staging_buffer& operator=(staging_buffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    return *this;
+  }
+  ~staging_buffer() {
+    if (data_ != nullptr) execution<System>::free_staging(data_);
+  }
+  V* data() noexcept { return data_; }
+  const V* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  V& operator[](std::size_t i) noexcept { return data_[i]; }
+  const V& operator[](std::size_t i) const noexcept { return data_[i]; }
+
+ private:
+  V* data_ = nullptr;
   std::size_t size_ = 0;
 };
 

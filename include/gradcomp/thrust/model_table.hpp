@@ -1,0 +1,181 @@
+// A model's tensors for the launches that do a whole model's work at once on the Thrust backend,
+// for the method kernels that have them (<method>/thrust_ops.hpp, their `model<T>`): a table in
+// the system's memory with each tensor's buffers (the step's gradient, the buffers its compressor
+// keeps) and its place among the model's work items; the ordered sums of every tensor's elements,
+// planned once from the sizes (segmented_sum.hpp); one launch over every item of every tensor in
+// one item space (model_items, backend.hpp), one over the tensors. The buffers a compressor keeps are set at
+// registration; each step binds its gradients, and the table is uploaded only when an address
+// changed since the step before: an upload in the stream's order that the host does not wait for
+// (from page-locked memory on the CUDA system), so the steady state of a training loop, whose
+// gradients stay where they are, copies nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "../backend.hpp"
+#include "kernel_support.hpp"
+#include "segmented_sum.hpp"
+
+namespace gradcomp {
+namespace detail {
+namespace thrust_impl {
+
+// One tensor of a whole-model launch.
+template <class T>
+struct model_tensor {
+  const T* g = nullptr;     // the step's gradient
+  T* e = nullptr;           // its error buffer (null: none)
+  T* values = nullptr;      // its message values
+  float* scales = nullptr;  // its per-bucket scales (null: none)
+  std::uint32_t* indices = nullptr;   // its message positions (a sparse method's compressed tensor)
+  void* aux[2] = {nullptr, nullptr};  // buffers of the method's own
+  std::uint64_t param = 0;            // a constant of the method's (AdaComp's bin size)
+  std::uint64_t numel = 0;
+  std::uint64_t first[model_items::spaces] = {};  // its first work item in each space
+  std::uint64_t items[model_items::spaces] = {};  // its work items in each space
+};
+
+// The tensor that item k of space `space` belongs to: the last of the `count` tensors whose first
+// item there is at most k (a tensor without items shares its first item with the next, and is
+// never found).
+template <class T>
+GRADCOMP_HD std::uint32_t tensor_of_item(const model_tensor<T>* tensors, std::uint32_t count, std::size_t space,
+                                         std::uint64_t k) {
+  std::uint32_t lo = 0, hi = count;
+  while (hi - lo > 1) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    if (tensors[mid].first[space] <= k) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// f(tensor, t, j) for item j of tensor t, item k of the model in space `space`.
+template <class T, class F>
+struct model_item_op {
+  const model_tensor<T>* tensors;
+  std::uint32_t count;
+  std::size_t space;
+  F f;
+  GRADCOMP_HD void operator()(std::size_t k) const {
+    const std::uint32_t t = tensor_of_item(tensors, count, space, k);
+    f(tensors[t], t, k - tensors[t].first[space]);
+  }
+};
+
+// f(tensor, t) for tensor t.
+template <class T, class F>
+struct model_tensor_op {
+  const model_tensor<T>* tensors;
+  F f;
+  GRADCOMP_HD void operator()(std::size_t t) const { f(tensors[t], static_cast<std::uint32_t>(t)); }
+};
+
+// record(sums[t], t) for tensor t.
+template <class T, class State, class Record>
+struct model_sum_record_op {
+  const State* sums;
+  Record record;
+  GRADCOMP_HD void operator()(const model_tensor<T>&, std::uint32_t t) const { record(sums[t], t); }
+};
+
+// The tensors of a model on System, in registration order.
+template <class T, class System>
+class model_table {
+ public:
+  model_table() = default;
+
+  // Tensors of numel[t] elements and items[t] work items; plans their sums (which waits for
+  // copying the plan to the system). Their buffers are set with set_buffers, their gradients with
+  // bind.
+  model_table(span<const std::size_t> numel, span<const model_items> items)
+      : sums_(numel), table_(numel.size()), host_(numel.size()) {
+    for (std::size_t t = 0; t < numel.size(); ++t) {
+      host_[t].numel = numel[t];
+      for (std::size_t k = 0; k < model_items::spaces; ++k) {
+        host_[t].first[k] = items_[k];
+        host_[t].items[k] = items[t].count[k];
+        items_[k] += items[t].count[k];
+      }
+    }
+  }
+
+  // Tensor t's buffers (null: none), from the next bind on.
+  void set_buffers(std::size_t t, T* e, T* values, std::uint32_t* indices, float* scales) noexcept {
+    host_[t].e = e;
+    host_[t].values = values;
+    host_[t].indices = indices;
+    host_[t].scales = scales;
+    dirty_ = true;
+  }
+  // Tensor t's buffers of the method's own (null: none) and its constant, from the next bind on.
+  void set_own(std::size_t t, void* a0, void* a1 = nullptr, std::uint64_t param = 0) noexcept {
+    host_[t].aux[0] = a0;
+    host_[t].aux[1] = a1;
+    host_[t].param = param;
+    dirty_ = true;
+  }
+  // Tensor t's own buffers and constant as another table has them.
+  void copy_own(std::size_t t, const model_table& from) noexcept {
+    set_own(t, from.host_[t].aux[0], from.host_[t].aux[1], from.host_[t].param);
+  }
+
+  // The step's gradients (one per tensor, checked by the caller), on `on`'s stream: the table is
+  // uploaded when anything changed since the last bind.
+  template <class Gradient>
+  void bind(const thrust_backend<System>& on, span<const Gradient> grads) {
+    for (std::size_t t = 0; t < host_.size(); ++t)
+      if (host_[t].g != grads[t].data()) {
+        host_[t].g = grads[t].data();
+        dirty_ = true;
+      }
+    if (!dirty_ || host_.size() == 0) return;
+    execution<System>::upload(on.stream, host_.data(), table_.view().data(), host_.size() * sizeof(model_tensor<T>));
+    dirty_ = false;
+  }
+
+  // The table in System's memory.
+  const model_tensor<T>* tensors() const noexcept { return table_.view().data(); }
+  std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(host_.size()); }
+
+  // record(s, t) for every tensor t, s the reduction by `merge` of leaf(t, i) over its elements
+  // in the order of detail/ordered_sum.hpp: two launches per level of the sums, one more.
+  template <class State, class Leaf, class Merge, class Record>
+  void reduce_each(stream_t stream, Leaf leaf, Merge merge, Record record) const {
+    if (host_.size() == 0) return;
+    scratch<State, System> sums(stream, host_.size());
+    sums_.issue(stream, leaf, merge, sums.data());
+    for_each_tensor(stream, model_sum_record_op<T, State, Record>{sums.data(), record});
+  }
+
+  // f(tensor, t, j) for every item j in space `space` of every tensor t: one launch.
+  template <class F>
+  void for_each_item(stream_t stream, std::size_t space, F f) const {
+    if (items_[space] == 0) return;
+    thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), items_[space],
+                       model_item_op<T, F>{tensors(), size(), space, f});
+  }
+  // f(tensor, t) for every tensor t: one launch.
+  template <class F>
+  void for_each_tensor(stream_t stream, F f) const {
+    if (host_.size() == 0) return;
+    thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), host_.size(),
+                       model_tensor_op<T, F>{tensors(), f});
+  }
+
+ private:
+  segmented_reduction<System> sums_;
+  system_buffer<model_tensor<T>, System> table_;
+  staging_buffer<model_tensor<T>, System> host_;
+  std::uint64_t items_[model_items::spaces] = {};  // in each space
+  bool dirty_ = true;
+};
+
+}  // namespace thrust_impl
+}  // namespace detail
+}  // namespace gradcomp
