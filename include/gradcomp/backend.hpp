@@ -71,6 +71,15 @@ struct model_items {
   std::size_t count[spaces] = {0, 0, 0};
 };
 
+/// A tensor's buffers of its method's own in the whole-model launches, and a constant of the
+/// method's for it (AdaComp's bin size).
+struct own_buffers {
+  /// The buffers (null: none).
+  void* aux[2] = {nullptr, nullptr};
+  /// The constant.
+  std::uint64_t param = 0;
+};
+
 /// The work-over-tensors members of `ops<B>` for a backend that runs one tensor after the other
 /// (each tensor's operations already parallel inside its system), with one workspace slot: an
 /// `ops` specialisation derives from it.

@@ -264,3 +264,49 @@ TEST_CASE("launches per step: gradients that moved are read where they are now, 
     }
   }
 }
+
+TEST_CASE("launches per step: a copy of a compressor steps on its own buffers") {
+  // A copy's table still names the original's buffers until its first step binds its own: the
+  // original and the copy step on other gradients and must each keep their own messages and
+  // errors (a copy that wrote through the original's table would leave the original's wrong).
+  const auto layers = resnet50(10);
+  gradients first(layers), second(layers, -0.75f);
+  gradcomp::onebit_sgd_compressor<float, backend> original(gradcomp::onebit_sgd_config{});
+  gradcomp::onebit_sgd_compressor<float> reference(gradcomp::onebit_sgd_config{}), copied_reference(
+                                                                                       gradcomp::onebit_sgd_config{});
+  for (const auto& l : layers) {
+    original.add_tensor(l.name, l.shape);
+    reference.add_tensor(l.name, l.shape);
+    copied_reference.add_tensor(l.name, l.shape);
+  }
+  const auto host = [](const gradients& g) {
+    std::vector<gradcomp::span<const float>> out;
+    for (const auto& h : g.host) out.push_back(gradcomp::span<const float>(h.data(), h.size()));
+    return out;
+  };
+  REQUIRE(original.compress(first.views));
+  REQUIRE(reference.compress(host(first)));
+  REQUIRE(copied_reference.compress(host(first)));
+  auto copy = original;
+  REQUIRE(copy.compress(second.views));
+  REQUIRE(copied_reference.compress(host(second)));
+  REQUIRE(original.compress(first.views));
+  REQUIRE(reference.compress(host(first)));
+  const auto same = [&](auto& a, auto& b) {
+    REQUIRE(a.stats());
+    REQUIRE(b.stats());
+    for (std::size_t t = 0; t < layers.size(); ++t) {
+      CAPTURE(t);
+      const auto x = a.message(t).values;
+      const auto y = b.message(t).values;
+      REQUIRE(x.size() == y.size());
+      CHECK(std::memcmp(x.data(), y.data(), x.size_bytes()) == 0);
+      const auto ex = a.error_feedback(t);
+      const auto ey = b.error_feedback(t);
+      REQUIRE(ex.size() == ey.size());
+      CHECK(std::memcmp(ex.data(), ey.data(), ex.size_bytes()) == 0);
+    }
+  };
+  same(original, reference);
+  same(copy, copied_reference);
+}

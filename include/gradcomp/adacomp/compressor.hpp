@@ -115,10 +115,7 @@ class adacomp_compressor
         },
         [](const tensor_info&) { return wire::coding_parameters{}; });
     bins_.push_back(std::move(st));
-    if constexpr (base::whole_model) {
-      model_offsets_ = std::move(model_offsets);
-      this->model_.set_own(id, bins_.back().bins.view().data(), bins_.back().chunks.view().data(), bins_.back().bin);
-    }
+    if constexpr (base::whole_model) model_offsets_ = std::move(model_offsets);
     return id;
   }
 
@@ -190,6 +187,14 @@ class adacomp_compressor
     } else {
       return base::model_items(t, info);
     }
+  }
+  // Its bins, chunks and bin size, in a whole-model step.
+  detail::own_buffers model_buffers(std::size_t t) noexcept {
+    detail::own_buffers own;
+    own.aux[0] = bins_[t].bins.view().data();
+    own.aux[1] = bins_[t].chunks.view().data();
+    own.param = bins_[t].bin;
+    return own;
   }
 
   static void check_bin(std::size_t bin, const char* what) {

@@ -18,9 +18,10 @@
 // keeps that table through registrations and binds each step's gradients to it (`bind_model`),
 // and the compressor issues its step through the kernels' whole-model operations.
 //
-// Derived may hide three hooks (the base calls them on Derived; the defaults are below):
+// Derived may hide four hooks (the base calls them on Derived; the defaults are below):
 // `model_items(t, info)`, the work items of tensor t (t = num_tensors() while it is registered)
 // in the kernels' whole-model launches (its elements in the first space unless given);
+// `model_buffers(t)`, tensor t's buffers of the method's own there (none unless given);
 // `step_bound(t)`, the most entries the step in progress can send for sparse tensor t when its
 // plan fixes that (DGC's k of the step), so that a device's payload comes to the host with the
 // records in one synchronisation (otherwise the counts are read first, a second one); and
@@ -349,14 +350,7 @@ class compressor_base {
     order_ = std::move(order);
     tensors_.push_back(std::move(st));
     messages_.emplace_back();
-    if constexpr (whole_model) {
-      for (std::size_t t = 0; t < tensors_.size(); ++t) {
-        model.set_buffers(t, tensors_[t].e.view().data(), tensors_[t].values.view().data(),
-                          tensors_[t].indices.view().data(), tensors_[t].scales.view().data());
-        if (t + 1 < tensors_.size()) model.copy_own(t, model_);
-      }
-      model_ = std::move(model);
-    }
+    if constexpr (whole_model) model_ = std::move(model);
     return tensors_.size() - 1;
   }
 
@@ -375,6 +369,7 @@ class compressor_base {
   }
 
   // The hooks' defaults (see the top of this file).
+  own_buffers model_buffers(std::size_t) noexcept { return {}; }
   detail::model_items model_items(std::size_t, const tensor_info& info) const noexcept {
     detail::model_items items;
     items.count[0] = info.numel;
@@ -392,10 +387,22 @@ class compressor_base {
     return ops::start_executor(on, exec_, tensors_.size());
   }
 
-  // The model's table with the step's gradients bound (kernels that do a whole model's work at
-  // once; after begin_step).
+  // The model's table with the step's gradients and every tensor's buffers bound (kernels that
+  // do a whole model's work at once; after begin_step). The buffers are bound at every step, so a
+  // copy of the compressor works on its own.
   const model_type& bind_model(const Backend& on, span<const tensor_view> grads) {
-    model_.bind(on, grads);
+    model_.bind(on, [&](std::size_t t, auto& entry) {
+      tensor_state& st = tensors_[t];
+      entry.g = grads[t].data();
+      entry.e = st.e.view().data();
+      entry.values = st.values.view().data();
+      entry.indices = st.indices.view().data();
+      entry.scales = st.scales.view().data();
+      const own_buffers own = static_cast<Derived&>(*this).model_buffers(t);
+      entry.aux[0] = own.aux[0];
+      entry.aux[1] = own.aux[1];
+      entry.param = own.param;
+    });
     return model_;
   }
 

@@ -101,8 +101,6 @@ class onebit_sgd_compressor
           return p;
         });
     columns_.push_back(std::move(st));
-    if constexpr (base::whole_model)
-      this->model_.set_own(id, columns_.back().partials.view().data(), columns_.back().cols.view().data());
     return id;
   }
 
@@ -169,6 +167,13 @@ class onebit_sgd_compressor
     if constexpr (base::whole_model)
       return kernels::model_items_of(info.numel, info.compressed ? columns_of(info.shape) : 1);
     else return base::model_items(t, info);
+  }
+  // Its block sums and column values, in a whole-model step.
+  detail::own_buffers model_buffers(std::size_t t) noexcept {
+    detail::own_buffers own;
+    own.aux[0] = columns_[t].partials.view().data();
+    own.aux[1] = columns_[t].cols.view().data();
+    return own;
   }
 
   struct columns_state {

@@ -110,7 +110,6 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
           return p;
         });
     measured_.push_back(std::move(measured));
-    if constexpr (base::whole_model) this->model_.set_own(id, measured_.back().view().data());
     return id;
   }
 
@@ -172,6 +171,12 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
     if constexpr (base::whole_model) return kernels::model_items_of(info.numel, buckets(info.numel), info.compressed);
     else return base::model_items(t, info);
+  }
+  // Its norms before the verdict, in a whole-model step.
+  detail::own_buffers model_buffers(std::size_t t) noexcept {
+    detail::own_buffers own;
+    own.aux[0] = measured_[t].view().data();
+    return own;
   }
 
   detail::qsgd_step_params params() const noexcept {

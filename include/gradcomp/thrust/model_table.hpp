@@ -12,7 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
+#include <cstring>
+#include <type_traits>
 
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -33,7 +34,7 @@ struct model_tensor {
   T* values = nullptr;      // its message values
   float* scales = nullptr;  // its per-bucket scales (null: none)
   std::uint32_t* indices = nullptr;   // its message positions (a sparse method's compressed tensor)
-  void* aux[2] = {nullptr, nullptr};  // buffers of the method's own
+  void* aux[2] = {nullptr, nullptr};  // buffers of the method's own (own_buffers, backend.hpp)
   std::uint64_t param = 0;            // a constant of the method's (AdaComp's bin size)
   std::uint64_t numel = 0;
   std::uint64_t first[model_items::spaces] = {};  // its first work item in each space
@@ -91,8 +92,7 @@ class model_table {
   model_table() = default;
 
   // Tensors of numel[t] elements and items[t] work items; plans their sums (which waits for
-  // copying the plan to the system). Their buffers are set with set_buffers, their gradients with
-  // bind.
+  // copying the plan to the system). Their buffers are set by bind.
   model_table(span<const std::size_t> numel, span<const model_items> items)
       : sums_(numel), table_(numel.size()), host_(numel.size()) {
     for (std::size_t t = 0; t < numel.size(); ++t) {
@@ -105,35 +105,19 @@ class model_table {
     }
   }
 
-  // Tensor t's buffers (null: none), from the next bind on.
-  void set_buffers(std::size_t t, T* e, T* values, std::uint32_t* indices, float* scales) noexcept {
-    host_[t].e = e;
-    host_[t].values = values;
-    host_[t].indices = indices;
-    host_[t].scales = scales;
-    dirty_ = true;
-  }
-  // Tensor t's buffers of the method's own (null: none) and its constant, from the next bind on.
-  void set_own(std::size_t t, void* a0, void* a1 = nullptr, std::uint64_t param = 0) noexcept {
-    host_[t].aux[0] = a0;
-    host_[t].aux[1] = a1;
-    host_[t].param = param;
-    dirty_ = true;
-  }
-  // Tensor t's own buffers and constant as another table has them.
-  void copy_own(std::size_t t, const model_table& from) noexcept {
-    set_own(t, from.host_[t].aux[0], from.host_[t].aux[1], from.host_[t].param);
-  }
-
-  // The step's gradients (one per tensor, checked by the caller), on `on`'s stream: the table is
-  // uploaded when anything changed since the last bind.
-  template <class Gradient>
-  void bind(const thrust_backend<System>& on, span<const Gradient> grads) {
-    for (std::size_t t = 0; t < host_.size(); ++t)
-      if (host_[t].g != grads[t].data()) {
-        host_[t].g = grads[t].data();
+  // The step's buffers: fill(t, entry) writes tensor t's gradient, buffers and own buffers into
+  // its entry (the rest stays as planned), on `on`'s stream; the table is uploaded when an entry
+  // changed since the last bind (a copied compressor's, or gradients that moved).
+  template <class Fill>
+  void bind(const thrust_backend<System>& on, Fill fill) {
+    for (std::size_t t = 0; t < host_.size(); ++t) {
+      model_tensor<T> entry = host_[t];
+      fill(t, entry);
+      if (std::memcmp(&entry, &host_[t], sizeof(entry)) != 0) {
+        host_[t] = entry;
         dirty_ = true;
       }
+    }
     if (!dirty_ || host_.size() == 0) return;
     execution<System>::upload(on.stream, host_.data(), table_.view().data(), host_.size() * sizeof(model_tensor<T>));
     dirty_ = false;

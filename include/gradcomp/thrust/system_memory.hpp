@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <type_traits>
@@ -235,7 +236,7 @@ class system_buffer {
 };
 
 // n elements of host memory that System's memory is uploaded from (execution::upload), with their
-// values zero-initialised (V trivially copyable).
+// values zero-initialised (V trivially copyable); copies are deep.
 template <class V, class System>
 class staging_buffer {
  public:
@@ -247,8 +248,17 @@ class staging_buffer {
     data_ = static_cast<V*>(execution<System>::allocate_staging(n * sizeof(V)));
     for (std::size_t i = 0; i < n; ++i) new (data_ + i) V{};
   }
-  staging_buffer(const staging_buffer&) = delete;
-  staging_buffer& operator=(const staging_buffer&) = delete;
+  staging_buffer(const staging_buffer& other) : staging_buffer(other.size_) {
+    if (size_ != 0) std::memcpy(static_cast<void*>(data_), other.data_, size_ * sizeof(V));
+  }
+  staging_buffer& operator=(const staging_buffer& other) {
+    if (this != &other) {
+      staging_buffer copy(other);
+      std::swap(data_, copy.data_);
+      std::swap(size_, copy.size_);
+    }
+    return *this;
+  }
   staging_buffer(staging_buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
   staging_buffer& operator=(staging_buffer&& other) noexcept {
