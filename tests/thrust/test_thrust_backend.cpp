@@ -273,6 +273,42 @@ TEST_CASE_TEMPLATE("conformance (thrust): DGC steps are bitwise the CPU backend'
   }
 }
 
+TEST_CASE_TEMPLATE("conformance (thrust): DGC's clipping norm where double squares overflow is the CPU's", Backend,
+                   GRADCOMP_THRUST_TEST_BACKENDS) {
+  // The first tensor's gradient times 1e160: its plain sum of squares overflows and its norm is
+  // the scaled fallback's (a largest magnitude and a second sum), on the Thrust backend for every
+  // tensor of the model at once. Messages, statistics and state are bitwise the CPU backend's.
+  for (const auto clipping : {gradcomp::clip_scope::global_norm, gradcomp::clip_scope::per_tensor}) {
+    CAPTURE(static_cast<int>(clipping));
+    gradcomp::dgc_config cfg = gradcomp_test::conformance_configs().front();
+    cfg.clip_norm = 1.0;
+    cfg.clipping = clipping;
+    gradcomp_test::conformance_worker<double, Backend> tested(cfg, Backend{});
+    gradcomp_test::conformance_worker<double, gradcomp::cpu_backend> reference(cfg, gradcomp::cpu_backend{});
+    for (std::size_t s = 0; s < 3; ++s) {
+      CAPTURE(s);
+      auto g = gradcomp_test::conformance_gradients<double>(s);
+      for (double& x : g[0]) x *= 1e160;
+      tested.load(g);
+      reference.load(g);
+      REQUIRE(tested.compressor.compress(tested.views()));
+      REQUIRE(reference.compressor.compress(reference.views()));
+      const auto a = tested.encode();
+      const auto b = reference.encode();
+      REQUIRE(a);
+      REQUIRE(b);
+      CHECK(*a == *b);
+      const auto sa = tested.compressor.stats();
+      const auto sb = reference.compressor.stats();
+      REQUIRE(sa);
+      REQUIRE(sb);
+      CHECK(sa->clip_coefficient < 1e-150);
+      CHECK(gradcomp_test::same_stats(*sa, *sb));
+      CHECK(gradcomp_test::bitwise_equal(tested.state(), reference.state()));
+    }
+  }
+}
+
 // The configurations of the suite, and the sampled selection's other modes (uniform sample, the
 // first k by index, a single round).
 std::vector<gradcomp::dgc_config> issue_configs() {

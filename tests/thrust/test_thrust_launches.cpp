@@ -166,10 +166,10 @@ TEST_CASE("launches per step: DGC, exact and sampled, with clipping") {
   gradcomp::dgc_config exact;
   exact.selection = gradcomp::selection_method::exact_topk;
   exact.clip_norm = 1.0;
-  check_counts({"dgc exact", 29, 143, 2049}, [&] { return gradcomp::dgc_compressor<float, backend>(exact); });
+  check_counts({"dgc exact", 29, 84, 984}, [&] { return gradcomp::dgc_compressor<float, backend>(exact); });
   gradcomp::dgc_config sampled;
   sampled.clip_norm = 1.0;
-  check_counts({"dgc sampled", 57, 255, 3561}, [&] { return gradcomp::dgc_compressor<float, backend>(sampled); });
+  check_counts({"dgc sampled", 57, 196, 2496}, [&] { return gradcomp::dgc_compressor<float, backend>(sampled); });
 }
 
 TEST_CASE("launches per step: the quantisers and AdaComp") {

@@ -156,7 +156,7 @@ struct dgc_snapshot_access;
  */
 template <class T, class Backend = cpu_backend>
 class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>, detail::dgc_tensor_record<T>,
-                                                      detail::dgc_step_record> {
+                                                      detail::dgc_step_record, detail::dgc_ops<Backend>> {
   static_assert(detail::is_selectable_v<T>, "dgc_compressor supports float and double");
   using base = typename dgc_compressor::compressor_base;
   using ops = typename base::ops;
@@ -319,6 +319,30 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
     const span<const std::size_t> all = this->largest_first();
     const span<const std::size_t> compressed(compressed_order_.data(), compressed_order_.size());
 
+    if constexpr (base::whole_model) {
+      // The same steps, each over the whole model at once, but for every compressed tensor's
+      // selection.
+      const auto& model = this->bind_model(on, grads);
+      kernels::read_gradients(on, plan.read, model, records);
+      kernels::plan(on, records, plan, step);
+      if (plan.read != detail::gradient_read::none) {
+        kernels::exact_bounds(on, plan.kind, tensor_plan.momentum, model, records);
+        kernels::settle_guard(on, readonly(records), step);
+      }
+      kernels::dense_steps(on, model, records, readonly(step));
+      kernels::accumulate(on, tensor_plan, model, records, readonly(step));
+      for (const std::size_t t : compressed) {
+        auto& st = tensors[t];
+        detail::dgc_tensor_plan<T> p = tensor_plan;
+        p.k = kept_count(st.info.numel, density_);
+        p.seed = detail::derive_seed(cfg_.seed, t, this->step_);
+        kernels::select_step(on, p, cfg_.sampling, momenta_[t].view(), st.e.view(), st.indices.view(),
+                             st.values.view(), workspace_.view().first(workspace_bytes_), records, t, readonly(step));
+      }
+      kernels::commit(on, records, step);
+      this->issued(on);
+      return {};
+    }
     // 1. Read every gradient before touching state: norms for clipping, or the largest
     // magnitudes, which also bound what the step adds to the state.
     if (plan.read != detail::gradient_read::none) {
@@ -399,6 +423,17 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
   // The base's hooks: the step in progress sends at most k of its density per compressed tensor
   // (so a device's payload comes to the host with the records, in one synchronisation), and its
   // statistics are the schedule's: the stage, the density, k as the target, the clip coefficient.
+  // A tensor's work items in a whole-model step, and its momentum there.
+  detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
+    if constexpr (base::whole_model) return kernels::model_items_of(info.numel, info.compressed);
+    else return base::model_items(t, info);
+  }
+  detail::own_buffers model_buffers(std::size_t t) noexcept {
+    detail::own_buffers own;
+    own.aux[0] = momenta_[t].view().data();
+    return own;
+  }
+
   std::size_t step_bound(std::size_t t) const noexcept {
     const tensor_info& info = this->tensors_[t].info;
     return info.compressed ? kept_count(info.numel, density_) : info.numel;

@@ -13,6 +13,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_table.hpp"
 #include "../thrust/system_backend.hpp"
 #include "step_plan.hpp"
 
@@ -153,6 +154,116 @@ struct marked_accumulated_keys {
   }
 };
 
+// --- The same over a whole model (thrust/model_table.hpp): a tensor's momentum is its first own
+// buffer, its accumulator its error buffer (null for a tensor sent dense). -------------------
+
+// The terms of every tensor's reductions: squares (and, for double, the fallback's keys and
+// scaled squares where the plain sum overflowed), magnitude keys, the marked accumulations.
+template <class T>
+struct model_square_leaf {
+  const model_tensor<T>* tensors;
+  GRADCOMP_HD double operator()(std::uint32_t t, std::uint64_t i) const { return square_leaf<T>{tensors[t].g}(i); }
+};
+template <class T>
+struct model_overflowed_key_leaf {
+  const model_tensor<T>* tensors;
+  const double* sums;
+  GRADCOMP_HD key_t<T> operator()(std::uint32_t t, std::uint64_t i) const {
+    return key_if_overflowed<T>{tensors[t].g, sums + t}(i);
+  }
+};
+template <class T>
+struct model_scaled_square_leaf {
+  const model_tensor<T>* tensors;
+  const double* sums;
+  const key_t<T>* largest;
+  GRADCOMP_HD double operator()(std::uint32_t t, std::uint64_t i) const {
+    return scaled_square_if_overflowed<T>{tensors[t].g, sums + t, largest + t}(i);
+  }
+};
+template <class T>
+struct model_key_leaf {
+  const model_tensor<T>* tensors;
+  GRADCOMP_HD key_t<T> operator()(std::uint32_t t, std::uint64_t i) const {
+    return key_of_values<T>{tensors[t].g}(i);
+  }
+};
+template <class T>
+struct model_marked_keys_leaf {
+  momentum_kind kind;
+  T m;
+  const model_tensor<T>* tensors;
+  const dgc_tensor_record<T>* records;
+  GRADCOMP_HD key_pair<key_t<T>> operator()(std::uint32_t t, std::uint64_t i) const {
+    const model_tensor<T>& x = tensors[t];
+    if (x.e == nullptr) return key_pair<key_t<T>>{0, 0};
+    return marked_accumulated_keys<T>{
+        accumulated_keys_op<T>{kind, m, T(0), x.g, static_cast<const T*>(x.aux[0]), x.e}, records + t}(i);
+  }
+};
+
+// Tensor t's norm from its sums (with the fallback for double), into its record.
+template <class T>
+struct model_norm_record_op {
+  const double* sums;
+  const key_t<T>* largest;  // null: no fallback
+  const double* scaled;
+  cpu::norm_result* results;
+  dgc_tensor_record<T>* records;
+  GRADCOMP_HD void operator()(const model_tensor<T>&, std::uint32_t t) const {
+    norm_combine{sums + t, results + t}(0);
+    if (largest != nullptr) norm_fallback<T>{sums + t, largest + t, scaled + t, results + t}(0);
+    record_norm<T>{results + t, records + t}(0);
+  }
+};
+
+// Tensor t's largest magnitude into its record.
+template <class T>
+struct model_largest_record_op {
+  dgc_tensor_record<T>* records;
+  GRADCOMP_HD void operator()(const key_t<T>& key, std::uint32_t t) const { record_largest<T>{&key, records + t}(0); }
+};
+
+// A compressed tensor's exact magnitudes into its record, where the guard marked it.
+template <class T>
+struct model_exact_bounds_op {
+  dgc_tensor_record<T>* records;
+  GRADCOMP_HD void operator()(const key_pair<key_t<T>>& keys, std::uint32_t t) const {
+    record_exact_bounds<T>{&keys, records + t}(0);
+  }
+};
+
+// Element i of a dense tensor t (space 0): dense_step_op; its kept count (one thread a tensor).
+template <class T>
+struct model_dense_op {
+  const dgc_tensor_record<T>* records;
+  const dgc_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t, std::uint64_t i) const {
+    dense_step_op<T>{x.g, x.values, records + t, step}(i);
+  }
+};
+template <class T>
+struct model_dense_kept_op {
+  dgc_tensor_record<T>* records;
+  const dgc_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t) const {
+    if (x.e == nullptr) record_kept<T>{records + t, step, x.numel}(0);
+  }
+};
+
+// Element i of a compressed tensor t (space 1): step_accumulate_op.
+template <class T>
+struct model_accumulate_op {
+  momentum_kind kind;
+  T m;
+  const dgc_tensor_record<T>* records;
+  const dgc_step_record* step;
+  GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t, std::uint64_t i) const {
+    step_accumulate_op<T>{momentum_accumulate_op<T>{kind, m, T(0), x.g, static_cast<T*>(x.aux[0]), x.e}, records + t,
+                          step}(i);
+  }
+};
+
 }  // namespace thrust_impl
 
 template <class System>
@@ -167,6 +278,70 @@ struct dgc_ops<thrust_backend<System>> {
   struct selection_state_none {};
   template <class T>
   using selection_state = selection_state_none;
+
+  // --- A whole model at once (the compressor's table, thrust/model_table.hpp): the gradients'
+  // reads, the overflow guard's exact pass and the dense tensors' steps, a fixed number of
+  // launches whatever the tensors; each compressed tensor's selection is still its own
+  // (select_step).
+  template <class T>
+  using model = thrust_impl::model_table<T, System>;
+  // A tensor's work items: its elements, in space 0 when it is sent dense, in space 1 when
+  // compressed.
+  static model_items model_items_of(std::size_t numel, bool compressed) noexcept {
+    model_items items;
+    items.count[compressed ? 1 : 0] = numel;
+    return items;
+  }
+
+  template <class T>
+  static void read_gradients(const backend& on, gradient_read read, const model<T>& m,
+                             view<dgc_tensor_record<T>> records) {
+    if (m.size() == 0 || read == gradient_read::none) return;
+    if (read == gradient_read::largest) {
+      m.template reduce_each<key_t<T>>(on.stream, thrust_impl::model_key_leaf<T>{m.tensors()},
+                                       thrust_impl::key_max<key_t<T>>{},
+                                       thrust_impl::model_largest_record_op<T>{records.data()});
+      return;
+    }
+    thrust_impl::scratch<double, System> sums(on.stream, m.size());
+    thrust_impl::scratch<cpu::norm_result, System> results(on.stream, m.size());
+    m.sums().issue(on.stream, thrust_impl::model_square_leaf<T>{m.tensors()}, sum_merge{}, sums.data());
+    if constexpr (thrust_impl::squares_may_overflow<T>) {
+      thrust_impl::scratch<key_t<T>, System> largest(on.stream, m.size());
+      thrust_impl::scratch<double, System> scaled(on.stream, m.size());
+      m.sums().issue(on.stream, thrust_impl::model_overflowed_key_leaf<T>{m.tensors(), sums.data()},
+                     thrust_impl::key_max<key_t<T>>{}, largest.data());
+      m.sums().issue(on.stream, thrust_impl::model_scaled_square_leaf<T>{m.tensors(), sums.data(), largest.data()},
+                     sum_merge{}, scaled.data());
+      m.for_each_tensor(on.stream, thrust_impl::model_norm_record_op<T>{sums.data(), largest.data(), scaled.data(),
+                                                                        results.data(), records.data()});
+    } else {
+      m.for_each_tensor(on.stream, thrust_impl::model_norm_record_op<T>{sums.data(), nullptr, nullptr, results.data(),
+                                                                        records.data()});
+    }
+  }
+  // The overflow guard's exact pass: every compressed tensor's, reading the data of the marked
+  // ones only.
+  template <class T>
+  static void exact_bounds(const backend& on, momentum_kind kind, T mom, const model<T>& m,
+                           view<dgc_tensor_record<T>> records) {
+    m.template reduce_each<thrust_impl::key_pair<key_t<T>>>(
+        on.stream, thrust_impl::model_marked_keys_leaf<T>{kind, mom, m.tensors(), records.data()},
+        thrust_impl::key_pair_max<key_t<T>>{}, thrust_impl::model_exact_bounds_op<T>{records.data()});
+  }
+  // Every dense tensor's step.
+  template <class T>
+  static void dense_steps(const backend& on, const model<T>& m, view<dgc_tensor_record<T>> records,
+                          view<const dgc_step_record> step) {
+    m.for_each_item(on.stream, 0, thrust_impl::model_dense_op<T>{records.data(), step.data()});
+    m.for_each_tensor(on.stream, thrust_impl::model_dense_kept_op<T>{records.data(), step.data()});
+  }
+  // Every compressed tensor's momentum correction into its accumulator.
+  template <class T>
+  static void accumulate(const backend& on, const dgc_tensor_plan<T>& p, const model<T>& m,
+                         view<dgc_tensor_record<T>> records, view<const dgc_step_record> step) {
+    m.for_each_item(on.stream, 1, thrust_impl::model_accumulate_op<T>{p.kind, p.momentum, records.data(), step.data()});
+  }
 
   template <class T>
   static std::size_t workspace_bytes(const backend&, const sampled_threshold_config& cfg, std::size_t n, std::size_t k) {
@@ -235,13 +410,22 @@ struct dgc_ops<thrust_backend<System>> {
                                   view<const T> g, view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values,
                                   view<std::byte> workspace, selection_state<T>&, view<dgc_tensor_record<T>> records,
                                   std::size_t t, view<const dgc_step_record> step) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
+                       thrust_impl::step_accumulate_op<T>{thrust_impl::momentum_accumulate_op<T>{
+                                                              p.kind, p.momentum, T(0), g.data(), u.data(), v.data()},
+                                                          records.data() + t, step.data()});
+    select_step(on, p, cfg, u, v, idx, values, workspace, records, t, step);
+  }
+  // A compressed tensor's step after its accumulation: the selection (exact top-k or sampled
+  // threshold, published into the record), the selected entries moved out and momentum factor
+  // masking; every part obeys the verdict on the device.
+  template <class T>
+  static void select_step(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+                          view<T> u, view<T> v, view<std::uint32_t> idx, view<T> values, view<std::byte> workspace,
+                          view<dgc_tensor_record<T>> records, std::size_t t, view<const dgc_step_record> step) {
     dgc_tensor_record<T>* r = records.data() + t;
     const std::int32_t* gate = &step.data()->status;
     const thrust::counting_iterator<std::size_t> first(0);
-    thrust::for_each_n(thrust_impl::exec<System>(on.stream), first, g.size(),
-                       thrust_impl::step_accumulate_op<T>{thrust_impl::momentum_accumulate_op<T>{
-                                                              p.kind, p.momentum, T(0), g.data(), u.data(), v.data()},
-                                                          r, step.data()});
     const thrust_impl::selection_sink<T> sink{&r->selection, &r->status, &r->kept};
     workspace_carver carver(span<std::byte>(workspace.data(), workspace.size()));
     result<void> issued;

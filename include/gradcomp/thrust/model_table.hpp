@@ -126,6 +126,8 @@ class model_table {
   // The table in System's memory.
   const model_tensor<T>* tensors() const noexcept { return table_.view().data(); }
   std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(host_.size()); }
+  // Every tensor's element sums in the order of detail/ordered_sum.hpp.
+  const segmented_reduction<System>& sums() const noexcept { return sums_; }
 
   // record(s, t) for every tensor t, s the reduction by `merge` of leaf(t, i) over its elements
   // in the order of detail/ordered_sum.hpp: two launches per level of the sums, one more.
