@@ -12,6 +12,11 @@
 //                                              and r), 24 bytes
 // ratio_to_stream = stream time / step time; wire_bits_per_element: the step's message (encoded on
 // the host from the staged copy, untimed), its section per element.
+//   BM_cuda_quantiser_model/<method>  the same methods over every tensor of ResNet-50
+//                                     (bench/data/resnet50.txt, 161 tensors, 25.6 M parameters,
+//                                     each compressed as the method's policy decides) in one
+//                                     compress(): a whole model's step in a fixed number of
+//                                     launches, against the stream of all its elements.
 //   BM_cuda_isgq_step/<n>  ISGQ, dithered (s = 3, buckets of 512): compress() of one layer of n
 //                          inputs and n outputs over a batch of 32 (X and Delta, 64 n elements):
 //                          the finiteness reads, one thread per bucket, the codes and scales
@@ -87,11 +92,11 @@ struct stream_reference {
   }
 };
 
+// A step of c over the gradients `grads` (n elements in all), against the stream of n elements.
 template <class C>
-void run(benchmark::State& state, C& c, std::size_t n, bool with_error) {
+void run(benchmark::State& state, C& c, const std::vector<gradcomp::backend_span<const float, backend>>& grads,
+         std::size_t n, bool with_error) {
   const backend b{};
-  const auto g = gradcomp_bench::gaussian_gradient(b, n);
-  const std::vector<gradcomp::backend_span<const float, backend>> grads = {gradcomp::readonly(g.view())};
   bool ok = true;
   auto step = [&] {
     const auto issued = c.compress(grads);
@@ -109,45 +114,79 @@ void run(benchmark::State& state, C& c, std::size_t n, bool with_error) {
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// args: n, method (0 EF-SignSGD, 1 TernGrad, 2 1-bit SGD, 3 QSGD, 4 AdaComp).
-void BM_cuda_quantiser_step(benchmark::State& state) {
-  if (!gradcomp_bench::have_device(state)) return;
-  const auto n = static_cast<std::size_t>(state.range(0));
+// A step of c over one tensor of n elements, registered by `add(c)`.
+template <class C, class Add>
+void run_one(benchmark::State& state, C& c, std::size_t n, bool with_error, Add add) {
+  add(c);
+  const auto g = gradcomp_bench::gaussian_gradient(backend{}, n);
+  run(state, c, {gradcomp::readonly(g.view())}, n, with_error);
+}
+
+// A step of c over every tensor of ResNet-50, each registered as the method's policy decides.
+template <class C>
+void run_model(benchmark::State& state, C& c, bool with_error) {
+  std::vector<gradcomp_bench::tensor_spec> model;
+  if (!gradcomp_bench::load_resnet50(state, model)) return;
+  std::vector<backend_buffer> buffers;
+  std::vector<gradcomp::backend_span<const float, backend>> grads;
+  for (const auto& t : model) {
+    c.add_tensor(t.name, t.shape);
+    buffers.push_back(gradcomp_bench::gaussian_gradient(backend{}, t.numel));
+    grads.push_back(gradcomp::readonly(buffers.back().view()));
+  }
+  run(state, c, grads, gradcomp_bench::model_numel(model), with_error);
+}
+
+// One tensor of n elements (n > 0) or ResNet-50 (n = 0) with each method: its compressor, the
+// shape of the one tensor, and whether it keeps an error.
+template <class Run>
+void with_method(long method, std::size_t n, Run run_it) {
   const backend b{};
-  switch (state.range(1)) {
+  const auto one = [&](std::vector<std::size_t> shape) {
+    return [shape](auto& c) { c.add_tensor("w", shape, gradcomp::tensor_mode::compressed); };
+  };
+  switch (method) {
     case 0: {
       gradcomp::ef_signsgd_config cfg;
       cfg.learning_rate = 0.01;
       gradcomp::ef_signsgd_compressor<float, backend> c(cfg, b);
-      c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
-      run(state, c, n, true);
+      run_it(c, true, one({n}));
       break;
     }
     case 1: {
       gradcomp::terngrad_compressor<float, backend> c(gradcomp::terngrad_config{}, b);
-      c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
-      run(state, c, n, false);
+      run_it(c, false, one({n}));
       break;
     }
     case 2: {
       gradcomp::onebit_sgd_compressor<float, backend> c(gradcomp::onebit_sgd_config{}, b);
-      c.add_tensor("w", {n / 256, 256}, gradcomp::tensor_mode::compressed);
-      run(state, c, n, true);
+      run_it(c, true, one({n / 256, 256}));
       break;
     }
     case 3: {
       gradcomp::qsgd_compressor<float, backend> c(gradcomp::qsgd_config{}, b);
-      c.add_tensor("w", {n}, gradcomp::tensor_mode::compressed);
-      run(state, c, n, false);
+      run_it(c, false, one({n}));
       break;
     }
     default: {
       gradcomp::adacomp_compressor<float, backend> c(gradcomp::adacomp_config{}, b);
-      c.add_tensor("w", {n / 512, 512}, gradcomp::tensor_mode::compressed);
-      run(state, c, n, true);
+      run_it(c, true, one({n / 512, 512}));
       break;
     }
   }
+}
+
+// args: n, method (0 EF-SignSGD, 1 TernGrad, 2 1-bit SGD, 3 QSGD, 4 AdaComp).
+void BM_cuda_quantiser_step(benchmark::State& state) {
+  if (!gradcomp_bench::have_device(state)) return;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  with_method(state.range(1), n, [&](auto& c, bool with_error, auto add) { run_one(state, c, n, with_error, add); });
+}
+
+// args: method, as above.
+void BM_cuda_quantiser_model(benchmark::State& state) {
+  if (!gradcomp_bench::have_device(state)) return;
+  with_method(state.range(0), 1, [&](auto& c, bool with_error, auto) { run_model(state, c, with_error); });
 }
 
 // The streaming loop of an ISGQ step over `n` factor elements: a reduction over them, a byte
@@ -213,4 +252,5 @@ void sizes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_cuda_quantiser_step)->Apply(sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cuda_quantiser_model)->DenseRange(0, 4)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cuda_isgq_step)->Arg(1 << 12)->Arg(1 << 14)->UseManualTime()->Unit(benchmark::kMicrosecond);
