@@ -310,3 +310,31 @@ TEST_CASE("launches per step: a copy of a compressor steps on its own buffers") 
   same(original, reference);
   same(copy, copied_reference);
 }
+
+TEST_CASE("launches per step: SAEF around DGC (exact top-k)") {
+  // The worker's momentum is one launch per tensor (saef/thrust_ops.hpp), then DGC's step on u,
+  // whose buffers alternate between two sets (the table is uploaded each step, a copy). The
+  // worker reads the step's outcome to keep or drop its new momentum: the records and the verdict,
+  // two transfers in one synchronisation.
+  gradcomp::dgc_config cfg;
+  cfg.selection = gradcomp::selection_method::exact_topk;
+  cfg.momentum_correction = false;
+  std::vector<std::size_t> counts;
+  for (const std::size_t tensors : {std::size_t(1), std::size_t(10), std::size_t(161)}) {
+    const auto layers = resnet50(tensors);
+    gradcomp::dgc_compressor<float, backend> c(cfg);
+    for (const auto& l : layers) c.add_tensor(l.name, l.shape);
+    gradcomp::saef_worker<gradcomp::dgc_compressor<float, backend>> worker(c, gradcomp::saef_config{});
+    gradients g(layers);
+    REQUIRE(worker.step(g.views));
+    REQUIRE(c.stats());
+    const auto transfers = host_transfer_count.load();
+    const std::size_t before = gradcomp_test::counting::dispatches;
+    REQUIRE(worker.step(g.views));
+    counts.push_back(gradcomp_test::counting::dispatches - before);
+    CHECK(host_transfer_count.load() == transfers + 2);
+    REQUIRE(c.stats());
+  }
+  INFO("saef: " << counts[0] << ", " << counts[1] << ", " << counts[2] << " dispatches for 1, 10, 161 tensors");
+  CHECK(counts == std::vector<std::size_t>{30, 94, 1145});
+}
