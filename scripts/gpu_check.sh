@@ -18,8 +18,10 @@
 # First, in parallel (correctness only; each run is limited to SECONDS, default 240): the CUDA
 # tests, the demo's CPU-versus-CUDA comparison (needs the Fashion-MNIST files in the demo's default
 # directory), and compute-sanitizer's memcheck, racecheck, synccheck and initcheck over both CUDA
-# test executables. Then, alone on the GPU: the CUDA benchmarks (JSON) and torch.topk on the
-# top-k's sizes (bench/cuda/torch_topk.py, where PyTorch is installed). Everything lands in
+# test executables. Then, alone on the GPU: the CUDA benchmarks (JSON), torch.topk on the
+# top-k's sizes (bench/cuda/torch_topk.py, where PyTorch is installed) and the ResNet-50 DGC step
+# written with torch operations tensor by tensor (bench/cuda/torch_dgc_baseline.py), the baseline
+# of BM_cuda_dgc_model. Everything lands in
 # OUT_DIR/r/ and is packed into OUT_DIR/results.tgz after each phase; OUT_DIR/r/status.txt lists
 # each run's exit code and seconds (124: stopped at its limit).
 set -u
@@ -87,5 +89,9 @@ done
 t0=$(date +%s)
 timeout -k 10 120 python3 "$src/bench/cuda/torch_topk.py" > "$r/torch_topk.jsonl" 2> "$r/torch_topk.log"
 echo "torch_topk rc=$? $(( $(date +%s) - t0 ))s" >> "$r/status.txt"
+t0=$(date +%s)
+timeout -k 10 120 python3 "$src/bench/cuda/torch_dgc_baseline.py" --density 0.001 \
+  > "$r/torch_dgc_baseline.jsonl" 2> "$r/torch_dgc_baseline.log"
+echo "torch_dgc_baseline rc=$? $(( $(date +%s) - t0 ))s" >> "$r/status.txt"
 pack
 cat "$r/status.txt"
