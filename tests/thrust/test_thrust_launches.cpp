@@ -224,6 +224,35 @@ TEST_CASE("launches per model: the ordered sums of every tensor at once") {
   }
 }
 
+namespace {
+
+// The gradients' host copies, as the CPU backend takes them.
+std::vector<gradcomp::span<const float>> host_views(const gradients& g) {
+  std::vector<gradcomp::span<const float>> out;
+  for (const auto& h : g.host) out.push_back(gradcomp::span<const float>(h.data(), h.size()));
+  return out;
+}
+
+// Two compressors' last steps: every message and error buffer bitwise equal.
+template <class A, class B>
+void check_same_step(A& a, B& b) {
+  REQUIRE(a.stats());
+  REQUIRE(b.stats());
+  for (std::size_t t = 0; t < a.num_tensors(); ++t) {
+    CAPTURE(t);
+    const auto x = a.message(t).values;
+    const auto y = b.message(t).values;
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size_bytes()) == 0);
+    const auto ex = a.error_feedback(t);
+    const auto ey = b.error_feedback(t);
+    REQUIRE(ex.size() == ey.size());
+    CHECK(std::memcmp(ex.data(), ey.data(), ex.size_bytes()) == 0);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("launches per step: gradients that moved are read where they are now, for one upload of the table") {
   // Two steps on gradients of ResNet-50's first ten layers, the second from other buffers with
   // other values: the Thrust compressor's messages and errors are the CPU backend's, bitwise, and
@@ -239,8 +268,6 @@ TEST_CASE("launches per step: gradients that moved are read where they are now, 
     on_cpu.add_tensor(l.name, l.shape);
   }
   for (const gradients* g : {&first, &second}) {
-    std::vector<gradcomp::span<const float>> host;
-    for (const auto& h : g->host) host.push_back(gradcomp::span<const float>(h.data(), h.size()));
     const auto transfers = host_transfer_count.load();
     const std::size_t before = gradcomp_test::counting::dispatches;
     REQUIRE(on_thrust.compress(g->views));
@@ -248,20 +275,8 @@ TEST_CASE("launches per step: gradients that moved are read where they are now, 
       CHECK(gradcomp_test::counting::dispatches - before == 5);
       CHECK(host_transfer_count.load() == transfers);
     }
-    REQUIRE(on_cpu.compress(host));
-    REQUIRE(on_thrust.stats());
-    REQUIRE(on_cpu.stats());
-    for (std::size_t t = 0; t < layers.size(); ++t) {
-      CAPTURE(t);
-      const auto a = on_thrust.message(t).values;
-      const auto b = on_cpu.message(t).values;
-      REQUIRE(a.size() == b.size());
-      CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
-      const auto ea = on_thrust.error_feedback(t);
-      const auto eb = on_cpu.error_feedback(t);
-      REQUIRE(ea.size() == eb.size());
-      CHECK(std::memcmp(ea.data(), eb.data(), ea.size_bytes()) == 0);
-    }
+    REQUIRE(on_cpu.compress(host_views(*g)));
+    check_same_step(on_thrust, on_cpu);
   }
 }
 
@@ -279,36 +294,16 @@ TEST_CASE("launches per step: a copy of a compressor steps on its own buffers") 
     reference.add_tensor(l.name, l.shape);
     copied_reference.add_tensor(l.name, l.shape);
   }
-  const auto host = [](const gradients& g) {
-    std::vector<gradcomp::span<const float>> out;
-    for (const auto& h : g.host) out.push_back(gradcomp::span<const float>(h.data(), h.size()));
-    return out;
-  };
   REQUIRE(original.compress(first.views));
-  REQUIRE(reference.compress(host(first)));
-  REQUIRE(copied_reference.compress(host(first)));
+  REQUIRE(reference.compress(host_views(first)));
+  REQUIRE(copied_reference.compress(host_views(first)));
   auto copy = original;
   REQUIRE(copy.compress(second.views));
-  REQUIRE(copied_reference.compress(host(second)));
+  REQUIRE(copied_reference.compress(host_views(second)));
   REQUIRE(original.compress(first.views));
-  REQUIRE(reference.compress(host(first)));
-  const auto same = [&](auto& a, auto& b) {
-    REQUIRE(a.stats());
-    REQUIRE(b.stats());
-    for (std::size_t t = 0; t < layers.size(); ++t) {
-      CAPTURE(t);
-      const auto x = a.message(t).values;
-      const auto y = b.message(t).values;
-      REQUIRE(x.size() == y.size());
-      CHECK(std::memcmp(x.data(), y.data(), x.size_bytes()) == 0);
-      const auto ex = a.error_feedback(t);
-      const auto ey = b.error_feedback(t);
-      REQUIRE(ex.size() == ey.size());
-      CHECK(std::memcmp(ex.data(), ey.data(), ex.size_bytes()) == 0);
-    }
-  };
-  same(original, reference);
-  same(copy, copied_reference);
+  REQUIRE(reference.compress(host_views(first)));
+  check_same_step(original, reference);
+  check_same_step(copy, copied_reference);
 }
 
 TEST_CASE("launches per step: SAEF around DGC (exact top-k)") {
