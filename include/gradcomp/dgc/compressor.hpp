@@ -333,11 +333,9 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
       kernels::accumulate(on, tensor_plan, model, records, readonly(step));
       for (const std::size_t t : compressed) {
         auto& st = tensors[t];
-        detail::dgc_tensor_plan<T> p = tensor_plan;
-        p.k = kept_count(st.info.numel, density_);
-        p.seed = detail::derive_seed(cfg_.seed, t, this->step_);
-        kernels::select_step(on, p, cfg_.sampling, momenta_[t].view(), st.e.view(), st.indices.view(),
-                             st.values.view(), workspace_.view().first(workspace_bytes_), records, t, readonly(step));
+        kernels::select_step(on, plan_of(tensor_plan, t), cfg_.sampling, momenta_[t].view(), st.e.view(),
+                             st.indices.view(), st.values.view(), workspace_.view().first(workspace_bytes_), records,
+                             t, readonly(step));
       }
       kernels::commit(on, records, step);
       this->issued(on);
@@ -368,9 +366,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
         kernels::dense_step(on, grads[t], st.values.view(), records, t, readonly(step));
         return;
       }
-      detail::dgc_tensor_plan<T> p = tensor_plan;
-      p.k = kept_count(st.info.numel, density_);
-      p.seed = detail::derive_seed(cfg_.seed, t, this->step_);
+      const detail::dgc_tensor_plan<T> p = plan_of(tensor_plan, t);
       const auto ws = workspace_.view().subspan(slot * workspace_bytes_, workspace_bytes_);
       kernels::compressed_step(on, p, cfg_.sampling, grads[t], momenta_[t].view(), st.e.view(), st.indices.view(),
                                st.values.view(), ws, guides_[t], records, t, readonly(step));
@@ -420,10 +416,18 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
  private:
   friend struct detail::dgc_snapshot_access;
 
-  // The base's hooks: the step in progress sends at most k of its density per compressed tensor
+  // Tensor t's plan in this step: the step's, with its k of the density and its sampling seed.
+  detail::dgc_tensor_plan<T> plan_of(const detail::dgc_tensor_plan<T>& step_plan, std::size_t t) const noexcept {
+    detail::dgc_tensor_plan<T> p = step_plan;
+    p.k = kept_count(this->tensors_[t].info.numel, density_);
+    p.seed = detail::derive_seed(cfg_.seed, t, this->step_);
+    return p;
+  }
+
+  // The base's hooks: a tensor's work items in a whole-model step, and its momentum there; the
+  // step in progress sends at most k of its density per compressed tensor
   // (so a device's payload comes to the host with the records, in one synchronisation), and its
   // statistics are the schedule's: the stage, the density, k as the target, the clip coefficient.
-  // A tensor's work items in a whole-model step, and its momentum there.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
     if constexpr (base::whole_model) return kernels::model_items_of(info.numel, info.compressed);
     else return base::model_items(t, info);

@@ -193,7 +193,7 @@ class terngrad_compressor
     const detail::terngrad_step_params p = params(shared != nullptr);
     kernels::plan(on, records, p, step);
     if constexpr (base::whole_model) {
-      kernels::apply(on, p, this->bind_model(on, grads), readonly(records), readonly(step));
+      kernels::apply(on, p, this->model_, readonly(records), readonly(step));  // bound by measure_all
     } else {
       auto apply = [&](std::size_t t, std::size_t) {
         kernels::apply(on, p, grads[t], this->tensors_[t].values.view(), readonly(records), t, readonly(step));

@@ -3,17 +3,16 @@
 // the system's memory with each tensor's buffers (the step's gradient, the buffers its compressor
 // keeps) and its place among the model's work items; the ordered sums of every tensor's elements,
 // planned once from the sizes (segmented_sum.hpp); one launch over every item of every tensor in
-// one item space (model_items, backend.hpp), one over the tensors. The buffers a compressor keeps are set at
-// registration; each step binds its gradients, and the table is uploaded only when an address
-// changed since the step before: an upload in the stream's order that the host does not wait for
-// (from page-locked memory on the CUDA system), so the steady state of a training loop, whose
-// gradients stay where they are, copies nothing.
+// one item space (model_items, backend.hpp), one over the tensors. The places are planned at
+// registration; each step binds every tensor's buffers on the host, and the table is uploaded only
+// when an entry changed since the step before (gradients that moved, a copied compressor): an
+// upload in the stream's order that the host does not wait for (from page-locked memory on the
+// CUDA system), so a training loop whose gradients stay where they are copies nothing.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
