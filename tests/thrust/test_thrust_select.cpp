@@ -19,6 +19,7 @@
 #include <gradcomp/cpu/select_kernels.hpp>
 #include <gradcomp/select/sampled_threshold.hpp>
 #include <gradcomp/thrust/sampled.hpp>
+#include <gradcomp/thrust/model_select.hpp>
 #include <gradcomp/thrust/select.hpp>
 
 #include "support/sanitized.hpp"
@@ -245,6 +246,159 @@ TEST_CASE("thrust exact top-k: a workspace that is too small is refused") {
       gradcomp::detail::thrust_impl::exact_topk_workspace_bytes<float, primary_system>(v.size(), 100);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough / 2).error == gradcomp::errc::workspace_too_small);
   CHECK(thrust_topk<float, primary_system>(v, 100, enough).error == gradcomp::errc::ok);
+}
+
+namespace {
+
+// The exact top-k of k of a tensor's size, from a table of distinct sizes (0 for a size not in
+// it): the caller's mode of the model-wide top-k.
+struct k_of_size {
+  std::size_t n[16] = {};
+  std::size_t k[16] = {};
+  std::size_t count = 0;
+  GRADCOMP_HD std::size_t operator()(std::size_t size) const {
+    for (std::size_t i = 0; i < count; ++i)
+      if (n[i] == size) return k[i];
+    return 0;
+  }
+  template <class T>
+  GRADCOMP_HD gradcomp::detail::thrust_impl::model_topk_mode operator()(
+      const gradcomp::detail::thrust_impl::model_tensor<T>&, std::uint32_t, std::size_t size) const {
+    return {(*this)(size), gradcomp::detail::thrust_impl::model_topk_kind::planned, 0};
+  }
+  template <class T>
+  gradcomp::detail::thrust_impl::model_topk_bounds bounds(const gradcomp::detail::thrust_impl::model_tensor<T>&,
+                                                          std::size_t size) const {
+    return gradcomp::detail::thrust_impl::planned_bounds(size, (*this)(size));
+  }
+};
+
+template <class T>
+struct write_index {
+  GRADCOMP_HD void operator()(const gradcomp::detail::thrust_impl::model_tensor<T>& x, std::uint32_t, std::uint64_t j,
+                              std::uint32_t index) const {
+    x.indices[j] = index;
+  }
+};
+
+// One tensor of a model-wide top-k: its values, k, and whether it has an error buffer to select
+// from (none: skipped).
+template <class T>
+struct model_topk_case {
+  std::vector<T> values;
+  std::size_t k;
+  bool selected = true;
+};
+
+// Every tensor's selection by the model-wide top-k on System, against the CPU's exact top-k of
+// each: the same indices, count and threshold bits, a NaN refused for its tensor alone.
+template <class T, class System>
+void check_model_topk(const std::vector<model_topk_case<T>>& cases) {
+  namespace impl = gradcomp::detail::thrust_impl;
+  using backend = gradcomp::thrust_backend<System>;
+  using ops = gradcomp::detail::ops<backend>;
+  const backend b{};
+  std::vector<std::size_t> numel;
+  std::vector<gradcomp::detail::model_items> items(cases.size());
+  k_of_size k_of;
+  std::vector<typename ops::template buffer<T>> values;
+  std::vector<typename ops::template buffer<std::uint32_t>> indices;
+  for (std::size_t t = 0; t < cases.size(); ++t) {
+    const auto& c = cases[t];
+    numel.push_back(c.values.size());
+    items[t].count[1] = c.values.size();
+    REQUIRE(k_of.count < 16);
+    REQUIRE(k_of(c.values.size()) == 0);
+    k_of.n[k_of.count] = c.values.size();
+    k_of.k[k_of.count++] = c.k;
+    values.push_back(ops::template allocate<T>(b, c.values.size()));
+    ops::copy_to_backend(b, gradcomp::span<const T>(c.values.data(), c.values.size()), values.back().view());
+    indices.push_back(ops::template allocate<std::uint32_t>(b, c.k + 1));
+  }
+  impl::model_table<T, System> m(gradcomp::span<const std::size_t>(numel.data(), numel.size()),
+                                 gradcomp::span<const gradcomp::detail::model_items>(items.data(), items.size()));
+  m.bind(b, [&](std::size_t t, impl::model_tensor<T>& entry) {
+    entry.e = cases[t].selected ? values[t].view().data() : nullptr;
+    entry.indices = indices[t].view().data();
+  });
+  impl::model_topk<T, System, k_of_size> topk(b.stream, m, 1, k_of);
+  topk.issue(b.stream, m, nullptr);
+  topk.for_each_selected(b.stream, m, write_index<T>{});
+  std::vector<impl::model_topk_tensor<T>> sel(cases.size());
+  impl::copy_bytes_to_host<System>(b.stream, topk.tensors(), sel.data(), sel.size() * sizeof(sel[0]));
+  for (std::size_t t = 0; t < cases.size(); ++t) {
+    CAPTURE(t);
+    const auto& s = sel[t].s;
+    if (!cases[t].selected) {
+      CHECK(s.skipped != 0);
+      CHECK(s.count == 0);
+      continue;
+    }
+    CHECK(s.skipped == 0);
+    const outcome expected = cpu_topk(cases[t].values, cases[t].k);
+    if (expected.error == gradcomp::errc::nan_input) {
+      CHECK(s.nan != 0);
+      CHECK(s.count == 0);
+      continue;
+    }
+    REQUIRE(expected.error == gradcomp::errc::ok);
+    CHECK(s.nan == 0);
+    REQUIRE(s.count == expected.indices.size());
+    std::vector<std::uint32_t> got(expected.indices.size());
+    ops::copy_to_host(b, gradcomp::readonly(indices[t].view().first(got.size())),
+                      gradcomp::span<std::uint32_t>(got.data(), got.size()));
+    CHECK(got == expected.indices);
+    const T threshold = gradcomp::detail::value_of_key<T>(static_cast<gradcomp::detail::key_t<T>>(s.prefix));
+    std::vector<unsigned char> bytes(sizeof(T));
+    std::memcpy(bytes.data(), &threshold, sizeof(T));
+    CHECK(bytes == expected.threshold);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("thrust model top-k: every tensor's selection is the CPU's, both plans and every fallback", T, float,
+                   double) {
+  // Tensors of one model, interleaved: sample-guided ones that keep their candidates, fall back
+  // for mostly zeros (a zero cut), for too few passing the cut (the sampled positions hold the
+  // largest magnitudes) and for too many (they hold the smallest); plain radix ones with ties at
+  // the k-th magnitude, k = n, k = 0, one element, infinities; a NaN (refused for its tensor
+  // alone); a tensor without a buffer (skipped). The CPU's indices and threshold bits for each.
+  std::vector<model_topk_case<T>> cases;
+  cases.push_back({input<T>(50000, shape::gaussian, 1), 500});
+  cases.push_back({input<T>(3000, shape::gaussian, 2), 30, false});
+  cases.push_back({input<T>(300, shape::few_levels, 3), 40});
+  cases.push_back({input<T>(40000, shape::mostly_zero, 4), 400});
+  auto high = input<T>(60000, shape::gaussian, 5);
+  const std::size_t high_stride = gradcomp::detail::cpu::plan_topk(high.size(), 600).stride;
+  for (std::size_t i = high_stride / 2; i < high.size(); i += high_stride) high[i] = T(100) + T(i % 13);
+  cases.push_back({high, 600});
+  std::vector<T> low(70000);
+  const std::size_t low_stride = gradcomp::detail::cpu::plan_topk(low.size(), 700).stride;
+  for (std::size_t i = 0; i < low.size(); ++i) low[i] = i % low_stride == low_stride / 2 ? T(0.001) : T(10) + T(i % 101);
+  cases.push_back({low, 700});
+  cases.push_back({input<T>(45000, shape::heavy_tail, 7), 45000 / 16});
+  auto inf = input<T>(5000, shape::gaussian, 8);
+  inf[700] = std::numeric_limits<T>::infinity();
+  inf[3000] = -std::numeric_limits<T>::infinity();
+  cases.push_back({inf, 50});
+  auto nan = input<T>(33000, shape::gaussian, 9);
+  nan[11000] = std::numeric_limits<T>::quiet_NaN();
+  cases.push_back({nan, 100});
+  cases.push_back({input<T>(1, shape::gaussian, 10), 1});
+  cases.push_back({input<T>(100, shape::few_levels, 11), 100});
+  cases.push_back({input<T>(65536, shape::few_levels, 12), 3000});
+  cases.push_back({input<T>(200, shape::gaussian, 13), 0});
+  cases.push_back({input<T>(40001, shape::gaussian, 14), 40});
+  check_model_topk<T, primary_system>(cases);
+  check_model_topk<T, second_system>(cases);
+}
+
+TEST_CASE("thrust model top-k: one tensor, and a model of tensors that all select over every element") {
+  check_model_topk<float, primary_system>({{input<float>(9000011 / 100, shape::gaussian, 31), 901}});
+  check_model_topk<float, primary_system>({{input<float>(1000, shape::few_levels, 32), 10},
+                                           {input<float>(2000, shape::few_levels, 33), 1000},
+                                           {input<float>(40000, shape::gaussian, 34), 20000}});
 }
 
 namespace {

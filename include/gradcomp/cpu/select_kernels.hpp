@@ -162,7 +162,9 @@ struct topk_plan {
 inline constexpr std::size_t topk_min_sampled_n = std::size_t(1) << 15;
 inline constexpr std::size_t topk_target_samples = 8192;
 
-inline topk_plan plan_topk(std::size_t n, std::size_t k) {
+// The plan of an exact top-k of k of n keys; the same on the host and in device code (the Thrust
+// backend's model-wide top-k plans every tensor's on the device).
+GRADCOMP_HD inline topk_plan plan_topk(std::size_t n, std::size_t k) {
   topk_plan p;
   if (k == 0 || n < topk_min_sampled_n || k > n / 16) return p;
   p.stride = n / topk_target_samples;
@@ -171,10 +173,12 @@ inline topk_plan plan_topk(std::size_t n, std::size_t k) {
   // standard deviations (plus a few) higher makes "fewer than k pass" rare; about
   // rank * n / samples elements then pass, and twice that is kept.
   const double expected = static_cast<double>(k) * static_cast<double>(p.samples) / static_cast<double>(n);
-  const double margin = rounded(3.0 * std::sqrt(expected));
-  p.rank = std::min(p.samples, static_cast<std::size_t>(std::ceil(expected + margin + 4.0)));
+  const double margin = rounded(3.0 * sqrt(expected));
+  const auto rank = static_cast<std::size_t>(ceil(expected + margin + 4.0));
+  p.rank = rank < p.samples ? rank : p.samples;
   const double passing = static_cast<double>(p.rank) * static_cast<double>(n) / static_cast<double>(p.samples);
-  p.candidate_cap = std::min(n, static_cast<std::size_t>(2.0 * passing) + 1024);
+  const std::size_t cap = static_cast<std::size_t>(2.0 * passing) + 1024;
+  p.candidate_cap = cap < n ? cap : n;
   p.radix_only = false;
   return p;
 }

@@ -13,9 +13,11 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_select.hpp"
 #include "../thrust/model_table.hpp"
 #include "../thrust/system_backend.hpp"
 #include "step_plan.hpp"
+#include "warmup_schedule.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -264,6 +266,42 @@ struct model_accumulate_op {
   }
 };
 
+// A compressed tensor's exact top-k at the step's density (kept_count): cpu::exact_topk's path.
+struct dgc_exact_mode {
+  double density;
+  template <class T>
+  GRADCOMP_HD model_topk_mode operator()(const model_tensor<T>&, std::uint32_t, std::size_t n) const {
+    return model_topk_mode{kept_count(n, density), model_topk_kind::planned, 0};
+  }
+  template <class T>
+  model_topk_bounds bounds(const model_tensor<T>&, std::size_t n) const {
+    return planned_bounds(n, kept_count(n, density));
+  }
+};
+
+// Entry j of tensor t's selection (element `index`): moved out of the accumulator into the
+// message (gather_and_zero_op), and masked in the momentum where asked.
+template <class T>
+struct model_take_op {
+  bool masking;
+  GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t, std::uint64_t j, std::uint32_t index) const {
+    x.indices[j] = index;
+    gather_and_zero_op<T>{x.e, x.indices, x.values, masking ? static_cast<T*>(x.aux[0]) : nullptr}(j);
+  }
+};
+
+// A compressed tensor's exact top-k into its record (publish_exact).
+template <class T>
+struct model_publish_op {
+  const model_topk_tensor<T>* sel;
+  dgc_tensor_record<T>* records;
+  GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t) const {
+    if (x.e == nullptr) return;
+    dgc_tensor_record<T>* r = records + t;
+    publish_exact<T>{&sel[t].s, selection_sink<T>{&r->selection, &r->status, &r->kept}, sel[t].k}(0);
+  }
+};
+
 }  // namespace thrust_impl
 
 template <class System>
@@ -341,6 +379,19 @@ struct dgc_ops<thrust_backend<System>> {
   static void accumulate(const backend& on, const dgc_tensor_plan<T>& p, const model<T>& m,
                          view<dgc_tensor_record<T>> records, view<const dgc_step_record> step) {
     m.for_each_item(on.stream, 1, thrust_impl::model_accumulate_op<T>{p.kind, p.momentum, records.data(), step.data()});
+  }
+
+  // Every compressed tensor's exact top-k of its accumulator at the step's density
+  // (thrust/model_select.hpp), the selected entries moved out and momentum factor masking: a fixed
+  // number of launches whatever the tensors; every part obeys the verdict on the device.
+  template <class T>
+  static void select_exact(const backend& on, const dgc_tensor_plan<T>& p, double density, const model<T>& m,
+                           view<dgc_tensor_record<T>> records, view<const dgc_step_record> step) {
+    thrust_impl::model_topk<T, System, thrust_impl::dgc_exact_mode> topk(on.stream, m, 1,
+                                                                          thrust_impl::dgc_exact_mode{density});
+    topk.issue(on.stream, m, &step.data()->status);
+    topk.for_each_selected(on.stream, m, thrust_impl::model_take_op<T>{p.masking});
+    m.for_each_tensor(on.stream, thrust_impl::model_publish_op<T>{topk.tensors(), records.data()});
   }
 
   template <class T>

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "../config.hpp"
 #include "../error.hpp"
 
 namespace gradcomp {
@@ -125,13 +126,14 @@ class warmup_schedule {
 };
 
 /// Number of elements kept from `n` at `density`: `ceil(n * density)`, computed so that a product
-/// that is an integer up to rounding (1000 * 0.001) is not rounded up to the next integer.
-inline std::size_t kept_count(std::size_t n, double density) noexcept {
+/// that is an integer up to rounding (1000 * 0.001) is not rounded up to the next integer. The same
+/// on the host and in device code.
+GRADCOMP_HD inline std::size_t kept_count(std::size_t n, double density) noexcept {
   if (n == 0 || !(density > 0.0)) return 0;
   if (density >= 1.0) return n;
   const double x = static_cast<double>(n) * density;
-  const std::size_t k = static_cast<std::size_t>(std::ceil(x * (1.0 - 1e-12)));
-  return std::min(n, std::max<std::size_t>(k, 1));
+  const std::size_t k = static_cast<std::size_t>(ceil(x * (1.0 - 1e-12)));
+  return k < 1 ? 1 : k > n ? n : k;
 }
 
 }  // namespace gradcomp

@@ -40,19 +40,33 @@ struct model_tensor {
   std::uint64_t items[model_items::spaces] = {};  // its work items in each space
 };
 
-// The tensor that item k of space `space` belongs to: the last of the `count` tensors whose first
-// item there is at most k (a tensor without items shares its first item with the next, and is
-// never found).
-template <class T>
-GRADCOMP_HD std::uint32_t tensor_of_item(const model_tensor<T>* tensors, std::uint32_t count, std::size_t space,
-                                         std::uint64_t k) {
+// The segment that position k belongs to, of `count` consecutive segments with first(s) their
+// first positions (ascending): the last segment whose first position is at most k (an empty
+// segment shares its first position with the next, and is never found).
+template <class First>
+GRADCOMP_HD std::uint32_t segment_of(First first, std::uint32_t count, std::uint64_t k) {
   std::uint32_t lo = 0, hi = count;
   while (hi - lo > 1) {
     const std::uint32_t mid = lo + (hi - lo) / 2;
-    if (tensors[mid].first[space] <= k) lo = mid;
+    if (first(mid) <= k) lo = mid;
     else hi = mid;
   }
   return lo;
+}
+
+// The first item of each tensor in one space.
+template <class T>
+struct first_item_of {
+  const model_tensor<T>* tensors;
+  std::size_t space;
+  GRADCOMP_HD std::uint64_t operator()(std::uint32_t t) const { return tensors[t].first[space]; }
+};
+
+// The tensor that item k of space `space` belongs to.
+template <class T>
+GRADCOMP_HD std::uint32_t tensor_of_item(const model_tensor<T>* tensors, std::uint32_t count, std::size_t space,
+                                         std::uint64_t k) {
+  return segment_of(first_item_of<T>{tensors, space}, count, k);
 }
 
 // f(tensor, t, j) for item j of tensor t, item k of the model in space `space`.
@@ -125,6 +139,10 @@ class model_table {
   // The table in System's memory.
   const model_tensor<T>* tensors() const noexcept { return table_.view().data(); }
   std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(host_.size()); }
+  // Tensor t's entry as last bound, on the host.
+  const model_tensor<T>& host(std::size_t t) const noexcept { return host_[t]; }
+  // The work items of every tensor in space `space`.
+  std::uint64_t items(std::size_t space) const noexcept { return items_[space]; }
   // Every tensor's element sums in the order of detail/ordered_sum.hpp.
   const segmented_reduction<System>& sums() const noexcept { return sums_; }
 

@@ -65,6 +65,16 @@ GRADCOMP_HD inline void atomic_increment(std::uint32_t* p) noexcept {
 #endif
 }
 
+// An addition to a 64-bit count by many threads at once.
+GRADCOMP_HD inline void atomic_add(std::uint64_t* p, std::uint64_t x) noexcept {
+#if defined(__CUDA_ARCH__)
+  static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t), "a 64-bit atomic");
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(x));
+#else
+  __atomic_fetch_add(p, x, __ATOMIC_RELAXED);
+#endif
+}
+
 GRADCOMP_HD inline void atomic_set(std::uint32_t* p) noexcept {
 #if defined(__CUDA_ARCH__)
   atomicOr(p, 1u);
