@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -19,6 +20,8 @@
 #include <gradcomp/cpu/select_kernels.hpp>
 #include <gradcomp/select/sampled_threshold.hpp>
 #include <gradcomp/thrust/sampled.hpp>
+#include <gradcomp/detail/rng.hpp>
+#include <gradcomp/thrust/model_sampled.hpp>
 #include <gradcomp/thrust/model_select.hpp>
 #include <gradcomp/thrust/select.hpp>
 
@@ -375,7 +378,8 @@ TEST_CASE_TEMPLATE("thrust model top-k: every tensor's selection is the CPU's, b
   cases.push_back({high, 600});
   std::vector<T> low(70000);
   const std::size_t low_stride = gradcomp::detail::cpu::plan_topk(low.size(), 700).stride;
-  for (std::size_t i = 0; i < low.size(); ++i) low[i] = i % low_stride == low_stride / 2 ? T(0.001) : T(10) + T(i % 101);
+  for (std::size_t i = 0; i < low.size(); ++i)
+    low[i] = i % low_stride == low_stride / 2 ? T(0.001) : T(10) + T(i % 101);
   cases.push_back({low, 700});
   cases.push_back({input<T>(45000, shape::heavy_tail, 7), 45000 / 16});
   auto inf = input<T>(5000, shape::gaussian, 8);
@@ -547,6 +551,137 @@ TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection re
   CHECK(exact_of_candidates);
   CHECK(first_k);
   CHECK(accepted);
+}
+
+namespace {
+
+// Where the outcome of each tensor of a model-wide selection goes: one selection_result, status
+// and count per tensor.
+template <class T>
+struct outcome_sink {
+  gradcomp::selection_result<T>* results;
+  std::int32_t* status;
+  std::uint64_t* kept;
+  GRADCOMP_HD gradcomp::detail::thrust_impl::selection_sink<T> operator()(std::uint32_t t) const {
+    return {results + t, status + t, kept + t};
+  }
+};
+
+// Every tensor's selection by the model-wide sampled threshold on System (the seeds of tensor t
+// derived from `seed`, t and `step`), against the CPU's sampled threshold of each: the same
+// indices, error and every field of the selection result. Returns the paths the tensors took.
+template <class T, class System>
+std::vector<std::int32_t> check_model_sampled(const std::vector<model_topk_case<T>>& cases,
+                                              const gradcomp::sampled_threshold_config& cfg, std::uint64_t seed,
+                                              std::uint64_t step) {
+  namespace impl = gradcomp::detail::thrust_impl;
+  using backend = gradcomp::thrust_backend<System>;
+  using ops = gradcomp::detail::ops<backend>;
+  const backend b{};
+  std::vector<std::size_t> numel;
+  std::vector<gradcomp::detail::model_items> items(cases.size());
+  k_of_size k_of;
+  std::vector<typename ops::template buffer<T>> values;
+  std::vector<typename ops::template buffer<std::uint32_t>> indices;
+  for (std::size_t t = 0; t < cases.size(); ++t) {
+    const auto& c = cases[t];
+    numel.push_back(c.values.size());
+    items[t].count[1] = c.values.size();
+    REQUIRE(k_of(c.values.size()) == 0);
+    k_of.n[k_of.count] = c.values.size();
+    k_of.k[k_of.count++] = c.k;
+    values.push_back(ops::template allocate<T>(b, c.values.size()));
+    ops::copy_to_backend(b, gradcomp::span<const T>(c.values.data(), c.values.size()), values.back().view());
+    indices.push_back(ops::template allocate<std::uint32_t>(b, c.k + 1));
+  }
+  auto results = ops::template allocate<gradcomp::selection_result<T>>(b, cases.size());
+  auto status = ops::template allocate<std::int32_t>(b, cases.size());
+  auto kept = ops::template allocate<std::uint64_t>(b, cases.size());
+  impl::model_table<T, System> m(gradcomp::span<const std::size_t>(numel.data(), numel.size()),
+                                 gradcomp::span<const gradcomp::detail::model_items>(items.data(), items.size()));
+  m.bind(b, [&](std::size_t t, impl::model_tensor<T>& entry) {
+    entry.e = cases[t].selected ? values[t].view().data() : nullptr;
+    entry.indices = indices[t].view().data();
+  });
+  impl::model_sampled<T, System, k_of_size> selection(b.stream, m, 1, k_of, cfg);
+  selection.issue(b.stream, m, seed, step, nullptr,
+                  outcome_sink<T>{results.view().data(), status.view().data(), kept.view().data()}, write_index<T>{});
+  std::vector<gradcomp::selection_result<T>> res(cases.size());
+  std::vector<std::int32_t> errors(cases.size());
+  std::vector<std::uint64_t> counts(cases.size());
+  std::vector<impl::model_sampled_tensor<T>> sel(cases.size());
+  ops::copy_to_host(b, gradcomp::readonly(results.view()),
+                    gradcomp::span<gradcomp::selection_result<T>>(res.data(), res.size()));
+  ops::copy_to_host(b, gradcomp::readonly(status.view()), gradcomp::span<std::int32_t>(errors.data(), errors.size()));
+  ops::copy_to_host(b, gradcomp::readonly(kept.view()), gradcomp::span<std::uint64_t>(counts.data(), counts.size()));
+  impl::copy_bytes_to_host<System>(b.stream, selection.tensors(), sel.data(), sel.size() * sizeof(sel[0]));
+  std::vector<std::int32_t> paths;
+  for (std::size_t t = 0; t < cases.size(); ++t) {
+    CAPTURE(t);
+    if (!cases[t].selected) {
+      CHECK(counts[t] == 0);
+      continue;
+    }
+    paths.push_back(sel[t].kind == impl::model_sampled_kind::exact ? -1 : sel[t].st.action);
+    const auto expected =
+        cpu_sampled<T>(cases[t].values, cases[t].k, cfg, gradcomp::detail::derive_seed(seed, t, step));
+    CHECK(static_cast<gradcomp::errc>(errors[t]) == expected.error);
+    if (expected.error != gradcomp::errc::ok) continue;
+    REQUIRE(counts[t] == expected.res.count);
+    std::vector<std::uint32_t> got(expected.res.count);
+    ops::copy_to_host(b, gradcomp::readonly(indices[t].view().first(got.size())),
+                      gradcomp::span<std::uint32_t>(got.data(), got.size()));
+    CHECK(got == expected.indices);
+    CHECK(res[t].count == expected.res.count);
+    CHECK(res[t].target == expected.res.target);
+    CHECK(same_bits(res[t].threshold, expected.res.threshold));
+    CHECK(res[t].sample_count == expected.res.sample_count);
+    CHECK(res[t].rounds == expected.res.rounds);
+    CHECK(res[t].exact == expected.res.exact);
+  }
+  return paths;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("thrust model sampled threshold: every tensor's selection is the CPU's, every path", T, float,
+                   double) {
+  // One model of tensors of every shape and size, each with its own seed, under every
+  // configuration of the single-tensor test: every path of the adaptation loop is taken by some
+  // tensor (the plain radix select where a tensor is too small to sample, the exact top-k of all
+  // or of the candidates, the first k, acceptance), a NaN refused for its tensor alone, a tensor
+  // without a buffer skipped.
+  namespace impl = gradcomp::detail::thrust_impl;
+  std::vector<model_topk_case<T>> cases;
+  cases.push_back({input<T>(40000, shape::gaussian, 1), 400});
+  cases.push_back({input<T>(3000, shape::gaussian, 2), 30, false});
+  cases.push_back({input<T>(1000, shape::few_levels, 3), 10});
+  cases.push_back({input<T>(300007, shape::mostly_zero, 4), 3000});
+  cases.push_back({input<T>(64, shape::gaussian, 5), 64});
+  cases.push_back({input<T>(40001, shape::few_levels, 6), 40});
+  cases.push_back({input<T>(30000, shape::heavy_tail, 7), 1500});
+  auto nan = input<T>(20000, shape::gaussian, 8);
+  nan[777] = std::numeric_limits<T>::quiet_NaN();
+  cases.push_back({nan, 20});
+  cases.push_back({input<T>(300, shape::gaussian, 9), 2});
+  cases.push_back({input<T>(100003, shape::gaussian, 10), 5000});
+  std::set<std::int32_t> reached;
+  for (const auto& cfg : sampled_configs())
+    for (const std::uint64_t step : {std::uint64_t(0), std::uint64_t(7)}) {
+      CAPTURE(static_cast<int>(cfg.sampling));
+      CAPTURE(cfg.max_rounds);
+      CAPTURE(step);
+      for (const std::int32_t p : check_model_sampled<T, primary_system>(cases, cfg, 11, step)) reached.insert(p);
+    }
+  using action = impl::sampled_action;
+  for (const std::int32_t p : {-1, static_cast<std::int32_t>(action::exact_all),
+                               static_cast<std::int32_t>(action::exact_candidates),
+                               static_cast<std::int32_t>(action::first_k), static_cast<std::int32_t>(action::accept),
+                               static_cast<std::int32_t>(action::refuse_nan)}) {
+    CAPTURE(p);
+    CHECK(reached.count(p) == 1);
+  }
+  check_model_sampled<T, second_system>(cases, sampled_configs()[1], 5, 3);
 }
 
 TEST_CASE("thrust sampled threshold: NaN is refused as on the CPU, on the second system too") {

@@ -334,8 +334,9 @@ struct sample_plan {
   std::size_t candidate_cap = 0; // candidates kept while counting (4 * upper + 1024 at most n)
 };
 
-inline sample_plan plan_sampling(const sampled_threshold_config& cfg, std::size_t n,
-                                 std::size_t k) {
+// The plan of a sampled threshold of k of n keys; the same on the host and in device code (the
+// Thrust backend's model-wide selection plans every tensor's on the device).
+GRADCOMP_HD inline sample_plan plan_sampling(const sampled_threshold_config& cfg, std::size_t n, std::size_t k) {
   sample_plan p;
   if (k == 0 || k >= n) {
     p.exact = true;
@@ -347,23 +348,23 @@ inline sample_plan plan_sampling(const sampled_threshold_config& cfg, std::size_
     p.exact = true;
     return p;
   }
-  const std::size_t ratio_samples =
-      static_cast<std::size_t>(std::ceil(cfg.sample_ratio * static_cast<double>(n)));
-  const std::size_t need = std::max(ratio_samples, min_samples);
+  const auto ratio_samples = static_cast<std::size_t>(ceil(cfg.sample_ratio * static_cast<double>(n)));
+  const std::size_t need = ratio_samples > min_samples ? ratio_samples : min_samples;
   if (cfg.sampling == sampling_mode::strided) {
     std::size_t stride =
-        static_cast<std::size_t>(std::ceil(static_cast<double>(n) / static_cast<double>(need) / 32.0)) *
-            32 + 1;
+        static_cast<std::size_t>(ceil(static_cast<double>(n) / static_cast<double>(need) / 32.0)) * 32 + 1;
     while (stride > 1 && n / stride < need) stride -= 8;  // 32a+1 - 8j reaches 1 exactly
     p.stride = stride;
     p.max_samples = (n + stride - 1) / stride;
   } else {
     p.max_samples = need;
   }
-  p.upper = std::min(n, static_cast<std::size_t>(std::floor(cfg.upper_bound * static_cast<double>(k))));
+  const auto upper = static_cast<std::size_t>(floor(cfg.upper_bound * static_cast<double>(k)));
+  p.upper = upper < n ? upper : n;
   // Room for an overshoot well past `upper`: the exact top-k of the candidates then costs little,
   // where the exact top-k of the whole input would cost a second pass over it.
-  p.candidate_cap = std::min(n, 4 * p.upper + 1024);
+  const std::size_t cap = 4 * p.upper + 1024;
+  p.candidate_cap = cap < n ? cap : n;
   return p;
 }
 
@@ -390,16 +391,16 @@ struct sampled_state {
 };
 
 // First position of the strided sample drawn with `seed`.
-inline std::size_t strided_sample_offset(std::uint64_t seed, std::size_t stride) {
+GRADCOMP_HD inline std::size_t strided_sample_offset(std::uint64_t seed, std::size_t stride) {
   splitmix64 rng(seed);
   return rng.below(stride);
 }
 
 // Rank (1-based) of the sampled key that becomes the threshold: ceil(s * k / n), in [1, s].
-inline std::size_t sample_rank(std::size_t s, std::size_t k, std::size_t n) {
-  const std::size_t top = static_cast<std::size_t>(
-      std::ceil(static_cast<double>(s) * static_cast<double>(k) / static_cast<double>(n)));
-  return std::min(std::max<std::size_t>(top, 1), s);
+GRADCOMP_HD inline std::size_t sample_rank(std::size_t s, std::size_t k, std::size_t n) {
+  const auto top =
+      static_cast<std::size_t>(ceil(static_cast<double>(s) * static_cast<double>(k) / static_cast<double>(n)));
+  return top < 1 ? 1 : top > s ? s : top;
 }
 
 // Carves the workspace and computes the threshold from the sampled keys key_at(i) (1.-2.).

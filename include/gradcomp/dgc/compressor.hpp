@@ -320,8 +320,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
     const span<const std::size_t> compressed(compressed_order_.data(), compressed_order_.size());
 
     if constexpr (base::whole_model) {
-      // The same steps, each over the whole model at once; the sampled threshold still selects
-      // tensor by tensor.
+      // The same steps, each over the whole model at once.
       const auto& model = this->bind_model(on, grads);
       kernels::read_gradients(on, plan.read, model, records);
       kernels::plan(on, records, plan, step);
@@ -331,16 +330,11 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
       }
       kernels::dense_steps(on, model, records, readonly(step));
       kernels::accumulate(on, tensor_plan, model, records, readonly(step));
-      if (tensor_plan.exact) {
+      if (tensor_plan.exact)
         kernels::select_exact(on, tensor_plan, density_, model, records, readonly(step));
-      } else {
-        for (const std::size_t t : compressed) {
-          auto& st = tensors[t];
-          kernels::select_step(on, plan_of(tensor_plan, t), cfg_.sampling, momenta_[t].view(), st.e.view(),
-                               st.indices.view(), st.values.view(), workspace_.view().first(workspace_bytes_),
-                               records, t, readonly(step));
-        }
-      }
+      else
+        kernels::select_sampled(on, tensor_plan, cfg_.sampling, density_, cfg_.seed, this->step_, model, records,
+                                readonly(step));
       kernels::commit(on, records, step);
       this->issued(on);
       return {};

@@ -13,6 +13,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_sampled.hpp"
 #include "../thrust/model_select.hpp"
 #include "../thrust/model_table.hpp"
 #include "../thrust/system_backend.hpp"
@@ -266,16 +267,31 @@ struct model_accumulate_op {
   }
 };
 
-// A compressed tensor's exact top-k at the step's density (kept_count): cpu::exact_topk's path.
-struct dgc_exact_mode {
+// A compressed tensor's k at the step's density (kept_count), on the host and the device.
+struct dgc_kept {
   double density;
+  GRADCOMP_HD std::size_t operator()(std::size_t n) const { return kept_count(n, density); }
+};
+
+// A compressed tensor's exact top-k at the step's density: cpu::exact_topk's path.
+struct dgc_exact_mode {
+  dgc_kept k_of;
   template <class T>
   GRADCOMP_HD model_topk_mode operator()(const model_tensor<T>&, std::uint32_t, std::size_t n) const {
-    return model_topk_mode{kept_count(n, density), model_topk_kind::planned, 0};
+    return model_topk_mode{k_of(n), model_topk_kind::planned, 0};
   }
   template <class T>
   model_topk_bounds bounds(const model_tensor<T>&, std::size_t n) const {
-    return planned_bounds(n, kept_count(n, density));
+    return planned_bounds(n, k_of(n));
+  }
+};
+
+// Where tensor t's selection outcome goes: its record.
+template <class T>
+struct record_sink {
+  dgc_tensor_record<T>* records;
+  GRADCOMP_HD selection_sink<T> operator()(std::uint32_t t) const {
+    return selection_sink<T>{&records[t].selection, &records[t].status, &records[t].kept};
   }
 };
 
@@ -294,11 +310,9 @@ struct model_take_op {
 template <class T>
 struct model_publish_op {
   const model_topk_tensor<T>* sel;
-  dgc_tensor_record<T>* records;
+  record_sink<T> sink;
   GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t) const {
-    if (x.e == nullptr) return;
-    dgc_tensor_record<T>* r = records + t;
-    publish_exact<T>{&sel[t].s, selection_sink<T>{&r->selection, &r->status, &r->kept}, sel[t].k}(0);
+    if (x.e != nullptr) publish_exact<T>{&sel[t].s, sink(t), sel[t].k}(0);
   }
 };
 
@@ -387,11 +401,25 @@ struct dgc_ops<thrust_backend<System>> {
   template <class T>
   static void select_exact(const backend& on, const dgc_tensor_plan<T>& p, double density, const model<T>& m,
                            view<dgc_tensor_record<T>> records, view<const dgc_step_record> step) {
-    thrust_impl::model_topk<T, System, thrust_impl::dgc_exact_mode> topk(on.stream, m, 1,
-                                                                          thrust_impl::dgc_exact_mode{density});
+    using mode = thrust_impl::dgc_exact_mode;
+    thrust_impl::model_topk<T, System, mode> topk(on.stream, m, 1, mode{thrust_impl::dgc_kept{density}});
     topk.issue(on.stream, m, &step.data()->status);
     topk.for_each_selected(on.stream, m, thrust_impl::model_take_op<T>{p.masking});
-    m.for_each_tensor(on.stream, thrust_impl::model_publish_op<T>{topk.tensors(), records.data()});
+    m.for_each_tensor(on.stream,
+                      thrust_impl::model_publish_op<T>{topk.tensors(), thrust_impl::record_sink<T>{records.data()}});
+  }
+  // Every compressed tensor's sampled threshold of its accumulator at the step's density
+  // (thrust/model_sampled.hpp; seeds derived from `seed`, the tensor and `step_number`), the
+  // selected entries moved out and momentum factor masking: a fixed number of launches whatever the
+  // tensors; every part obeys the verdict on the device.
+  template <class T>
+  static void select_sampled(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
+                             double density, std::uint64_t seed, std::uint64_t step_number, const model<T>& m,
+                             view<dgc_tensor_record<T>> records, view<const dgc_step_record> step) {
+    thrust_impl::model_sampled<T, System, thrust_impl::dgc_kept> selection(on.stream, m, 1,
+                                                                            thrust_impl::dgc_kept{density}, cfg);
+    selection.issue(on.stream, m, seed, step_number, &step.data()->status,
+                    thrust_impl::record_sink<T>{records.data()}, thrust_impl::model_take_op<T>{p.masking});
   }
 
   template <class T>

@@ -130,6 +130,100 @@ struct value_at {
   GRADCOMP_HD V operator()(std::uint32_t t) const { return v[t]; }
 };
 
+// Whether reader.at(i, v) finds something at position i, and what (a value-initialised V where
+// nothing).
+template <class Reader, class V>
+struct found_at {
+  Reader reader;
+  GRADCOMP_HD bool operator()(std::size_t i) const {
+    V v{};
+    return reader.at(i, v);
+  }
+};
+template <class Reader, class V>
+struct found_value {
+  Reader reader;
+  GRADCOMP_HD V operator()(std::size_t i) const {
+    V v{};
+    reader.at(i, v);
+    return v;
+  }
+};
+
+// A tensor's range of a compaction: two of its members.
+template <class Tensor, std::uint64_t Tensor::*First, std::uint64_t Tensor::*End>
+struct member_range {
+  Tensor* sel;
+  GRADCOMP_HD std::uint64_t& first(std::uint32_t t) const { return sel[t].*First; }
+  GRADCOMP_HD std::uint64_t& end(std::uint32_t t) const { return sel[t].*End; }
+};
+
+// The first and one past the last of the consecutive runs of each tensor in `items[0, *count)`
+// (`Item` has a `tensor`): written into range.first(tensor) and range.end(tensor).
+template <class Item, class Range>
+struct tensor_runs_op {
+  const Item* items;
+  const std::uint64_t* count;
+  Range range;
+  GRADCOMP_HD void operator()(std::size_t j) const {
+    if (j >= *count) return;
+    const std::uint32_t t = items[j].tensor;
+    if (j == 0 || items[j - 1].tensor != t) range.first(t) = j;
+    if (j + 1 == *count || items[j + 1].tensor != t) range.end(t) = j + 1;
+  }
+};
+
+// out[t] = f(0) + ... + f(t - 1) for `count` tensors: one dispatch.
+template <class System, class F>
+void exclusive_scan_tensors(stream_t stream, std::uint32_t count, F f, std::uint64_t* out) {
+  const thrust::counting_iterator<std::size_t> first(0);
+  thrust::exclusive_scan(exec<System>(stream), thrust::make_transform_iterator(first, f),
+                         thrust::make_transform_iterator(first + count, f), out, std::uint64_t(0));
+}
+
+// Sample q of the model: key_at(t, j) for sample j of its tensor t; past every tensor's sample
+// (the host's bound), a key of no tensor, sorted last.
+template <class Key, class SamplesOf, class KeyAt>
+struct sample_key_op {
+  SamplesOf samples_of;
+  KeyAt key_at;
+  const std::uint64_t* sample_first;
+  std::uint32_t count;
+  model_key<Key>* out;
+  GRADCOMP_HD void operator()(std::size_t q) const {
+    if (q >= sample_first[count - 1] + samples_of(count - 1)) {
+      out[q] = model_key<Key>{0, 0u, ~std::uint32_t(0)};
+      return;
+    }
+    const std::uint32_t t = segment_of(value_at<std::uint64_t>{sample_first}, count, q);
+    out[q] = model_key<Key>{key_at(t, q - sample_first[t]), 0u, t};
+  }
+};
+
+// Every tensor's sample, sorted: samples_of(t) keys of tensor t, key j by key_at(t, j), their
+// first at sample_first[t], into keys[0, bound) (keys of no tensor past them), then sorted by
+// tensor and descending key. Three dispatches.
+template <class System, class Key, class SamplesOf, class KeyAt>
+void sort_samples(stream_t stream, std::uint32_t count, SamplesOf samples_of, KeyAt key_at,
+                  std::uint64_t* sample_first, model_key<Key>* keys, std::uint64_t bound) {
+  exclusive_scan_tensors<System>(stream, count, samples_of, sample_first);
+  thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), bound,
+                     sample_key_op<Key, SamplesOf, KeyAt>{samples_of, key_at, sample_first, count, keys});
+  thrust::sort(exec<System>(stream), keys, keys + bound, by_tensor_then_larger_key<Key>{});
+}
+
+// Compacts what `reader` finds at positions [0, n) into out (in position order, each with its
+// `tensor`; at most `most` of them), their count into *count, then writes each tensor's run of
+// them into `range`: two dispatches and one launch, nothing waits.
+template <class System, class V, class Reader, class Range>
+void compact_runs(stream_t stream, Reader reader, std::uint64_t n, V* out, std::uint64_t* count, std::uint64_t most,
+                  Range range) {
+  const thrust::counting_iterator<std::size_t> first(0);
+  execution<System>::select_into(stream, thrust::make_transform_iterator(first, found_value<Reader, V>{reader}), n,
+                                 found_at<Reader, V>{reader}, out, count);
+  thrust::for_each_n(exec<System>(stream), first, most, tensor_runs_op<V, Range>{out, count, range});
+}
+
 // Tensor t's mode and plan, its state started (a closed gate skips it, as does the mode `none`
 // or a tensor without an error buffer); the first thread clears the candidates' count.
 template <class T, class Mode>
@@ -171,24 +265,14 @@ struct samples_of {
   GRADCOMP_HD std::uint64_t operator()(std::size_t t) const { return sel[t].samples; }
 };
 
-// Sample q of the model: its tensor's sample at positions stride/2, stride/2 + stride, ...; past
-// the samples of every tensor (the host's bound), a key of no tensor, sorted last.
+// Key j of a sample-guided tensor t's sample: positions stride/2, stride/2 + stride, ...
 template <class T>
-struct model_sample_op {
+struct planned_sample_key {
   const model_tensor<T>* tensors;
   const model_topk_tensor<T>* sel;
-  const std::uint64_t* sample_first;
-  std::uint32_t count;
-  model_key<key_t<T>>* out;
-  GRADCOMP_HD void operator()(std::size_t q) const {
-    if (q >= sample_first[count - 1] + sel[count - 1].samples) {
-      out[q] = model_key<key_t<T>>{0, 0u, ~std::uint32_t(0)};
-      return;
-    }
-    const std::uint32_t t = segment_of(value_at<std::uint64_t>{sample_first}, count, q);
+  GRADCOMP_HD key_t<T> operator()(std::uint32_t t, std::uint64_t j) const {
     const std::uint64_t stride = sel[t].plan.stride;
-    const std::uint64_t i = stride / 2 + (q - sample_first[t]) * stride;
-    out[q] = model_key<key_t<T>>{magnitude_key(tensors[t].e[i]), 0u, t};
+    return magnitude_key(tensors[t].e[stride / 2 + j * stride]);
   }
 };
 
@@ -262,49 +346,17 @@ struct model_choose_op {
 
 // The candidates: the elements at or above the cut of a tensor whose plan chose them.
 template <class T>
-struct model_is_candidate {
+struct model_candidate_reader {
   model_cut_reader<T> reader;
-  GRADCOMP_HD bool operator()(std::size_t i) const {
-    model_key<key_t<T>> k;
-    return reader.at(i, k) && reader.sel[k.tensor].s.candidates != 0;
+  GRADCOMP_HD bool at(std::uint64_t i, model_key<key_t<T>>& out) const {
+    return reader.at(i, out) && reader.sel[out.tensor].s.candidates != 0;
   }
 };
 template <class T>
-struct model_candidate_of {
-  model_cut_reader<T> reader;
-  GRADCOMP_HD model_key<key_t<T>> operator()(std::size_t i) const {
-    model_key<key_t<T>> k{0, 0u, 0u};
-    reader.at(i, k);
-    return k;
-  }
-};
-
-// The first and one past the last of the consecutive runs of each tensor in `items[0, *count)`
-// (`Item` has a `tensor`): written into first_of(tensor) and end_of(tensor).
-template <class Item, class Range>
-struct tensor_runs_op {
-  const Item* items;
-  const std::uint64_t* count;
-  Range range;
-  GRADCOMP_HD void operator()(std::size_t j) const {
-    if (j >= *count) return;
-    const std::uint32_t t = items[j].tensor;
-    if (j == 0 || items[j - 1].tensor != t) range.first(t) = j;
-    if (j + 1 == *count || items[j + 1].tensor != t) range.end(t) = j + 1;
-  }
-};
+using source_range =
+    member_range<model_topk_tensor<T>, &model_topk_tensor<T>::source_first, &model_topk_tensor<T>::source_end>;
 template <class T>
-struct source_range {
-  model_topk_tensor<T>* sel;
-  GRADCOMP_HD std::uint64_t& first(std::uint32_t t) const { return sel[t].source_first; }
-  GRADCOMP_HD std::uint64_t& end(std::uint32_t t) const { return sel[t].source_end; }
-};
-template <class T>
-struct out_range {
-  model_topk_tensor<T>* sel;
-  GRADCOMP_HD std::uint64_t& first(std::uint32_t t) const { return sel[t].out_first; }
-  GRADCOMP_HD std::uint64_t& end(std::uint32_t t) const { return sel[t].out_end; }
-};
+using out_range = member_range<model_topk_tensor<T>, &model_topk_tensor<T>::out_first, &model_topk_tensor<T>::out_end>;
 
 // The sequence the radix passes read: the candidates, then the elements of the tensors that
 // select over all of theirs.
@@ -423,25 +475,18 @@ struct model_limit_op {
   }
 };
 
-// Position p is selected: above its tensor's k-th key, or equal to it up to the limit.
+// Position p's entry where it is selected: above its tensor's k-th key, or equal to it up to the
+// limit.
 template <class T>
-struct model_selected {
+struct model_selected_reader {
   model_sequence<T> seq;
-  GRADCOMP_HD bool operator()(std::size_t p) const {
+  GRADCOMP_HD bool at(std::uint64_t p, model_entry& out) const {
     model_key<key_t<T>> k;
     if (!seq.at(p, k)) return false;
     const model_topk_tensor<T>& y = seq.sel[k.tensor];
-    if (selects_nothing(y)) return false;
-    return k.key > y.s.prefix || (k.key == y.s.prefix && p <= y.s.limit);
-  }
-};
-template <class T>
-struct model_entry_of {
-  model_sequence<T> seq;
-  GRADCOMP_HD model_entry operator()(std::size_t p) const {
-    model_key<key_t<T>> k{0, 0u, 0u};
-    seq.at(p, k);
-    return model_entry{k.tensor, k.index};
+    if (selects_nothing(y) || !(k.key > y.s.prefix || (k.key == y.s.prefix && p <= y.s.limit))) return false;
+    out = model_entry{k.tensor, k.index};
+    return true;
   }
 };
 
@@ -454,18 +499,26 @@ struct model_count_op {
   }
 };
 
-// f(tensor, t, j, index) for entry j (index `index`) of tensor t's selection.
-template <class T, class F>
-struct model_selected_op {
+// Every entry of a tensor's run is taken.
+struct all_taken {
+  GRADCOMP_HD std::uint64_t operator()(std::uint32_t) const { return ~std::uint64_t(0); }
+};
+
+// f(tensor, t, j, index) for entry j of tensor t's run in a compaction of entries (range.first(t)
+// its first), where j is below taken(t).
+template <class T, class Range, class Taken, class F>
+struct model_entries_op {
   const model_tensor<T>* tensors;
-  const model_topk_tensor<T>* sel;
   const model_entry* entries;
   const std::uint64_t* count;
+  Range range;
+  Taken taken;
   F f;
-  GRADCOMP_HD void operator()(std::size_t j) const {
-    if (j >= *count) return;
-    const model_entry e = entries[j];
-    f(tensors[e.tensor], e.tensor, j - sel[e.tensor].out_first, e.index);
+  GRADCOMP_HD void operator()(std::size_t i) const {
+    if (i >= *count) return;
+    const model_entry e = entries[i];
+    const std::uint64_t j = i - range.first(e.tensor);
+    if (j < taken(e.tensor)) f(tensors[e.tensor], e.tensor, j, e.index);
   }
 };
 
@@ -495,25 +548,16 @@ class model_topk {
     m.for_each_tensor(stream, model_topk_plan_op<T, Mode>{sel, space_, mode_, gate, candidate_count_.data()});
     const model_cut_reader<T> reader{m.tensors(), count, space_, sel};
     if (sizes_.samples != 0) {
-      thrust::exclusive_scan(sys, thrust::make_transform_iterator(first, samples_of<T>{sel}),
-                             thrust::make_transform_iterator(first + count, samples_of<T>{sel}), sample_first_.data(),
-                             std::uint64_t(0));
       model_key<key_type>* keys = samples_.data();
-      thrust::for_each_n(sys, first, sizes_.samples,
-                         model_sample_op<T>{m.tensors(), sel, sample_first_.data(), count, keys});
-      thrust::sort(sys, keys, keys + sizes_.samples, by_tensor_then_larger_key<key_type>{});
+      sort_samples<System>(stream, count, samples_of<T>{sel}, planned_sample_key<T>{m.tensors(), sel},
+                           sample_first_.data(), keys, sizes_.samples);
       m.for_each_tensor(stream, model_cut_op<T>{sel, keys, sample_first_.data()});
       thrust::for_each_n(sys, first, sizes_.items, model_passing_op<T>{reader, sel});
     }
     m.for_each_tensor(stream, model_choose_op<T>{sel, space_, sizes_.capacity});
-    if (sizes_.capacity != 0) {
-      execution<System>::select_into(stream, thrust::make_transform_iterator(first, model_candidate_of<T>{reader}),
-                                     sizes_.items, model_is_candidate<T>{reader}, candidates_.data(),
-                                     candidate_count_.data());
-      thrust::for_each_n(sys, first, sizes_.capacity,
-                         tensor_runs_op<model_key<key_type>, source_range<T>>{
-                             candidates_.data(), candidate_count_.data(), source_range<T>{sel}});
-    }
+    if (sizes_.capacity != 0)
+      compact_runs<System>(stream, model_candidate_reader<T>{reader}, sizes_.items, candidates_.data(),
+                           candidate_count_.data(), sizes_.capacity, source_range<T>{sel});
     const model_sequence<T> seq{m.tensors(),         count, space_, sel, candidates_.data(), candidate_count_.data(),
                                 sizes_.capacity, sizes_.capacity + sizes_.items};
     const int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
@@ -525,12 +569,8 @@ class model_topk {
     thrust::for_each_n(sys, first, blocks_, model_count_equal_op<T>{seq, block_counts_.data()});
     thrust::inclusive_scan(sys, block_counts_.data(), block_counts_.data() + blocks_, block_counts_.data());
     m.for_each_tensor(stream, model_limit_op<T>{seq, sel, block_counts_.data(), blocks_});
-    execution<System>::select_into(stream, thrust::make_transform_iterator(first, model_entry_of<T>{seq}), seq.length,
-                                   model_selected<T>{seq}, entries_.data(), entry_count_.data());
-    if (sizes_.selected != 0)
-      thrust::for_each_n(sys, first, sizes_.selected,
-                         tensor_runs_op<model_entry, out_range<T>>{entries_.data(), entry_count_.data(),
-                                                                   out_range<T>{sel}});
+    compact_runs<System>(stream, model_selected_reader<T>{seq}, seq.length, entries_.data(), entry_count_.data(),
+                         sizes_.selected, out_range<T>{sel});
     m.for_each_tensor(stream, model_count_op<T>{sel});
   }
 
@@ -539,8 +579,9 @@ class model_topk {
   template <class F>
   void for_each_selected(stream_t stream, const model_table<T, System>& m, F f) const {
     if (sizes_.selected == 0) return;
+    using op = model_entries_op<T, out_range<T>, all_taken, F>;
     thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), sizes_.selected,
-                       model_selected_op<T, F>{m.tensors(), sel_.data(), entries_.data(), entry_count_.data(), f});
+                       op{m.tensors(), entries_.data(), entry_count_.data(), out_range<T>{sel_.data()}, all_taken{}, f});
   }
 
   // Every tensor's selection, in System's memory.

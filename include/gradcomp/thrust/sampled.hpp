@@ -209,6 +209,7 @@ struct sampled_decide {
   double lower_bound;
   bool index_order;
   selection_sink<T> sink;
+  std::size_t stride = 1;  // between one pass's counts and the next's
   GRADCOMP_HD void operator()(std::size_t) const {
     if (s->action == static_cast<std::int32_t>(sampled_action::skip)) return;
     if (counts[0].nan != 0) {
@@ -219,7 +220,7 @@ struct sampled_decide {
     const double kd = static_cast<double>(k);
     std::uint64_t count = 0;
     for (int r = 0; r < rounds; ++r) {
-      count += counts[r / rounds_per_count].level[r % rounds_per_count];
+      count += counts[(r / rounds_per_count) * stride].level[r % rounds_per_count];
       s->rounds = r + 1;
       s->chosen = thresholds[r];
       s->count = count;
