@@ -118,6 +118,15 @@ struct model_topk_tensor {
   std::uint64_t out_end;
 };
 
+// The selection's counts of the whole model, in System's memory: the candidates compacted, and
+// whether any tensor selects over its candidates or over all its elements (the passes skip what
+// no tensor reads without finding its tensor).
+struct model_topk_counts {
+  std::uint64_t candidates;
+  std::uint32_t any_candidates;
+  std::uint32_t any_full;
+};
+
 // Whether a tensor's selection emits nothing: k = 0, skipped, or refused for a NaN.
 template <class T>
 GRADCOMP_HD bool selects_nothing(const model_topk_tensor<T>& y) noexcept {
@@ -225,16 +234,16 @@ void compact_runs(stream_t stream, Reader reader, std::uint64_t n, V* out, std::
 }
 
 // Tensor t's mode and plan, its state started (a closed gate skips it, as does the mode `none`
-// or a tensor without an error buffer); the first thread clears the candidates' count.
+// or a tensor without an error buffer); the first thread clears the counts.
 template <class T, class Mode>
 struct model_topk_plan_op {
   model_topk_tensor<T>* sel;
   std::size_t space;
   Mode mode;
   const std::int32_t* gate;
-  std::uint64_t* candidate_count;
+  model_topk_counts* counts;
   GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t) const {
-    if (t == 0) *candidate_count = 0;
+    if (t == 0) *counts = model_topk_counts{0, 0u, 0u};
     model_topk_tensor<T> y{};
     const std::uint64_t n = x.items[space];
     const model_topk_mode m = x.e == nullptr ? model_topk_mode{} : mode(x, t, static_cast<std::size_t>(n));
@@ -295,20 +304,31 @@ GRADCOMP_HD bool cuts(const model_topk_tensor<T>& y) noexcept {
   return y.s.skipped == 0 && (y.kind == model_topk_kind::at_cut || (y.samples != 0 && y.s.cut != 0));
 }
 
-// The key of element i of the model (in the space of the selection) where its tensor's cut reads
-// it; false elsewhere, without reading it.
+// The elements of the model (in the space of the selection) and each tensor's selection.
 template <class T>
-struct model_cut_reader {
+struct model_elements {
   const model_tensor<T>* tensors;
   std::uint32_t count;
   std::size_t space;
   const model_topk_tensor<T>* sel;
-  GRADCOMP_HD bool at(std::uint64_t i, model_key<key_t<T>>& out) const {
-    const std::uint32_t t = tensor_of_item(tensors, count, space, i);
-    const model_topk_tensor<T>& y = sel[t];
-    if (!cuts(y)) return false;
+  GRADCOMP_HD std::uint32_t tensor_of(std::uint64_t i) const { return tensor_of_item(tensors, count, space, i); }
+  // Element i, of tensor t: its key, index and tensor.
+  GRADCOMP_HD model_key<key_t<T>> key(std::uint32_t t, std::uint64_t i) const {
     const std::uint64_t j = i - tensors[t].first[space];
-    out = model_key<key_t<T>>{magnitude_key(tensors[t].e[j]), static_cast<std::uint32_t>(j), t};
+    return model_key<key_t<T>>{magnitude_key(tensors[t].e[j]), static_cast<std::uint32_t>(j), t};
+  }
+};
+
+// The key of element i of the model where its tensor's cut reads it and passes it; false
+// elsewhere, without reading it.
+template <class T>
+struct model_cut_reader {
+  model_elements<T> elements;
+  GRADCOMP_HD bool at(std::uint64_t i, model_key<key_t<T>>& out) const {
+    const std::uint32_t t = elements.tensor_of(i);
+    const model_topk_tensor<T>& y = elements.sel[t];
+    if (!cuts(y)) return false;
+    out = elements.key(t, i);
     return out.key >= static_cast<key_t<T>>(y.s.cut);
   }
 };
@@ -332,15 +352,20 @@ struct model_choose_op {
   model_topk_tensor<T>* sel;
   std::size_t space;
   std::uint64_t capacity;
+  model_topk_counts* counts;
   GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t) const {
     model_topk_tensor<T>& y = sel[t];
     if (y.kind == model_topk_kind::at_cut)
       y.s.candidates = cuts(y) ? 1u : 0u;
     else
       y.s.candidates = cuts(y) && y.s.passing >= y.k && y.s.passing <= y.plan.candidate_cap;
-    if (y.s.candidates != 0) return;
+    if (y.s.candidates != 0) {
+      atomic_set(&counts->any_candidates);
+      return;
+    }
     y.source_first = capacity + x.first[space];
     y.source_end = y.source_first + x.items[space];
+    if (y.k != 0 && y.s.skipped == 0) atomic_set(&counts->any_full);
   }
 };
 
@@ -348,8 +373,9 @@ struct model_choose_op {
 template <class T>
 struct model_candidate_reader {
   model_cut_reader<T> reader;
+  const model_topk_counts* counts;
   GRADCOMP_HD bool at(std::uint64_t i, model_key<key_t<T>>& out) const {
-    return reader.at(i, out) && reader.sel[out.tensor].s.candidates != 0;
+    return counts->any_candidates != 0 && reader.at(i, out) && reader.elements.sel[out.tensor].s.candidates != 0;
   }
 };
 template <class T>
@@ -362,35 +388,32 @@ using out_range = member_range<model_topk_tensor<T>, &model_topk_tensor<T>::out_
 // select over all of theirs.
 template <class T>
 struct model_sequence {
-  const model_tensor<T>* tensors;
-  std::uint32_t count;
-  std::size_t space;
-  const model_topk_tensor<T>* sel;
+  model_elements<T> elements;
   const model_key<key_t<T>>* candidates;
-  const std::uint64_t* candidate_count;
+  const model_topk_counts* counts;
   std::uint64_t capacity;  // the candidates' region
   std::uint64_t length;    // the whole sequence
 
   // Position p's key, tensor and index; false where no selection reads it (without reading it).
   GRADCOMP_HD bool at(std::uint64_t p, model_key<key_t<T>>& out) const {
     if (p < capacity) {
-      if (p >= *candidate_count) return false;
+      if (p >= counts->candidates) return false;
       out = candidates[p];
       return true;
     }
+    if (counts->any_full == 0) return false;
     const std::uint64_t i = p - capacity;
-    const std::uint32_t t = tensor_of_item(tensors, count, space, i);
-    const model_topk_tensor<T>& y = sel[t];
+    const std::uint32_t t = elements.tensor_of(i);
+    const model_topk_tensor<T>& y = elements.sel[t];
     if (y.k == 0 || y.s.skipped != 0 || y.s.candidates != 0) return false;
-    const std::uint64_t j = i - tensors[t].first[space];
-    out = model_key<key_t<T>>{magnitude_key(tensors[t].e[j]), static_cast<std::uint32_t>(j), t};
+    out = elements.key(t, i);
     return true;
   }
   // Whether position p holds a key equal to its tensor's k-th, in a selection that emits.
   GRADCOMP_HD bool equal_at(std::uint64_t p) const {
     model_key<key_t<T>> k;
     if (!at(p, k)) return false;
-    const model_topk_tensor<T>& y = sel[k.tensor];
+    const model_topk_tensor<T>& y = elements.sel[k.tensor];
     return !selects_nothing(y) && k.key == y.s.prefix;
   }
 };
@@ -403,7 +426,7 @@ struct model_histogram_op {
   GRADCOMP_HD void operator()(std::size_t p) const {
     model_key<key_t<T>> k;
     if (!seq.at(p, k)) return;
-    const radix_state<key_t<T>>& s = seq.sel[k.tensor].s;
+    const radix_state<key_t<T>>& s = seq.elements.sel[k.tensor].s;
     if (s.done != 0) return;
     std::uint32_t* h = hist + static_cast<std::size_t>(k.tensor) * hist_entries;
     if (s.mask == 0 && is_nan_key<T>(k.key)) atomic_set(h + nan_flag_entry);
@@ -483,7 +506,7 @@ struct model_selected_reader {
   GRADCOMP_HD bool at(std::uint64_t p, model_entry& out) const {
     model_key<key_t<T>> k;
     if (!seq.at(p, k)) return false;
-    const model_topk_tensor<T>& y = seq.sel[k.tensor];
+    const model_topk_tensor<T>& y = seq.elements.sel[k.tensor];
     if (selects_nothing(y) || !(k.key > y.s.prefix || (k.key == y.s.prefix && p <= y.s.limit))) return false;
     out = model_entry{k.tensor, k.index};
     return true;
@@ -545,8 +568,10 @@ class model_topk {
     const auto sys = exec<System>(stream);
     const thrust::counting_iterator<std::size_t> first(0);
     model_topk_tensor<T>* sel = sel_.data();
-    m.for_each_tensor(stream, model_topk_plan_op<T, Mode>{sel, space_, mode_, gate, candidate_count_.data()});
-    const model_cut_reader<T> reader{m.tensors(), count, space_, sel};
+    model_topk_counts* counts = counts_.data();
+    m.for_each_tensor(stream, model_topk_plan_op<T, Mode>{sel, space_, mode_, gate, counts});
+    const model_elements<T> elements{m.tensors(), count, space_, sel};
+    const model_cut_reader<T> reader{elements};
     if (sizes_.samples != 0) {
       model_key<key_type>* keys = samples_.data();
       sort_samples<System>(stream, count, samples_of<T>{sel}, planned_sample_key<T>{m.tensors(), sel},
@@ -554,12 +579,12 @@ class model_topk {
       m.for_each_tensor(stream, model_cut_op<T>{sel, keys, sample_first_.data()});
       thrust::for_each_n(sys, first, sizes_.items, model_passing_op<T>{reader, sel});
     }
-    m.for_each_tensor(stream, model_choose_op<T>{sel, space_, sizes_.capacity});
+    m.for_each_tensor(stream, model_choose_op<T>{sel, space_, sizes_.capacity, counts});
     if (sizes_.capacity != 0)
-      compact_runs<System>(stream, model_candidate_reader<T>{reader}, sizes_.items, candidates_.data(),
-                           candidate_count_.data(), sizes_.capacity, source_range<T>{sel});
-    const model_sequence<T> seq{m.tensors(),         count, space_, sel, candidates_.data(), candidate_count_.data(),
-                                sizes_.capacity, sizes_.capacity + sizes_.items};
+      compact_runs<System>(stream, model_candidate_reader<T>{reader, counts}, sizes_.items, candidates_.data(),
+                           &counts->candidates, sizes_.capacity, source_range<T>{sel});
+    const model_sequence<T> seq{elements, candidates_.data(), counts, sizes_.capacity,
+                                sizes_.capacity + sizes_.items};
     const int digits = (magnitude_traits<T>::key_bits + radix_bits - 1) / radix_bits;
     for (int d = 0; d < digits; ++d) {
       thrust::fill_n(sys, hist_.data(), static_cast<std::size_t>(count) * hist_entries, 0u);
@@ -618,7 +643,7 @@ class model_topk {
         sample_first_(stream, at_least_one(m.size())),
         samples_(stream, at_least_one(z.samples)),
         candidates_(stream, at_least_one(z.capacity)),
-        candidate_count_(stream, 1),
+        counts_(stream, 1),
         hist_(stream, at_least_one(static_cast<std::uint64_t>(m.size()) * hist_entries)),
         block_counts_(stream, at_least_one(blocks_)),
         entries_(stream, at_least_one(z.selected)),
@@ -632,7 +657,7 @@ class model_topk {
   scratch<std::uint64_t, System> sample_first_;
   scratch<model_key<key_t<T>>, System> samples_;
   scratch<model_key<key_t<T>>, System> candidates_;
-  scratch<std::uint64_t, System> candidate_count_;
+  scratch<model_topk_counts, System> counts_;
   scratch<std::uint32_t, System> hist_;
   scratch<std::uint64_t, System> block_counts_;
   scratch<model_entry, System> entries_;
