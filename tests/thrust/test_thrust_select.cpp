@@ -293,37 +293,54 @@ struct model_topk_case {
   bool selected = true;
 };
 
+// A model of the cases' tensors on System: each one's values and room for its indices in the
+// system's memory, the model's table bound to them, k of each tensor's size.
+template <class T, class System>
+struct model_fixture {
+  using backend = gradcomp::thrust_backend<System>;
+  using ops = gradcomp::detail::ops<backend>;
+  backend b{};
+  k_of_size k_of;
+  std::vector<typename ops::template buffer<T>> values;
+  std::vector<typename ops::template buffer<std::uint32_t>> indices;
+  gradcomp::detail::thrust_impl::model_table<T, System> m;
+
+  explicit model_fixture(const std::vector<model_topk_case<T>>& cases) {
+    std::vector<std::size_t> numel;
+    std::vector<gradcomp::detail::model_items> items(cases.size());
+    for (std::size_t t = 0; t < cases.size(); ++t) {
+      const auto& c = cases[t];
+      numel.push_back(c.values.size());
+      items[t].count[1] = c.values.size();
+      REQUIRE(k_of.count < 16);
+      REQUIRE(k_of(c.values.size()) == 0);
+      k_of.n[k_of.count] = c.values.size();
+      k_of.k[k_of.count++] = c.k;
+      values.push_back(ops::template allocate<T>(b, c.values.size()));
+      ops::copy_to_backend(b, gradcomp::span<const T>(c.values.data(), c.values.size()), values.back().view());
+      indices.push_back(ops::template allocate<std::uint32_t>(b, c.k + 1));
+    }
+    m = gradcomp::detail::thrust_impl::model_table<T, System>(
+        gradcomp::span<const std::size_t>(numel.data(), numel.size()),
+        gradcomp::span<const gradcomp::detail::model_items>(items.data(), items.size()));
+    m.bind(b, [&](std::size_t t, gradcomp::detail::thrust_impl::model_tensor<T>& entry) {
+      entry.e = cases[t].selected ? values[t].view().data() : nullptr;
+      entry.indices = indices[t].view().data();
+    });
+  }
+};
+
 // Every tensor's selection by the model-wide top-k on System, against the CPU's exact top-k of
 // each: the same indices, count and threshold bits, a NaN refused for its tensor alone.
 template <class T, class System>
 void check_model_topk(const std::vector<model_topk_case<T>>& cases) {
   namespace impl = gradcomp::detail::thrust_impl;
-  using backend = gradcomp::thrust_backend<System>;
-  using ops = gradcomp::detail::ops<backend>;
-  const backend b{};
-  std::vector<std::size_t> numel;
-  std::vector<gradcomp::detail::model_items> items(cases.size());
-  k_of_size k_of;
-  std::vector<typename ops::template buffer<T>> values;
-  std::vector<typename ops::template buffer<std::uint32_t>> indices;
-  for (std::size_t t = 0; t < cases.size(); ++t) {
-    const auto& c = cases[t];
-    numel.push_back(c.values.size());
-    items[t].count[1] = c.values.size();
-    REQUIRE(k_of.count < 16);
-    REQUIRE(k_of(c.values.size()) == 0);
-    k_of.n[k_of.count] = c.values.size();
-    k_of.k[k_of.count++] = c.k;
-    values.push_back(ops::template allocate<T>(b, c.values.size()));
-    ops::copy_to_backend(b, gradcomp::span<const T>(c.values.data(), c.values.size()), values.back().view());
-    indices.push_back(ops::template allocate<std::uint32_t>(b, c.k + 1));
-  }
-  impl::model_table<T, System> m(gradcomp::span<const std::size_t>(numel.data(), numel.size()),
-                                 gradcomp::span<const gradcomp::detail::model_items>(items.data(), items.size()));
-  m.bind(b, [&](std::size_t t, impl::model_tensor<T>& entry) {
-    entry.e = cases[t].selected ? values[t].view().data() : nullptr;
-    entry.indices = indices[t].view().data();
-  });
+  using ops = typename model_fixture<T, System>::ops;
+  model_fixture<T, System> f(cases);
+  const auto& b = f.b;
+  const auto& m = f.m;
+  const auto& k_of = f.k_of;
+  const auto& indices = f.indices;
   impl::model_topk<T, System, k_of_size> topk(b.stream, m, 1, k_of);
   topk.issue(b.stream, m, nullptr);
   topk.for_each_selected(b.stream, m, write_index<T>{});
@@ -579,34 +596,15 @@ std::vector<std::int32_t> check_model_sampled(const std::vector<model_topk_case<
                                               const gradcomp::sampled_threshold_config& cfg, std::uint64_t seed,
                                               std::uint64_t step) {
   namespace impl = gradcomp::detail::thrust_impl;
-  using backend = gradcomp::thrust_backend<System>;
-  using ops = gradcomp::detail::ops<backend>;
-  const backend b{};
-  std::vector<std::size_t> numel;
-  std::vector<gradcomp::detail::model_items> items(cases.size());
-  k_of_size k_of;
-  std::vector<typename ops::template buffer<T>> values;
-  std::vector<typename ops::template buffer<std::uint32_t>> indices;
-  for (std::size_t t = 0; t < cases.size(); ++t) {
-    const auto& c = cases[t];
-    numel.push_back(c.values.size());
-    items[t].count[1] = c.values.size();
-    REQUIRE(k_of(c.values.size()) == 0);
-    k_of.n[k_of.count] = c.values.size();
-    k_of.k[k_of.count++] = c.k;
-    values.push_back(ops::template allocate<T>(b, c.values.size()));
-    ops::copy_to_backend(b, gradcomp::span<const T>(c.values.data(), c.values.size()), values.back().view());
-    indices.push_back(ops::template allocate<std::uint32_t>(b, c.k + 1));
-  }
+  using ops = typename model_fixture<T, System>::ops;
+  model_fixture<T, System> f(cases);
+  const auto& b = f.b;
+  const auto& m = f.m;
+  const auto& k_of = f.k_of;
+  const auto& indices = f.indices;
   auto results = ops::template allocate<gradcomp::selection_result<T>>(b, cases.size());
   auto status = ops::template allocate<std::int32_t>(b, cases.size());
   auto kept = ops::template allocate<std::uint64_t>(b, cases.size());
-  impl::model_table<T, System> m(gradcomp::span<const std::size_t>(numel.data(), numel.size()),
-                                 gradcomp::span<const gradcomp::detail::model_items>(items.data(), items.size()));
-  m.bind(b, [&](std::size_t t, impl::model_tensor<T>& entry) {
-    entry.e = cases[t].selected ? values[t].view().data() : nullptr;
-    entry.indices = indices[t].view().data();
-  });
   impl::model_sampled<T, System, k_of_size> selection(b.stream, m, 1, k_of, cfg);
   selection.issue(b.stream, m, seed, step, nullptr,
                   outcome_sink<T>{results.view().data(), status.view().data(), kept.view().data()}, write_index<T>{});
