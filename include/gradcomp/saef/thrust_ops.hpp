@@ -1,19 +1,63 @@
 // detail::saef_ops<thrust_backend<System>>: Step-Ahead Error Feedback's element-wise kernels on
 // the portable Thrust backend, one thread per element with the CPU's arithmetic
-// (saef/arithmetic.hpp), so every value is bitwise the CPU backend's.
+// (saef/arithmetic.hpp), so every value is bitwise the CPU backend's. The worker's momentum runs
+// over every tensor at once: its tensors as one table (thrust/model_table.hpp), one launch a step.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include <thrust/fill.h>
 
 #include "arithmetic.hpp"
+#include "../backend.hpp"
+#include "../span.hpp"
 #include "../thrust/kernel_support.hpp"
+#include "../thrust/model_table.hpp"
 
 namespace gradcomp {
 namespace detail {
 
+// The worker's momentum at element j of one tensor of its table: e holds M, g the gradient,
+// values the next u and aux[0] the next M.
+template <class T>
+struct saef_model_momentum_op {
+  T beta, eta;
+  GRADCOMP_HD void operator()(const thrust_impl::model_tensor<T>& x, std::uint32_t, std::uint64_t j) const {
+    saef_momentum_op<T>{beta, eta, x.e, x.g, static_cast<T*>(x.aux[0]), x.values}(static_cast<std::size_t>(j));
+  }
+};
+
 /// SAEF's element-wise kernels on the Thrust backend, on the backend value's stream.
 template <class System>
 struct saef_ops<thrust_backend<System>> {
+  /// A worker's tensors as one table: the momentum of all of them in one launch.
+  template <class T>
+  using model = thrust_impl::model_table<T, System>;
+
+  /// The table of tensors of `numel[t]` elements (their buffers are bound at every step).
+  template <class T>
+  static model<T> make_model(span<const std::size_t> numel) {
+    std::vector<model_items> items(numel.size());
+    for (std::size_t t = 0; t < numel.size(); ++t) items[t].count[0] = numel[t];
+    return model<T>(numel, span<const model_items>(items.data(), items.size()));
+  }
+
+  /// `next_m[t] = beta * m[t] + g[t]`, `next_u[t] = eta * next_m[t]` for every tensor t at once (one
+  /// launch; the table is uploaded only when a buffer moved since the last step).
+  template <class T>
+  static void momentum(const thrust_backend<System>& on, T beta, T eta, model<T>& tensors,
+                       span<const thrust_view<T, System>> m, span<const thrust_view<const T, System>> g,
+                       span<const thrust_view<T, System>> next_m, span<const thrust_view<T, System>> next_u) {
+    tensors.bind(on, [&](std::size_t t, thrust_impl::model_tensor<T>& x) {
+      x.g = g[t].data();
+      x.e = m[t].data();
+      x.values = next_u[t].data();
+      x.aux[0] = next_m[t].data();
+    });
+    tensors.for_each_item(on.stream, 0, saef_model_momentum_op<T>{beta, eta});
+  }
   template <class T>
   static void momentum(const thrust_backend<System>& on, T beta, T eta, thrust_view<const T, System> m,
                        thrust_view<const T, System> g, thrust_view<T, System> next_m, thrust_view<T, System> next_u) {

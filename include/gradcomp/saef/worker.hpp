@@ -28,6 +28,7 @@
 /// backend's in `saef/thrust_ops.hpp`), bitwise the same on every backend.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,7 @@
 
 #include "../backend.hpp"
 #include "../backend_memory.hpp"
+#include "../common/compressor_base.hpp"
 #include "../compressor.hpp"
 #include "cpu_ops.hpp"
 #include "../detail/bytes.hpp"
@@ -212,6 +214,12 @@ class saef_worker {
       next_m_.push_back(allocate_buffer<value_type>(c.backend(), n));
       next_u_.push_back(allocate_buffer<value_type>(c.backend(), n));
     }
+    if constexpr (whole_model) {
+      std::vector<std::size_t> numel(c.num_tensors());
+      for (std::size_t t = 0; t < numel.size(); ++t) numel[t] = c.info(t).numel;
+      const span<const std::size_t> sizes(numel.data(), numel.size());
+      models_ = {kernels::template make_model<value_type>(sizes), kernels::template make_model<value_type>(sizes)};
+    }
   }
 
   /// The learning rate of the next steps: finite and positive in the compressor's value type, as
@@ -253,9 +261,25 @@ class saef_worker {
       if (grads[t].size() != m_[t].size()) return fail(errc::size_mismatch);
     const auto beta = static_cast<value_type>(cfg_.momentum), eta = static_cast<value_type>(cfg_.learning_rate);
     // Into the spare buffers (allocated once), kept only if the compressor takes the step.
-    for (std::size_t t = 0; t < m_.size(); ++t)
-      kernels::momentum(c_->backend(), beta, eta, readonly(m_[t].view()), grads[t], next_m_[t].view(),
-                        next_u_[t].view());
+    if constexpr (whole_model) {
+      // Every tensor in one launch. M and the spare buffers trade places at every step that goes
+      // through: a table for each, so each is uploaded once (thrust/model_table.hpp).
+      auto& table = models_[steps_ % 2];
+      const auto views = [](std::vector<view>& out, std::vector<buffer>& from) {
+        out.clear();
+        for (auto& b : from) out.push_back(b.view());
+        return span<const view>(out.data(), out.size());
+      };
+      const auto m = views(model_views_[0], m_);
+      const auto next_m = views(model_views_[1], next_m_);
+      const auto next_u = views(model_views_[2], next_u_);
+      kernels::momentum(c_->backend(), beta, eta, table, m, span<const const_view>(grads.data(), grads.size()),
+                        next_m, next_u);
+    } else {
+      for (std::size_t t = 0; t < m_.size(); ++t)
+        kernels::momentum(c_->backend(), beta, eta, readonly(m_[t].view()), grads[t], next_m_[t].view(),
+                          next_u_[t].view());
+    }
     // The views of this object's own buffers, made here: a copy of the worker must not keep the
     // original's (their storage is reused from step to step, so nothing is allocated).
     views_.clear();
@@ -320,6 +344,8 @@ class saef_worker {
  private:
   using kernels = detail::saef_ops<backend_type>;
   using buffer = backend_buffer<value_type, backend_type>;
+  // Whether the backend's kernels take every tensor at once (a table of them, `model`).
+  static constexpr bool whole_model = detail::model_of<kernels, value_type>::whole;
 
   C* c_;
   saef_config cfg_;
@@ -327,6 +353,10 @@ class saef_worker {
   std::vector<buffer> next_m_, next_u_;  // the next step's, then swapped in
   std::vector<const_view> views_;        // of next_u_, made by each step
   std::size_t steps_ = 0;
+  // With whole-model kernels: the tables of the two parities of steps_, and the views each step
+  // binds (M, the next M, the next u).
+  std::array<typename detail::model_of<kernels, value_type>::type, 2> models_{};
+  std::array<std::vector<view>, 3> model_views_;
 };
 
 /**
