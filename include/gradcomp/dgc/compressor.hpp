@@ -223,7 +223,8 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
         std::move(name), std::move(shape), mode, cfg_.policy,
         [&](record&, const tensor_info& info) {
           const std::size_t n = info.numel;
-          if (info.compressed)
+          // Kernels that select every tensor at once keep their own scratch: no per-slot workspace.
+          if (info.compressed && !base::whole_model)
             for (double d : cfg_.schedule.stages()) {
               const std::size_t k = kept_count(n, d);
               ws_bytes = std::max(ws_bytes, cfg_.selection == selection_method::sampled_threshold
@@ -241,7 +242,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
           worst = static_cast<std::size_t>(bytes);
           if (info.compressed && cfg_.sender_momentum() != momentum_kind::none)
             u = ops::template allocate<T>(this->backend_, n);
-          workspace = ops::template allocate<std::byte>(this->backend_, ws_bytes * slots);
+          if (!base::whole_model) workspace = ops::template allocate<std::byte>(this->backend_, ws_bytes * slots);
         },
         [](const tensor_info&) { return wire::coding_parameters{}; },
         [&](const tensor_info& info) {
@@ -272,7 +273,8 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
     this->wait();
     return cfg_.schedule.density(epoch_, this->step_);
   }
-  /// Bytes of the selection workspace of one executor slot (one thread on the CPU).
+  /// Bytes of the selection workspace of one executor slot (one thread on the CPU; 0 where the
+  /// backend's kernels select every tensor at once with scratch of their own: the Thrust backend).
   std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
 
   using base::compress;  // compress(grads): the same on the compressor's own backend value

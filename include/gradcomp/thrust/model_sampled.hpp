@@ -15,7 +15,7 @@
 //   threshold, or the plain radix select where the input is too small to sample) as one model-wide
 //   top-k (thrust/model_select.hpp), each tensor in its own mode;
 // - the candidates of the tensors that take the first k by index or every candidate, compacted
-//   at once, and taken.
+//   at once (a pass that reads no element where no tensor takes them), and taken.
 #pragma once
 
 #include <cstddef>
@@ -85,9 +85,9 @@ struct model_sampled_plan_op {
   std::uint64_t seed;
   std::uint64_t step;
   const std::int32_t* gate;
-  std::uint64_t* counts;  // 2: accepted draws, candidates taken
+  std::uint64_t* counts;  // 3: accepted draws, candidates taken, tensors that take candidates
   GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t t) const {
-    if (t == 0) counts[0] = counts[1] = 0;
+    if (t == 0) counts[0] = counts[1] = counts[2] = 0;
     model_sampled_tensor<T> y{};
     y.st.action = static_cast<std::int32_t>(sampled_action::skip);
     const std::uint64_t n = x.items[space];
@@ -205,6 +205,13 @@ struct model_round_leaf {
   }
 };
 
+// Whether a tensor takes its candidates at the chosen threshold: the first k by index, or all.
+template <class T>
+GRADCOMP_HD bool takes_candidates(const model_sampled_tensor<T>& y) noexcept {
+  return y.st.action == static_cast<std::int32_t>(sampled_action::first_k) ||
+         y.st.action == static_cast<std::int32_t>(sampled_action::accept);
+}
+
 // A sampling tensor's decision (sampled_decide) over its rounds' counts, a NaN refusal into its
 // sink.
 template <class T, class Sink>
@@ -215,6 +222,7 @@ struct model_sampled_decide_op {
   std::uint32_t count;
   sampled_threshold_config cfg;
   Sink sink;
+  std::uint64_t* takers;  // the tensors that take their candidates, counted
   GRADCOMP_HD void operator()(const model_tensor<T>&, std::uint32_t t) const {
     model_sampled_tensor<T>& y = sel[t];
     sampled_decide<T>{&y.st,
@@ -228,6 +236,7 @@ struct model_sampled_decide_op {
                       cfg.truncation == truncation_mode::index_order,
                       sink(t),
                       count}(0);
+    if (takes_candidates(y)) atomic_add(takers, 1);
   }
 };
 
@@ -257,21 +266,17 @@ struct model_sampled_exact_mode {
   }
 };
 
-// Whether a tensor takes its candidates at the chosen threshold: the first k by index, or all.
-template <class T>
-GRADCOMP_HD bool takes_candidates(const model_sampled_tensor<T>& y) noexcept {
-  return y.st.action == static_cast<std::int32_t>(sampled_action::first_k) ||
-         y.st.action == static_cast<std::int32_t>(sampled_action::accept);
-}
-
-// Element i of the model where its tensor takes its candidates and it is one.
+// Element i of the model where its tensor takes its candidates and it is one (no element's tensor
+// is looked up where no tensor takes them).
 template <class T>
 struct model_take_reader {
   const model_tensor<T>* tensors;
   std::uint32_t count;
   std::size_t space;
   const model_sampled_tensor<T>* sel;
+  const std::uint64_t* takers;
   GRADCOMP_HD bool at(std::uint64_t i, model_entry& out) const {
+    if (*takers == 0) return false;
     const std::uint32_t t = tensor_of_item(tensors, count, space, i);
     const model_sampled_tensor<T>& y = sel[t];
     if (!takes_candidates(y)) return false;
@@ -359,15 +364,15 @@ class model_sampled {
                        add_round_counts{}, round_counts_.data() + p * count);
       }
       m.for_each_tensor(stream, model_sampled_decide_op<T, Sink>{sel, thresholds_.data(), round_counts_.data(), count,
-                                                                 cfg_, sink});
+                                                                 cfg_, sink, counts_.data() + 2});
     }
     using exact_mode = model_sampled_exact_mode<T, KOf>;
     model_topk<T, System, exact_mode> exact(stream, m, space_, exact_mode{sel, cfg_, k_of_});
     exact.issue(stream, m, gate);
     exact.for_each_selected(stream, m, take);
     if (sizes_.taken != 0) {
-      compact_runs<System>(stream, model_take_reader<T>{m.tensors(), count, space_, sel}, m.items(space_),
-                           taken_.data(), counts_.data() + 1, sizes_.taken, take_range<T>{sel});
+      compact_runs<System>(stream, model_take_reader<T>{m.tensors(), count, space_, sel, counts_.data() + 2},
+                           m.items(space_), taken_.data(), counts_.data() + 1, sizes_.taken, take_range<T>{sel});
       thrust::for_each_n(sys, first, sizes_.taken,
                          model_entries_op<T, take_range<T>, sampled_taken<T>, Take>{
                              m.tensors(), taken_.data(), counts_.data() + 1, take_range<T>{sel}, sampled_taken<T>{sel},
@@ -418,7 +423,7 @@ class model_sampled {
                                          static_cast<std::uint64_t>(cfg.max_rounds))),
         round_counts_(stream, at_least_one(static_cast<std::uint64_t>(m.size()) * passes_)),
         taken_(stream, at_least_one(z.taken)),
-        counts_(stream, 2) {}
+        counts_(stream, 3) {}
 
   std::size_t space_;
   KOf k_of_;
