@@ -17,6 +17,9 @@
 #include "error.hpp"
 #include "span.hpp"
 
+// The CUDA runtime's stream type (cudaStream_t is CUstream_st*), named without the CUDA headers.
+struct CUstream_st;
+
 namespace gradcomp {
 
 /**
@@ -29,6 +32,29 @@ namespace gradcomp {
  */
 struct cpu_backend {
   using memory_space = host_space;  ///< Ordinary host memory.
+};
+
+/**
+ * @brief What a backend whose work runs on a CUDA stream has (`thrust_backend`,
+ * `separate_backend`): the stream of the calls made with it, and `on(s)`, the same backend on
+ * another stream. Derived is the backend.
+ */
+template <class Derived>
+struct stream_backend {
+  /// The CUDA runtime's stream type (`cudaStream_t`), named without the CUDA headers.
+  using stream_type = ::CUstream_st*;
+
+  /// The stream the work of a call is issued on, and the copies and `synchronize` wait for (null:
+  /// the default stream). The host systems ignore it.
+  stream_type stream = nullptr;
+
+  /// The same backend issuing its work on `s` (the trainer's stream, so that a step is ordered
+  /// after the kernels that computed the gradients without the host waiting between them).
+  constexpr Derived on(stream_type s) const noexcept {
+    Derived b = static_cast<const Derived&>(*this);
+    b.stream = s;
+    return b;
+  }
 };
 
 /// True for types that are gradcomp backend policies. Specialise to `std::true_type` for a new

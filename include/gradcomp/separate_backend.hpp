@@ -33,9 +33,6 @@
 #include "selection_types.hpp"
 #include "span.hpp"
 
-// The CUDA runtime's stream type (cudaStream_t is CUstream_st*), named without the CUDA headers.
-struct CUstream_st;
-
 namespace gradcomp {
 
 /// The memory space of `separate_backend<Kernels>`: its system's memory. Not host accessible.
@@ -49,22 +46,9 @@ struct separate_space {};
  * says which Thrust system they run on.
  */
 template <class Kernels>
-struct separate_backend {
+struct separate_backend : stream_backend<separate_backend<Kernels>> {
   using memory_space = separate_space<Kernels>;  ///< The system's memory.
   using kernels = Kernels;                       ///< The tag of its kernels.
-  /// The CUDA runtime's stream type (`cudaStream_t`), named without the CUDA headers.
-  using stream_type = ::CUstream_st*;
-
-  /// The stream the work of a call is issued on (as `thrust_backend::stream`); null: the
-  /// default stream. The host systems ignore it.
-  stream_type stream = nullptr;
-
-  /// The same backend issuing its work on `s`.
-  constexpr separate_backend on(stream_type s) const noexcept {
-    separate_backend b = *this;
-    b.stream = s;
-    return b;
-  }
 };
 
 /// Every `separate_backend<Kernels>` is a backend.

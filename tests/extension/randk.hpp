@@ -121,7 +121,7 @@ struct randk_config {
 
 template <class T, class Backend = gradcomp::cpu_backend>
 class randk_compressor : public gradcomp::detail::compressor_base<randk_compressor<T, Backend>, randk_record,
-                                                                 randk_step_record> {
+                                                                 randk_step_record, randk_ops<Backend>> {
   using base = typename randk_compressor::compressor_base;
   using kernels = randk_ops<Backend>;
 
@@ -151,34 +151,23 @@ class randk_compressor : public gradcomp::detail::compressor_base<randk_compress
     return at;
   }
 
-  using base::compress;  // compress(grads): on the compressor's own backend value
-  [[nodiscard]] gradcomp::result<void> compress(const Backend& on, gradcomp::span<const tensor_view> grads) {
-    if (auto started = this->begin_step(on, grads); !started) return started;
-    const auto records = this->records_.view();
-    const auto step = this->step_record_.view();
-    auto& tensors = this->tensors_;
-    auto measure = [&](std::size_t t, std::size_t) {
-      kernels::measure(on, grads[t], gradcomp::readonly(tensors[t].e.view()), records, t);
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-    kernels::plan(on, gradcomp::readonly(records), step);
-    auto apply = [&](std::size_t t, std::size_t) {
-      kernels::apply(on, positions(t, this->step_), grads[t], tensors[t].e.view(), tensors[t].indices.view(),
-                     tensors[t].values.view(), records, t, gradcomp::readonly(step));
-    };
-    base::ops::for_each(on, this->exec_, this->largest_first(), apply);
-    this->issued(on);
-    return {};
-  }
-
-  gradcomp::receiver_layout receiver() const { return this->layout(0.0, gradcomp::momentum_kind::vanilla); }
-
   // The snapshot trait: the quantisers' residual snapshot under the method's own code.
   using snapshot_trait = gradcomp::detail::residual_snapshot_trait<T, randk_snapshot_code, false>;
 
  private:
   template <gradcomp::wire::snapshot_selection Method, bool Seeded>
   friend struct gradcomp::detail::residual_snapshot_access;
+
+  // The step's passes (the base's compress): measure tensor t, apply its plan.
+  friend base;
+  void measure(const Backend& on, gradcomp::span<const tensor_view> grads, std::size_t t) {
+    kernels::measure(on, grads[t], gradcomp::readonly(this->tensors_[t].e.view()), this->records_.view(), t);
+  }
+  void apply(const Backend& on, gradcomp::span<const tensor_view> grads, std::size_t t) {
+    auto& st = this->tensors_[t];
+    kernels::apply(on, positions(t, this->step_), grads[t], st.e.view(), st.indices.view(), st.values.view(),
+                   this->records_.view(), t, gradcomp::readonly(this->step_record_.view()));
+  }
 
   randk_config cfg_;
 };

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../backend.hpp"
+#include "../backend_memory.hpp"
 #include "cpu_ops.hpp"
 #include "../common/compressor_base.hpp"
 #include "../error.hpp"
@@ -62,19 +63,11 @@ struct adacomp_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class adacomp_compressor
-    : public detail::compressor_base<adacomp_compressor<T, Backend>, detail::adacomp_record,
-                                    detail::adacomp_step_record, detail::adacomp_ops<Backend>> {
-  using base = typename adacomp_compressor::compressor_base;
-  using kernels = detail::adacomp_ops<Backend>;
-  template <class U>
-  using buffer = typename base::template buffer<U>;
-
+class adacomp_compressor : public detail::compressor_base<adacomp_compressor<T, Backend>, detail::adacomp_record,
+                                                          detail::adacomp_step_record, detail::adacomp_ops<Backend>> {
  public:
-  /// A gradient in the backend's memory.
-  using tensor_view = typename base::tensor_view;
-
-  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
+  /// Checks `cfg` (bin sizes in [1, 2^32), the momentum, the threads); throws `gradcomp::error`
+  /// (`errc::invalid_argument`) for a value outside its range.
   explicit adacomp_compressor(adacomp_config cfg, Backend backend = Backend{})
       : base(backend, cfg, wire::value_coding::scaled_sign, true, true), cfg_(std::move(cfg)) {
     check_bin(cfg_.conv_bin, "conv_bin");
@@ -98,7 +91,7 @@ class adacomp_compressor
     check_bin(bin, "bin");
     bins_state st;
     bins_.reserve(bins_.size() + 1);
-    buffer<std::uint32_t> model_offsets;
+    backend_buffer<std::uint32_t, Backend> model_offsets;
     adding_bin_ = bin;
     // The bin buffers are allocated once the registration is known to be valid, before it takes
     // effect (strong guarantee). A whole-model step keeps every bin's offset in one buffer.
@@ -125,58 +118,41 @@ class adacomp_compressor
   /// The bin size of tensor `id` (unchecked; meaningful for compressed tensors).
   std::size_t bin(std::size_t id) const noexcept { return bins_[id].bin; }
 
-  using base::compress;  // compress(grads): the same on the compressor's own backend value
-  /// Issues one step over all tensors on the execution context `on`; its outcome comes from
-  /// `stats()` (`errc::non_finite_input`, `errc::state_overflow`: nothing modified). @return
-  /// `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::resource_unavailable` (a worker
-  /// thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (auto started = this->begin_step(on, grads); !started) return started;
-    const auto records = this->records_.view();
-    const auto step = this->step_record_.view();
-    auto& tensors = this->tensors_;
-    if constexpr (base::whole_model) {
-      const auto& model = this->bind_model(on, grads);
-      kernels::measure(on, model, model_offsets_.view(), records);
-      kernels::plan(on, readonly(records), step);
-      kernels::apply(on, model, readonly(model_offsets_.view()), records, readonly(step));
-    } else {
-      auto measure = [&](std::size_t t, std::size_t) {
-        kernels::measure(on, grads[t], readonly(tensors[t].e.view()), bins_[t].bin, bins_[t].bins.view(),
-                         bins_[t].chunks.view(), bins_[t].offsets.view(), records, t);
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-      kernels::plan(on, readonly(records), step);
-      auto apply = [&](std::size_t t, std::size_t) {
-        kernels::apply(on, grads[t], tensors[t].e.view(), bins_[t].bin, tensors[t].indices.view(),
-                       tensors[t].values.view(), readonly(bins_[t].bins.view()), readonly(bins_[t].offsets.view()),
-                       records, t, readonly(step));
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
-    }
-    this->issued(on);
-    return {};
-  }
-
-  /// What the receiving side needs: compressed tensors as sparse sections of up to all their
-  /// elements, the others dense, and the configured momentum.
-  receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
-
   /// How `save_snapshot` and `restore_snapshot` reach its state (adacomp/snapshot.hpp).
   using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::adacomp, false>;
 
  private:
-  template <wire::snapshot_selection Method, bool Seeded>
-  friend struct detail::residual_snapshot_access;
+  using base = typename adacomp_compressor::compressor_base;
+  using kernels = detail::adacomp_ops<Backend>;
 
   struct bins_state {
     std::size_t bin = 1;
-    buffer<detail::adacomp_bin<T>> bins;      // each bin's measurements
-    buffer<detail::adacomp_chunk<T>> chunks;  // each chunk's sums
-    buffer<std::uint32_t> offsets;            // where each bin's selection goes (tensor by tensor)
+    backend_buffer<detail::adacomp_bin<T>, Backend> bins;      // each bin's measurements
+    backend_buffer<detail::adacomp_chunk<T>, Backend> chunks;  // each chunk's sums
+    backend_buffer<std::uint32_t, Backend> offsets;            // where each bin's selection goes (tensor by tensor)
   };
 
   friend base;
+  // The step's passes (common/compressor_base.hpp), on the whole model or tensor t.
+  void measure(const Backend& on, const typename base::model_type& model) {
+    kernels::measure(on, model, model_offsets_.view(), this->records_.view());
+  }
+  void measure(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    bins_state& b = bins_[t];
+    kernels::measure(on, grads[t], readonly(this->tensors_[t].e.view()), b.bin, b.bins.view(), b.chunks.view(),
+                     b.offsets.view(), this->records_.view(), t);
+  }
+  void apply(const Backend& on, const typename base::model_type& model) {
+    kernels::apply(on, model, readonly(model_offsets_.view()), this->records_.view(),
+                   readonly(this->step_record_.view()));
+  }
+  void apply(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    auto& st = this->tensors_[t];
+    const bins_state& b = bins_[t];
+    kernels::apply(on, grads[t], st.e.view(), b.bin, st.indices.view(), st.values.view(), readonly(b.bins.view()),
+                   readonly(b.offsets.view()), this->records_.view(), t, readonly(this->step_record_.view()));
+  }
+
   // The kernels' work items of tensor t in a whole-model step.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
     if constexpr (base::whole_model) {
@@ -207,7 +183,7 @@ class adacomp_compressor
 
   adacomp_config cfg_;
   std::vector<bins_state> bins_;
-  buffer<std::uint32_t> model_offsets_;  // every bin's, a whole-model step's
+  backend_buffer<std::uint32_t, Backend> model_offsets_;  // every bin's, a whole-model step's
   std::size_t adding_bin_ = 1;           // the bin size of the tensor being registered
 };
 

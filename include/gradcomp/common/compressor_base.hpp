@@ -3,9 +3,13 @@
 // memory, waiting for a step and taking its outcome, the statistics, the wire message and its
 // views, and the receiver's layout. A compressed tensor is sent dense in a quantised value coding
 // (EF-SignSGD's scaled signs, TernGrad's ternary values) or, for a sparse method (DGC, AdaComp),
-// as the positions its step selects. A compressor derives from it (naming itself as Derived),
-// adds its configuration and issues its own step (`compress(on, grads)`) through its method's
-// kernels; the base gives the `compress(grads)` forms.
+// as the positions its step selects. A compressor derives from it (naming itself as Derived) and
+// adds its configuration. A step is the base's `compress(on, grads)`, three passes through the
+// method's kernels: Derived's `measure` reads every tensor into its record, the kernels' `plan`
+// decides the step from the records, Derived's `apply` writes the messages (each hook takes the
+// bound model in a whole-model step, `(on, grads, t)` for tensor t otherwise); a method whose step
+// goes otherwise (DGC, TernGrad) hides `compress(on, grads)` with its own. The base gives the
+// `compress(grads)` forms either way, and the receiver's layout from the momentum settings.
 //
 // Record is the method's per-tensor record, in backend memory: it has `numel` and `compressed`,
 // which registration writes, and for a sparse method `kept`, the entries its step wrote into the
@@ -50,8 +54,9 @@
 namespace gradcomp {
 namespace detail {
 
-// The snapshot access of the quantisers (residual_snapshot.hpp), which each befriends, and the
-// trait that names it, each quantiser's `snapshot_trait`.
+// The snapshot access of the quantisers (residual_snapshot.hpp), a friend of the base (a seeded
+// quantiser befriends it too: it restores the seed of its configuration), and the trait that
+// names it, each quantiser's `snapshot_trait`.
 template <wire::snapshot_selection Method, bool Seeded>
 struct residual_snapshot_access;
 template <class T, wire::snapshot_selection Method, bool Seeded>
@@ -149,6 +154,8 @@ class compressor_base {
       throw error(errc::invalid_argument, "momentum must be in [0, 1)");
     if (settings.momentum_form != momentum_kind::vanilla && settings.momentum_form != momentum_kind::nesterov)
       throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
+    momentum_ = settings.momentum;
+    momentum_form_ = settings.momentum_form;
   }
 
  public:
@@ -167,6 +174,43 @@ class compressor_base {
   /// `compress` taking a vector of gradient views.
   [[nodiscard]] result<void> compress(const std::vector<tensor_view>& grads) {
     return static_cast<Derived&>(*this).compress(backend_, span<const tensor_view>(grads.data(), grads.size()));
+  }
+  /**
+   * @brief Issues one step over all tensors on the execution context `on` (the compressor's
+   * backend value or another stream of it); its outcome comes from `stats()`: a refused step
+   * (`errc::non_finite_input`, `errc::state_overflow`: see the compressor) modifies nothing.
+   * @return `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::resource_unavailable` (a
+   * worker thread refused; nothing issued).
+   */
+  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
+    if (auto started = begin_step(on, grads); !started) return started;
+    Derived& self = static_cast<Derived&>(*this);
+    if constexpr (whole_model) {
+      const model_type& model = bind_model(on, grads);
+      self.measure(on, model);
+      Kernels::plan(on, records_.view(), step_record_.view());
+      self.apply(on, model);
+    } else {
+      auto measure = [&](std::size_t t, std::size_t) { self.measure(on, grads, t); };
+      auto apply = [&](std::size_t t, std::size_t) { self.apply(on, grads, t); };
+      ops::for_each(on, exec_, largest_first(), measure);
+      Kernels::plan(on, records_.view(), step_record_.view());
+      ops::for_each(on, exec_, largest_first(), apply);
+    }
+    issued(on);
+    return {};
+  }
+
+  /// What the receiving side needs: the compressed tensors as the method sends them (a sparse
+  /// method's as sparse sections of up to all their elements), the others dense, and the
+  /// configured momentum (none for a method configured without one).
+  receiver_layout receiver() const {
+    receiver_layout r;
+    for (const auto& st : tensors_)
+      r.tensors.push_back({st.info, !sparse(st), momentum_ != 0.0, sparse(st) ? st.info.numel : 0});
+    r.momentum = momentum_;
+    r.kind = momentum_form_;
+    return r;
   }
   /// The error buffer (residual) of tensor `id` (unchecked id), in the backend's memory: empty for
   /// a tensor sent whole and for a method that keeps none.
@@ -440,18 +484,6 @@ class compressor_base {
     else return record_kept(staged_records_[t], 0);
   }
 
-  // Every tensor dense (or, compressed by a sparse method, as up to numel positions), with the
-  // receiver's momentum.
-  receiver_layout layout(double momentum, momentum_kind kind) const {
-    receiver_layout r;
-    for (const auto& st : tensors_) r.tensors.push_back({st.info, !sparse(st), false, sparse(st) ? st.info.numel : 0});
-    if (momentum != 0.0)
-      for (auto& t : r.tensors) t.momentum = true;
-    r.momentum = momentum;
-    r.kind = kind;
-    return r;
-  }
-
   // Waits for the step in progress and takes its outcome; with `payload`, a backend whose memory
   // the host cannot read also copies the message values in the same synchronisation.
   void wait(bool payload = false) {
@@ -517,10 +549,15 @@ class compressor_base {
     ++step_;
   }
 
+  template <wire::snapshot_selection Method, bool Seeded>
+  friend struct residual_snapshot_access;
+
   Backend backend_;
   wire::value_coding coding_;
   bool error_feedback_;
   bool sparse_;
+  double momentum_ = 0.0;  // the receiver's
+  momentum_kind momentum_form_ = momentum_kind::vanilla;
   typename ops::executor exec_;
   std::vector<tensor_state> tensors_;
   buffer<Record> records_;

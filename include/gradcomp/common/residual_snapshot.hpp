@@ -1,8 +1,9 @@
 // The snapshot access of the dense quantisers (docs/wire_format.md, "Snapshots"): with error
 // feedback (EF-SignSGD, 1-bit SGD), their state is the step counter and each compressed tensor's
 // error buffer; the stochastic ones without it (TernGrad, QSGD: Seeded), the step counter and the
-// seed, which key every draw. Either is recorded under the compressor's method. The compressors
-// befriend residual_snapshot_access; their snapshot headers name it with their method.
+// seed, which key every draw. Either is recorded under the compressor's method. The compressors'
+// base befriends residual_snapshot_access (the seeded ones do too, for the seed of their
+// configuration); their snapshot headers name it with their method.
 #pragma once
 
 #include <cstddef>

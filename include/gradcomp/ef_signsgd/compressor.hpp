@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../backend.hpp"
+#include "../backend_memory.hpp"
 #include "cpu_ops.hpp"
 #include "../common/compressor_base.hpp"
 #include "../error.hpp"
@@ -58,17 +59,11 @@ struct ef_signsgd_config {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class ef_signsgd_compressor
-    : public detail::compressor_base<ef_signsgd_compressor<T, Backend>, detail::ef_sign_record,
-                                    detail::ef_sign_step_record, detail::ef_sign_ops<Backend>> {
-  using base = typename ef_signsgd_compressor::compressor_base;
-  using kernels = detail::ef_sign_ops<Backend>;
-
+class ef_signsgd_compressor : public detail::compressor_base<ef_signsgd_compressor<T, Backend>, detail::ef_sign_record,
+                                                             detail::ef_sign_step_record, detail::ef_sign_ops<Backend>> {
  public:
-  /// A gradient in the backend's memory.
-  using tensor_view = typename base::tensor_view;
-
-  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
+  /// Checks the learning rate and the threads of `cfg`; throws `gradcomp::error`
+  /// (`errc::invalid_argument`).
   explicit ef_signsgd_compressor(ef_signsgd_config cfg, Backend backend = Backend{})
       : base(backend, cfg.threads, wire::value_coding::scaled_sign, true), cfg_(std::move(cfg)) {
     set_learning_rate(cfg_.learning_rate);
@@ -92,48 +87,30 @@ class ef_signsgd_compressor
     cfg_.learning_rate = lr;
   }
 
-  using base::compress;  // compress(grads): the same on the compressor's own backend value
-  /// Issues one step over all tensors on the execution context `on` (see
-  /// `dgc_compressor::compress`); its outcome comes from `stats()`: `errc::non_finite_input`,
-  /// `errc::state_overflow` refuse it with nothing modified. @return `errc::wrong_tensor_count`,
-  /// `errc::size_mismatch`, `errc::resource_unavailable` (a worker thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (auto started = this->begin_step(on, grads); !started) return started;
-    const T lr = static_cast<T>(cfg_.learning_rate);
-    const auto records = this->records_.view();
-    const auto step = this->step_record_.view();
-    auto& tensors = this->tensors_;
-    if constexpr (base::whole_model) {
-      const auto& model = this->bind_model(on, grads);
-      kernels::measure(on, lr, model, records);
-      kernels::plan(on, records, step);
-      kernels::apply(on, lr, model, readonly(records), readonly(step));
-    } else {
-      auto measure = [&](std::size_t t, std::size_t) {
-        kernels::measure(on, lr, grads[t], readonly(tensors[t].e.view()), records, t);
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-      kernels::plan(on, records, step);
-      auto apply = [&](std::size_t t, std::size_t) {
-        kernels::apply(on, lr, grads[t], tensors[t].e.view(), tensors[t].values.view(), readonly(records), t,
-                       readonly(step));
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
-    }
-    this->issued(on);
-    return {};
-  }
-
-  /// What the receiving side needs: every tensor as a dense section, no receiver momentum (the
-  /// messages carry `lr`: apply `w -= update(t)`).
-  receiver_layout receiver() const { return this->layout(0.0, momentum_kind::vanilla); }
-
   /// How `save_snapshot` and `restore_snapshot` reach its state (ef_signsgd/snapshot.hpp).
   using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::scaled_sign, false>;
 
  private:
-  template <wire::snapshot_selection Method, bool Seeded>
-  friend struct detail::residual_snapshot_access;
+  using base = typename ef_signsgd_compressor::compressor_base;
+  using kernels = detail::ef_sign_ops<Backend>;
+
+  friend base;
+  // The step's passes (common/compressor_base.hpp), on the whole model or tensor t.
+  void measure(const Backend& on, const typename base::model_type& model) {
+    kernels::measure(on, lr(), model, this->records_.view());
+  }
+  void measure(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    kernels::measure(on, lr(), grads[t], readonly(this->tensors_[t].e.view()), this->records_.view(), t);
+  }
+  void apply(const Backend& on, const typename base::model_type& model) {
+    kernels::apply(on, lr(), model, readonly(this->records_.view()), readonly(this->step_record_.view()));
+  }
+  void apply(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    auto& st = this->tensors_[t];
+    kernels::apply(on, lr(), grads[t], st.e.view(), st.values.view(), readonly(this->records_.view()), t,
+                   readonly(this->step_record_.view()));
+  }
+  T lr() const noexcept { return static_cast<T>(cfg_.learning_rate); }
 
   ef_signsgd_config cfg_;
 };

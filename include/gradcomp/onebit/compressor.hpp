@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../backend.hpp"
+#include "../backend_memory.hpp"
 #include "cpu_ops.hpp"
 #include "../common/compressor_base.hpp"
 #include "../error.hpp"
@@ -58,19 +59,10 @@ struct onebit_sgd_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class onebit_sgd_compressor
-    : public detail::compressor_base<onebit_sgd_compressor<T, Backend>, detail::onebit_record,
-                                    detail::onebit_step_record, detail::onebit_ops<Backend>> {
-  using base = typename onebit_sgd_compressor::compressor_base;
-  using kernels = detail::onebit_ops<Backend>;
-  template <class U>
-  using buffer = typename base::template buffer<U>;
-
+class onebit_sgd_compressor : public detail::compressor_base<onebit_sgd_compressor<T, Backend>, detail::onebit_record,
+                                                             detail::onebit_step_record, detail::onebit_ops<Backend>> {
  public:
-  /// A gradient in the backend's memory.
-  using tensor_view = typename base::tensor_view;
-
-  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
+  /// Checks the momentum and the threads of `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit onebit_sgd_compressor(onebit_sgd_config cfg, Backend backend = Backend{})
       : base(backend, cfg, wire::value_coding::one_bit, true), cfg_(std::move(cfg)) {}
 
@@ -110,47 +102,12 @@ class onebit_sgd_compressor
   /// The columns tensor `id` (unchecked) is quantised in (1 for a tensor sent whole).
   std::size_t columns(std::size_t id) const noexcept { return columns_[id].cols.view().size(); }
 
-  using base::compress;  // compress(grads): the same on the compressor's own backend value
-  /// Issues one step over all tensors on the execution context `on`; its outcome comes from
-  /// `stats()` (`errc::non_finite_input`, `errc::state_overflow`: nothing modified). @return
-  /// `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::resource_unavailable` (a worker
-  /// thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (auto started = this->begin_step(on, grads); !started) return started;
-    const auto records = this->records_.view();
-    const auto step = this->step_record_.view();
-    auto& tensors = this->tensors_;
-    if constexpr (base::whole_model) {
-      const auto& model = this->bind_model(on, grads);
-      kernels::measure(on, model, records);
-      kernels::plan(on, readonly(records), step);
-      kernels::apply(on, model, readonly(records), readonly(step));
-    } else {
-      auto measure = [&](std::size_t t, std::size_t) {
-        kernels::measure(on, grads[t], readonly(tensors[t].e.view()), columns_[t].partials.view(),
-                         columns_[t].cols.view(), records, t);
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-      kernels::plan(on, readonly(records), step);
-      auto apply = [&](std::size_t t, std::size_t) {
-        kernels::apply(on, grads[t], tensors[t].e.view(), tensors[t].values.view(),
-                       readonly(columns_[t].cols.view()), readonly(records), t, readonly(step));
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
-    }
-    this->issued(on);
-    return {};
-  }
-
-  /// What the receiving side needs: every tensor as a dense section, the configured momentum.
-  receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
-
   /// How `save_snapshot` and `restore_snapshot` reach its state (onebit/snapshot.hpp).
   using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::one_bit, false>;
 
  private:
-  template <wire::snapshot_selection Method, bool Seeded>
-  friend struct detail::residual_snapshot_access;
+  using base = typename onebit_sgd_compressor::compressor_base;
+  using kernels = detail::onebit_ops<Backend>;
 
   // The columns of a tensor of shape `shape` when compressed. A tensor without elements has one
   // column; beyond 2^32 - 1 columns registration refuses the tensor anyway (size_overflow), unless
@@ -162,6 +119,23 @@ class onebit_sgd_compressor
   }
 
   friend base;
+  // The step's passes (common/compressor_base.hpp), on the whole model or tensor t.
+  void measure(const Backend& on, const typename base::model_type& model) {
+    kernels::measure(on, model, this->records_.view());
+  }
+  void measure(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    kernels::measure(on, grads[t], readonly(this->tensors_[t].e.view()), columns_[t].partials.view(),
+                     columns_[t].cols.view(), this->records_.view(), t);
+  }
+  void apply(const Backend& on, const typename base::model_type& model) {
+    kernels::apply(on, model, readonly(this->records_.view()), readonly(this->step_record_.view()));
+  }
+  void apply(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    auto& st = this->tensors_[t];
+    kernels::apply(on, grads[t], st.e.view(), st.values.view(), readonly(columns_[t].cols.view()),
+                   readonly(this->records_.view()), t, readonly(this->step_record_.view()));
+  }
+
   // The kernels' work items of a tensor in a whole-model step.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
     if constexpr (base::whole_model)
@@ -177,8 +151,8 @@ class onebit_sgd_compressor
   }
 
   struct columns_state {
-    buffer<detail::onebit_column> cols;             // each column's two values
-    buffer<detail::onebit_partial<T>> partials;     // the column sums of each block of rows
+    backend_buffer<detail::onebit_column, Backend> cols;             // each column's two values
+    backend_buffer<detail::onebit_partial<T>, Backend> partials;     // the column sums of each block of rows
   };
 
   onebit_sgd_config cfg_;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../backend.hpp"
+#include "../backend_memory.hpp"
 #include "cpu_ops.hpp"
 #include "../common/compressor_base.hpp"
 #include "../detail/rng.hpp"
@@ -69,16 +70,9 @@ struct qsgd_config : quantiser_settings {
 template <class T, class Backend = cpu_backend>
 class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backend>, detail::qsgd_record,
                                                       detail::qsgd_step_record, detail::qsgd_ops<Backend>> {
-  using base = typename qsgd_compressor::compressor_base;
-  using kernels = detail::qsgd_ops<Backend>;
-  template <class U>
-  using buffer = typename base::template buffer<U>;
-
  public:
-  /// A gradient in the backend's memory.
-  using tensor_view = typename base::tensor_view;
-
-  /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
+  /// Checks `cfg` (levels, bucket, norm, the momentum, the threads); throws `gradcomp::error`
+  /// (`errc::invalid_argument`) for a value outside its range.
   explicit qsgd_compressor(qsgd_config cfg, Backend backend = Backend{})
       : base(backend, cfg, wire::value_coding::qsgd, false), cfg_(std::move(cfg)) {
     if (cfg_.levels == 0 || cfg_.levels > detail::qsgd_max_levels)
@@ -95,7 +89,7 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
   std::size_t add_tensor(std::string name, std::vector<std::size_t> shape,
                          tensor_mode mode = tensor_mode::automatic) {
     measured_.reserve(measured_.size() + 1);
-    buffer<float> measured;
+    backend_buffer<float, Backend> measured;
     // The norm buffer is allocated once the registration is known to be valid, before it takes
     // effect (strong guarantee).
     const std::size_t id = this->add(
@@ -122,51 +116,36 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
     return readonly(this->tensors_[id].scales.view());
   }
 
-  using base::compress;  // compress(grads): the same on the compressor's own backend value
-  /// Issues one step over all tensors on the execution context `on`; its outcome comes from
-  /// `stats()` (`errc::non_finite_input`, `errc::state_overflow`: nothing modified). @return
-  /// `errc::wrong_tensor_count`, `errc::size_mismatch`, `errc::resource_unavailable` (a worker
-  /// thread refused; nothing issued).
-  [[nodiscard]] result<void> compress(const Backend& on, span<const tensor_view> grads) {
-    if (auto started = this->begin_step(on, grads); !started) return started;
-    const auto records = this->records_.view();
-    const auto step = this->step_record_.view();
-    const detail::qsgd_step_params p = params();
-    auto& tensors = this->tensors_;
-    if constexpr (base::whole_model) {
-      const auto& model = this->bind_model(on, grads);
-      kernels::measure(on, p, model, records);
-      kernels::plan(on, readonly(records), step);
-      kernels::apply(on, p, model, readonly(step));
-    } else {
-      auto measure = [&](std::size_t t, std::size_t) {
-        if (tensors[t].info.compressed) kernels::measure(on, p, grads[t], measured_[t].view(), records, t);
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), measure);
-      kernels::plan(on, readonly(records), step);
-      auto apply = [&](std::size_t t, std::size_t) {
-        kernels::apply(on, p, grads[t], readonly(measured_[t].view()), tensors[t].scales.view(),
-                       tensors[t].values.view(), readonly(records), t, readonly(step));
-      };
-      base::ops::for_each(on, this->exec_, this->largest_first(), apply);
-    }
-    this->issued(on);
-    return {};
-  }
-
-  /// What the receiving side needs: every tensor as a dense section, the configured momentum.
-  receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
-
   /// How `save_snapshot` and `restore_snapshot` reach its state (qsgd/snapshot.hpp).
   using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::qsgd, true>;
 
  private:
+  using base = typename qsgd_compressor::compressor_base;
+  using kernels = detail::qsgd_ops<Backend>;
+
   template <wire::snapshot_selection Method, bool Seeded>
   friend struct detail::residual_snapshot_access;
 
   std::size_t buckets(std::size_t numel) const noexcept { return (numel + cfg_.bucket - 1) / cfg_.bucket; }
 
   friend base;
+  // The step's passes (common/compressor_base.hpp), on the whole model or tensor t.
+  void measure(const Backend& on, const typename base::model_type& model) {
+    kernels::measure(on, params(), model, this->records_.view());
+  }
+  void measure(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    if (this->tensors_[t].info.compressed)
+      kernels::measure(on, params(), grads[t], measured_[t].view(), this->records_.view(), t);
+  }
+  void apply(const Backend& on, const typename base::model_type& model) {
+    kernels::apply(on, params(), model, readonly(this->step_record_.view()));
+  }
+  void apply(const Backend& on, span<const typename base::tensor_view> grads, std::size_t t) {
+    auto& st = this->tensors_[t];
+    kernels::apply(on, params(), grads[t], readonly(measured_[t].view()), st.scales.view(), st.values.view(),
+                   readonly(this->records_.view()), t, readonly(this->step_record_.view()));
+  }
+
   // The kernels' work items of a tensor in a whole-model step.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
     if constexpr (base::whole_model) return kernels::model_items_of(info.numel, buckets(info.numel), info.compressed);
@@ -190,7 +169,7 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
   }
 
   qsgd_config cfg_;
-  std::vector<buffer<float>> measured_;  // this step's norms, before the verdict
+  std::vector<backend_buffer<float, Backend>> measured_;  // this step's norms, before the verdict
 };
 
 }  // namespace gradcomp

@@ -81,13 +81,13 @@ void separate_memory<Kernels>::wait(stream_type s) {
 template <class Kernels>
 bool separate_memory<Kernels>::all_below(stream_type s, const std::uint32_t* idx, std::size_t k, std::size_t n) {
   using inner = ops<thrust_of_t<Kernels>>;
-  return inner::all_below(as_thrust(separate_backend<Kernels>{s}),
+  return inner::all_below(as_thrust(separate_backend<Kernels>{}.on(s)),
                           typename inner::template view<const std::uint32_t>(idx, k), n);
 }
 template <class Kernels>
 errc separate_memory<Kernels>::check_positions(stream_type s, const std::uint32_t* idx, std::size_t k, std::size_t n) {
   using inner = ops<thrust_of_t<Kernels>>;
-  return inner::check_positions(as_thrust(separate_backend<Kernels>{s}),
+  return inner::check_positions(as_thrust(separate_backend<Kernels>{}.on(s)),
                                 typename inner::template view<const std::uint32_t>(idx, k), n);
 }
 // ---- Kernels: each the Thrust backend's ----

@@ -66,9 +66,8 @@ struct terngrad_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class terngrad_compressor
-    : public detail::compressor_base<terngrad_compressor<T, Backend>, detail::terngrad_record,
-                                    detail::terngrad_step_record, detail::terngrad_ops<Backend>> {
+class terngrad_compressor : public detail::compressor_base<terngrad_compressor<T, Backend>, detail::terngrad_record,
+                                                           detail::terngrad_step_record, detail::terngrad_ops<Backend>> {
   using base = typename terngrad_compressor::compressor_base;
   using kernels = detail::terngrad_ops<Backend>;
   using record = detail::terngrad_record;
@@ -146,9 +145,6 @@ class terngrad_compressor
     for (std::size_t t = 0; t < host.size(); ++t) out[t] = host[t].compressed != 0 ? host[t].local : 0.0f;
     return out;
   }
-
-  /// What the receiving side needs: every tensor as a dense section, the configured momentum.
-  receiver_layout receiver() const { return this->layout(cfg_.momentum, cfg_.momentum_form); }
 
   /// How `save_snapshot` and `restore_snapshot` reach its state (terngrad/snapshot.hpp).
   using snapshot_trait = detail::residual_snapshot_trait<T, wire::snapshot_selection::ternary, true>;

@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include <thrust/copy.h>
 #include <thrust/count.h>
@@ -56,25 +57,24 @@ namespace gradcomp {
 namespace detail {
 namespace thrust_impl {
 
+// An addition to a count (32 or 64 bits) by many threads at once.
+template <class U, class X>
+GRADCOMP_HD inline void atomic_add(U* p, X x) noexcept {
+  static_assert(std::is_same<U, std::uint32_t>::value || std::is_same<U, std::uint64_t>::value,
+                "a 32- or 64-bit count");
+#if defined(__CUDA_ARCH__)
+  using word = std::conditional_t<sizeof(U) == 4, unsigned int, unsigned long long>;
+  static_assert(sizeof(word) == sizeof(U), "an atomic word of the count's size");
+  atomicAdd(reinterpret_cast<word*>(p), static_cast<word>(x));
+#else
+  __atomic_fetch_add(p, static_cast<U>(x), __ATOMIC_RELAXED);
+#endif
+}
+
 // One increment of a histogram bin by many threads at once.
-GRADCOMP_HD inline void atomic_increment(std::uint32_t* p) noexcept {
-#if defined(__CUDA_ARCH__)
-  atomicAdd(p, 1u);
-#else
-  __atomic_fetch_add(p, 1u, __ATOMIC_RELAXED);
-#endif
-}
+GRADCOMP_HD inline void atomic_increment(std::uint32_t* p) noexcept { atomic_add(p, 1u); }
 
-// An addition to a 64-bit count by many threads at once.
-GRADCOMP_HD inline void atomic_add(std::uint64_t* p, std::uint64_t x) noexcept {
-#if defined(__CUDA_ARCH__)
-  static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t), "a 64-bit atomic");
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(x));
-#else
-  __atomic_fetch_add(p, x, __ATOMIC_RELAXED);
-#endif
-}
-
+// A flag set by many threads at once: its low bit (a bitwise or, so that it never carries).
 GRADCOMP_HD inline void atomic_set(std::uint32_t* p) noexcept {
 #if defined(__CUDA_ARCH__)
   atomicOr(p, 1u);

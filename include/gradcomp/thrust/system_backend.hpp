@@ -86,23 +86,9 @@ struct thrust_space {};
  * compressor can follow the trainer's stream from step to step.
  */
 template <class System>
-struct thrust_backend {
+struct thrust_backend : stream_backend<thrust_backend<System>> {
   using memory_space = thrust_space<System>;  ///< Memory allocated through `System`.
   using system = System;                      ///< The Thrust system tag.
-  /// The CUDA runtime's stream type (`cudaStream_t`), named without the CUDA headers.
-  using stream_type = ::CUstream_st*;
-
-  /// The stream the work of a call is issued on, and the copies and `synchronize` wait for: the
-  /// CUDA system's (null: the default stream). The host systems ignore it.
-  stream_type stream = nullptr;
-
-  /// The same backend issuing its work on `s` (the trainer's stream, so that a step is ordered
-  /// after the kernels that computed the gradients without the host waiting between them).
-  constexpr thrust_backend on(stream_type s) const noexcept {
-    thrust_backend b = *this;
-    b.stream = s;
-    return b;
-  }
 };
 
 /// Every `thrust_backend<System>` is a backend.

@@ -345,22 +345,33 @@ struct write_headers {
   }
 };
 
-// Per entry: its raw_u32 index (raw sections) or its varint (delta_varint sections), and its
-// value.
-template <class T>
-struct write_entries {
+// What the writers of a section's items (its entries, its bitmap bytes) share: the sections, which
+// Of orders by their first item, the message, and the outcome of its layout.
+template <class T, class Of>
+struct item_writer {
   const section_entry<T>* s;
   std::size_t sections;
   std::byte* out;
   const std::uint64_t* outcome;
+  // The section of item x, or null where the layout refused the message.
+  GRADCOMP_HD const section_entry<T>* section(std::size_t x) const {
+    return outcome[1] != 0 ? nullptr : s + section_of(s, sections, x, Of{});
+  }
+};
+
+// Per entry: its raw_u32 index (raw sections) or its varint (delta_varint sections), and its
+// value.
+template <class T>
+struct write_entries : item_writer<T, first_entry_of> {
   bool to_fp32;
   const std::uint64_t* varint_sums;  // null without varint sections
   GRADCOMP_HD void operator()(std::size_t x) const {
-    if (outcome[1] != 0) return;
-    const section_entry<T>& e = s[section_of(s, sections, x, first_entry_of{})];
+    const section_entry<T>* at = this->section(x);
+    if (at == nullptr) return;
+    const section_entry<T>& e = *at;
     const std::uint64_t j = x - e.first_entry;
     if (j >= e.kept) return;
-    std::byte* payload = out + e.at + section_header_bytes;
+    std::byte* payload = this->out + e.at + section_header_bytes;
     if (e.dense == 0 && e.index_coding == static_cast<std::uint32_t>(index_coding::raw_u32))
       store_byte_le(payload + 4 * j, e.indices[j], 4);
     if (e.dense == 0 && e.index_coding == static_cast<std::uint32_t>(index_coding::delta_varint)) {
@@ -400,14 +411,11 @@ struct write_entries {
 // Per bitmap byte: its eight bits, from the kept positions in [8 b, 8 b + 8) (a binary search in
 // the section's ascending indices).
 template <class T>
-struct write_bitmaps {
-  const section_entry<T>* s;
-  std::size_t sections;
-  std::byte* out;
-  const std::uint64_t* outcome;
+struct write_bitmaps : item_writer<T, first_bitmap_byte_of> {
   GRADCOMP_HD void operator()(std::size_t x) const {
-    if (outcome[1] != 0) return;
-    const section_entry<T>& e = s[section_of(s, sections, x, first_bitmap_byte_of{})];
+    const section_entry<T>* at = this->section(x);
+    if (at == nullptr) return;
+    const section_entry<T>& e = *at;
     if (e.dense != 0 || e.index_coding != static_cast<std::uint32_t>(index_coding::bitmap)) return;
     const std::uint64_t b = x - e.first_bitmap_byte;
     if (b >= e.index_bytes) return;
@@ -419,7 +427,7 @@ struct write_bitmaps {
     }
     unsigned bits = 0;
     for (std::uint64_t j = lo; j < e.kept && e.indices[j] < 8 * b + 8; ++j) bits |= 1u << (e.indices[j] - 8 * b);
-    out[e.at + section_header_bytes + b] = static_cast<std::byte>(bits);
+    this->out[e.at + section_header_bytes + b] = static_cast<std::byte>(bits);
   }
 };
 
@@ -606,9 +614,9 @@ class device_encoder<T, thrust_backend<System>> {
     if (sections_ != 0)
       thrust::for_each_n(policy, first, sections_, write_headers<T>{table, bytes, result, code, code});
     if (entries_ != 0)
-      thrust::for_each_n(policy, first, entries_, write_entries<T>{table, sections_, bytes, result, to_fp32, sums});
+      thrust::for_each_n(policy, first, entries_, write_entries<T>{{table, sections_, bytes, result}, to_fp32, sums});
     if (bitmap_bytes_ != 0)
-      thrust::for_each_n(policy, first, bitmap_bytes_, write_bitmaps<T>{table, sections_, bytes, result});
+      thrust::for_each_n(policy, first, bitmap_bytes_, write_bitmaps<T>{{table, sections_, bytes, result}});
     if (opt_.checksum) {
       std::uint32_t* crcs = crcs_.view().data();
       thrust::for_each_n(policy, first, chunks(max_bytes_),
