@@ -13,6 +13,15 @@
 #define GRADCOMP_HD
 #endif
 
+/// Placed before a function template marked `GRADCOMP_HD` that calls a callable argument, which
+/// a host caller may give as a host-only lambda: nvcc then checks those calls only where device
+/// code instantiates the template. Expands to nothing with other compilers.
+#if defined(__NVCC__)
+#define GRADCOMP_HD_TEMPLATE _Pragma("nv_exec_check_disable")
+#else
+#define GRADCOMP_HD_TEMPLATE
+#endif
+
 /// Assertion for programmer errors (violated preconditions of the caller's own code). Active
 /// unless `NDEBUG` is defined. Malformed data from outside is never checked with this macro: it
 /// gets an error code.

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -60,7 +61,17 @@ std::vector<message_form> forms() {
   wire::encode_options device_readable{index_coding::bitmap, value_coding::fp32, value_coding::fp32, false};
   device_readable.device_readable = true;
   f.push_back({"qsgd, bitmap", device_readable, value_coding::qsgd});
+  f.push_back({"qsgd_gamma, raw_u32", {index_coding::raw_u32, value_coding::fp32, value_coding::fp32, false},
+               value_coding::qsgd});
   return f;
+}
+
+// The form whose QSGD values the encoder writes as Elias-gamma streams (most levels are 0).
+message_form gamma_form() {
+  const message_form form = forms().back();
+  REQUIRE(form.packed == wire::value_coding::qsgd);
+  REQUIRE(!form.opt.device_readable);
+  return form;
 }
 
 // One worker's message: a section for most tensors (tensor 3 only in some), sparse at varied
@@ -306,26 +317,66 @@ TEST_CASE_TEMPLATE("device_accumulator: damaged messages get the host decoder's 
   check_damage<double, Backend>(forms()[2], seed++);
 }
 
-TEST_CASE_TEMPLATE("device_accumulator: qsgd_gamma, which only the host decoder reads, is refused", Backend,
+// The codings of a message's sections, as (index coding, value coding) pairs.
+std::set<std::pair<wire::index_coding, wire::value_coding>> section_codings(const std::vector<std::byte>& m) {
+  std::set<std::pair<wire::index_coding, wire::value_coding>> out;
+  REQUIRE(wire::for_each_section(gradcomp::span<const std::byte>(m.data(), m.size()),
+                                 [&](const wire::section_header& s) { out.insert({s.indices, s.values}); }));
+  return out;
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: qsgd_gamma streams, one thread each, add up bitwise as on the host", Backend,
                    GRADCOMP_THRUST_TEST_BACKENDS) {
-  // The same values in either form: the host decoder adds both alike; the device decoder adds the
-  // fixed-width form and refuses the Elias-gamma one as an unknown coding, changing nothing.
-  message_form form = forms().back();
-  REQUIRE(form.packed == wire::value_coding::qsgd);
-  form.opt.indices = wire::index_coding::raw_u32;
-  auto host = initial_accumulators<float>(5);
+  // Sparse (raw_u32) and dense sections in the Elias-gamma form, into accumulators holding -0 at
+  // every other element: the host adds +0 for each value the stream leaves out, which turns a -0
+  // into +0, and the device decoder must too.
+  const message_form form = gamma_form();
+  auto host = initial_accumulators<float>(21);
+  for (auto& a : host)
+    for (std::size_t i = 0; i < a.size(); i += 2) a[i] = -0.0f;
   receiver<float, Backend> r(host, 1 << 14, {});
-  const auto fixed = make_message<float>(41, form);
-  form.opt.device_readable = false;
-  const auto gamma = make_message<float>(41, form);
-  REQUIRE(gamma.size() < fixed.size());
-  REQUIRE(host_accumulate<float>(fixed, fixed.size(), host, {}) == errc::ok);
-  CHECK(r.accumulate(fixed, fixed.size(), false)[0] == 0);
-  CHECK(same(r.read(), host));
-  auto twice = host;
-  REQUIRE(host_accumulate<float>(gamma, gamma.size(), twice, {}) == errc::ok);
-  CHECK(static_cast<errc>(r.accumulate(gamma, gamma.size(), true)[0]) == errc::unknown_coding);
-  CHECK(same(r.read(), host));
+  for (std::uint64_t w = 0; w < 3; ++w) {
+    const auto m = make_message<float>(200 + w, form);
+    const auto codings = section_codings(m);
+    CHECK(codings.count({wire::index_coding::raw_u32, wire::value_coding::qsgd_gamma}) == 1);
+    CHECK(codings.count({wire::index_coding::dense, wire::value_coding::qsgd_gamma}) == 1);
+    REQUIRE(host_accumulate<float>(m, m.size(), host, {}) == errc::ok);
+    CHECK(r.accumulate(m, m.size(), w == 1)[0] == 0);
+    CHECK(same(r.read(), host));
+  }
+  std::size_t positive_zeros = 0;
+  for (const auto& a : host)
+    for (std::size_t i = 0; i < a.size(); i += 2) positive_zeros += a[i] == 0.0f && !std::signbit(a[i]) ? 1 : 0;
+  CHECK(positive_zeros > 20);  // the zeros were added
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: a qsgd_gamma sum that overflows, or one with indices its thread cannot "
+                   "find, is refused as on the host",
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
+  const message_form form = gamma_form();
+  const auto m = make_message<float>(201, form);
+  // Tensor 4 (dense, Elias-gamma) with an infinite accumulator at element 7: the sum there is not
+  // finite whether the stream holds value 7 or leaves it 0, and the host decoder refuses it.
+  auto host = initial_accumulators<float>(22);
+  host[4][7] = std::numeric_limits<float>::infinity();
+  wire::device_accumulate_options sums;
+  sums.check_sums = true;
+  receiver<float, Backend> r(host, 1 << 14, sums);
+  const auto before = host;
+  REQUIRE(host_accumulate<float>(m, m.size(), host, sums) == errc::state_overflow);
+  CHECK(static_cast<errc>(r.accumulate(m, m.size(), false)[0]) == errc::state_overflow);
+  CHECK(same(r.read(), before));
+  // The same values with bitmap positions: the host decoder reads them; the device decoder
+  // refuses the coding and changes nothing.
+  message_form bitmap = form;
+  bitmap.opt.indices = wire::index_coding::bitmap;
+  const auto b = make_message<float>(201, bitmap);
+  REQUIRE(section_codings(b).count({wire::index_coding::bitmap, wire::value_coding::qsgd_gamma}) == 1);
+  auto fresh = initial_accumulators<float>(23);
+  receiver<float, Backend> plain(fresh, 1 << 14, {});
+  REQUIRE(host_accumulate<float>(b, b.size(), fresh, {}) == errc::ok);
+  CHECK(static_cast<errc>(plain.accumulate(b, b.size(), true)[0]) == errc::unknown_coding);
+  CHECK(same(plain.read(), initial_accumulators<float>(23)));
 }
 
 TEST_CASE_TEMPLATE("device_accumulator: isgq, whose product only the host decoder forms, is refused", Backend,

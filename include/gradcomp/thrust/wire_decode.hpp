@@ -17,15 +17,16 @@
 /// For every message the error is the one `wire::decode_accumulate` reports for the same bytes and
 /// accumulators: the first fault in message order, a checksum mismatch before any other.
 ///
-/// Every index coding and every value coding but `qsgd_gamma` and `isgq` is decoded. Raw, bitmap and
-/// delta_varint indices and the value codings are decoded by one thread per byte of the message,
-/// with two scans (the positions of bitmap bits and varint ends, then the varint gaps); a
-/// Rice-coded section is decoded by one thread (its codes have no boundaries a thread could find
-/// on its own), so a receiver on a device should ask its peers for the other codings. A
-/// `qsgd_gamma` section (Elias-gamma codes, read in order only) or an `isgq` section (ISGQ's
-/// factors, whose product is formed on the host) refuses the message with
-/// `errc::unknown_coding`: peers send QSGD's fixed-width `qsgd` form to such a receiver
-/// (`encode_options::device_readable`), and ISGQ's messages to host receivers.
+/// Every index coding and every value coding but `isgq` is decoded. Raw, bitmap and delta_varint
+/// indices and the value codings are decoded by one thread per byte of the message, with two
+/// scans (the positions of bitmap bits and varint ends, then the varint gaps). A section whose
+/// codes have no boundaries a thread could find on its own is decoded by one thread, in the same
+/// launch for every such section: Rice-coded indices, and `qsgd_gamma` values (Elias-gamma codes,
+/// read in order) with dense or raw_u32 indices, the forms a QSGD sender writes; so a receiver on
+/// a device should ask its peers for the parallel codings (`encode_options::device_readable`
+/// makes QSGD's senders write the fixed-width `qsgd` form). An `isgq` section (ISGQ's factors,
+/// whose product is formed on the host), or a `qsgd_gamma` section with other indices, refuses
+/// the message with `errc::unknown_coding`: peers send those to host receivers.
 ///
 /// This header includes Thrust; the umbrella header does not include it.
 #pragma once
@@ -117,6 +118,11 @@ GRADCOMP_HD inline std::uint64_t error_key(std::uint64_t position, errc e) noexc
   return (position << 16) | static_cast<std::uint64_t>(e);
 }
 
+// The index codings whose positions a thread reading a qsgd_gamma stream finds for itself.
+GRADCOMP_HD inline bool gamma_positions(index_coding c) noexcept {
+  return c == index_coding::dense || c == index_coding::raw_u32;
+}
+
 // One thread: the frame, the header and every section header in order, with the rules of
 // gradient messages and the receiver's accumulators, as check_accumulate takes them, up to the
 // first fault. Fills the table with the sound sections before it.
@@ -150,8 +156,9 @@ struct walk_headers {
     for (std::uint32_t i = 0; i < h.section_count; ++i) {
       section_header s;
       if (const errc e = parse_section_header(msg, size, offset, end, s); e != errc::ok) return e;
-      if (!gradcomp::detail::is_known_coding(gradcomp::detail::parallel_value_codecs{}, s.values))
-        return errc::unknown_coding;  // qsgd_gamma, isgq: read by the host decoder only
+      if (!gradcomp::detail::is_known_coding(gradcomp::detail::parallel_value_codecs{}, s.values) &&
+          !(s.values == value_coding::qsgd_gamma && gamma_positions(s.indices)))
+        return errc::unknown_coding;  // isgq, qsgd_gamma with other indices: read by the host decoder only
       if (s.role != section_role::gradient) return errc::section_not_allowed;
       if (s.tensor < count && seen[s.tensor] != 0) return errc::duplicate_tensor;
       if (s.tensor >= count) return errc::unknown_tensor;
@@ -337,7 +344,7 @@ struct check_bytes {
         return;
       }
       case index_coding::delta_varint: marks[x] = (b & 0x80u) == 0 ? 1u : 0u; return;
-      default: return;  // rice: decode_rice_sections
+      default: return;  // rice: serial_sections
     }
   }
 };
@@ -423,7 +430,7 @@ struct take_entries {
     const std::uint64_t rel = x - e.index_at;
     const auto b = static_cast<unsigned>(msg[x]);
     if (coding == index_coding::raw_u32) {
-      if (!sums_wanted || rel % 4 != 0) return;
+      if (!sums_wanted || rel % 4 != 0 || static_cast<value_coding>(e.values) == value_coding::qsgd_gamma) return;
       const std::uint32_t i = gradcomp::detail::load_le<std::uint32_t>(msg + x);
       if (i < e.numel) take<T, Apply>(msg, e, rel / 4, i);
     } else if (coding == index_coding::bitmap) {
@@ -487,10 +494,67 @@ GRADCOMP_HD errc decode_rice_serial(const std::byte* p, std::uint64_t bytes, uns
   return errc::ok;
 }
 
-// Per section: a Rice-coded section decoded by one thread; checking records its first fault (and,
-// with check_sums, its sums); applying adds it.
+// A qsgd_gamma section read in order by one thread: value j (0 unless the stream holds it) at
+// position j (dense) or at its raw_u32 index. Checking records the payload's fault as the host's
+// check_parameters finds it and, with check_sums, the first sum that is not finite; applying adds
+// every value, the zeros too, as the host decoder does.
 template <class T, bool Apply>
-struct rice_sections {
+struct gamma_section {
+  const std::byte* msg;
+  decode_entry<T>* e;
+  bool check_sums;
+  GRADCOMP_HD std::uint64_t position(std::uint64_t j) const {
+    if (static_cast<index_coding>(e->indices) == index_coding::dense) return j;
+    return gradcomp::detail::load_le<std::uint32_t>(msg + e->index_at + 4 * j);
+  }
+  // Adds (Apply) or checks value j; false once a check failed.
+  GRADCOMP_HD bool take(std::uint64_t j, T v) const {
+    const std::uint64_t i = position(j);
+    if (i >= e->numel) return true;  // reported by check_bytes
+    if (Apply) {
+      e->acc[i] += v;
+      return true;
+    }
+    const T sum = e->acc[i] + v;
+    if (sum - sum == T(0)) return true;
+    e->sum_error = error_key(j, errc::state_overflow);
+    return false;
+  }
+  struct sink {
+    const gamma_section* s;
+    const std::byte* payload;
+    std::uint64_t* next;  // values below it are taken
+    bool* going;
+    GRADCOMP_HD void operator()(std::uint64_t j, std::uint32_t level, bool negative, float norm) const {
+      using gradcomp::detail::qsgd_gamma_codec;
+      for (; *going && *next < j; ++*next) *going = s->take(*next, T(0));
+      if (*going) *going = s->take(j, gradcomp::detail::qsgd_value<T>(norm, level, qsgd_gamma_codec::levels(payload), negative));
+      ++*next;
+    }
+  };
+  GRADCOMP_HD void run() const {
+    using gradcomp::detail::qsgd_gamma_codec;
+    const std::byte* payload = msg + e->value_at;
+    if (!Apply) {
+      const errc fault = qsgd_gamma_codec::check_parameters(payload, e->kept);
+      if (fault != errc::ok) {
+        e->value_error = error_key(0, fault);
+        return;
+      }
+      if (!check_sums) return;
+    }
+    std::uint64_t next = 0;
+    bool going = true;
+    (void)qsgd_gamma_codec::walk(payload, e->kept, sink{this, payload, &next, &going});
+    for (; going && next < e->kept; ++next) going = take(next, T(0));
+  }
+};
+
+// Per section: a section that one thread reads in order, in one launch for every such section:
+// Rice-coded indices (checking records the first fault and, with check_sums, the sums; applying
+// adds), qsgd_gamma values (gamma_section).
+template <class T, bool Apply>
+struct serial_sections {
   const std::byte* msg;
   decode_entry<T>* table;
   const decode_state* st;
@@ -506,6 +570,11 @@ struct rice_sections {
   GRADCOMP_HD void operator()(std::size_t s) const {
     if (st->frame_error != 0 || s >= st->sound || (Apply && st->verdict != 0)) return;
     decode_entry<T>& e = table[s];
+    if (static_cast<value_coding>(e.values) == value_coding::qsgd_gamma) {
+      // Its raw indices are checked by check_bytes; their faults come first.
+      if (Apply || e.index_error == no_error) gamma_section<T, Apply>{msg, &e, check_sums}.run();
+      return;
+    }
     if (static_cast<index_coding>(e.indices) != index_coding::rice) return;
     sink f{msg, &e, Apply || check_sums};
     std::uint64_t at = 0;
@@ -656,11 +725,11 @@ class device_accumulator<T, thrust_backend<System>> {
       thrust::for_each_n(policy, first, n, take_entries<T, false>{bytes, table, st, marks, sums, opt_.check_sums});
     }
     const std::size_t slots = count_ == 0 ? 1 : count_;
-    thrust::for_each_n(policy, first, slots, rice_sections<T, false>{bytes, table, st, opt_.check_sums});
+    thrust::for_each_n(policy, first, slots, serial_sections<T, false>{bytes, table, st, opt_.check_sums});
     gradcomp::detail::thrust_impl::run_once<System>(on.stream,
                                                     decide_message<T>{st, table, bytes, crcs, outcome.data()});
     if (n != 0) thrust::for_each_n(policy, first, n, take_entries<T, true>{bytes, table, st, marks, sums, false});
-    thrust::for_each_n(policy, first, slots, rice_sections<T, true>{bytes, table, st, false});
+    thrust::for_each_n(policy, first, slots, serial_sections<T, true>{bytes, table, st, false});
     return {};
   }
 

@@ -29,8 +29,9 @@ struct encode_options {
   value_coding values = value_coding::fp32;        ///< Value coding of sparse sections.
   value_coding dense_values = value_coding::fp32;  ///< Value coding of dense sections.
   bool checksum = false;                           ///< Append a CRC-32C of the message.
-  /// Write only value codings that a device decoder reads (`wire::device_accumulator`): a
-  /// `qsgd` section stays in its fixed-width form even where `qsgd_gamma` would be shorter.
+  /// Write only value codings that a device decoder reads in parallel (`wire::device_accumulator`):
+  /// a `qsgd` section stays in its fixed-width form even where `qsgd_gamma`, which such a decoder
+  /// reads on one thread per section, would be shorter.
   bool device_readable = false;
 };
 

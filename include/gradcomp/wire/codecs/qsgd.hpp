@@ -8,7 +8,7 @@
 //                    for each non-zero value in order the Elias-gamma code of its gap (position
 //                    minus the previous one's, the first counted from -1), its sign bit and the
 //                    Elias-gamma code of its level: far smaller when most levels are 0 or 1, read
-//                    in order only (the host decoder's; a device decoder refuses it).
+//                    in order only (a device decoder reads each such section on one thread).
 // The encoder writes whichever is smaller (qsgd on a tie); see values.hpp for the members
 // a codec has.
 #pragma once
@@ -65,7 +65,7 @@ GRADCOMP_HD inline std::uint32_t load_bits(const std::byte* q, std::uint64_t k, 
 }
 
 // The 64 bits of x in reverse order.
-constexpr std::uint64_t reverse64(std::uint64_t x) noexcept {
+GRADCOMP_HD constexpr std::uint64_t reverse64(std::uint64_t x) noexcept {
   x = ((x >> 1) & 0x5555555555555555ull) | ((x & 0x5555555555555555ull) << 1);
   x = ((x >> 2) & 0x3333333333333333ull) | ((x & 0x3333333333333333ull) << 2);
   x = ((x >> 4) & 0x0f0f0f0f0f0f0f0full) | ((x & 0x0f0f0f0f0f0f0f0full) << 4);
@@ -77,6 +77,15 @@ constexpr std::uint64_t reverse64(std::uint64_t x) noexcept {
 // Bits of x >= 1 without its leading zeros, on the host.
 inline unsigned bit_width64(std::uint64_t x) noexcept { return 64u - static_cast<unsigned>(__builtin_clzll(x)); }
 
+// The trailing zero bits of x != 0, on the host or a device.
+GRADCOMP_HD inline unsigned trailing_zeros64(std::uint64_t x) noexcept {
+#if defined(__CUDA_ARCH__)
+  return static_cast<unsigned>(__ffsll(static_cast<long long>(x)) - 1);
+#else
+  return static_cast<unsigned>(__builtin_ctzll(x));
+#endif
+}
+
 // A reader of a bit stream of `end` bits (a whole number of bytes) at p, least significant bit of
 // each byte first; every read fails (false) rather than pass the end.
 struct gamma_reader {
@@ -84,7 +93,7 @@ struct gamma_reader {
   std::uint64_t end;
   std::uint64_t at = 0;
   // The stream's bits from `at` on, at least 57 of them (0 beyond the end).
-  std::uint64_t window() const noexcept {
+  GRADCOMP_HD std::uint64_t window() const noexcept {
     const std::uint64_t first = at / 8, bytes = end / 8;
     std::uint64_t w = 0;
     if (bytes - first >= 8) {
@@ -94,7 +103,7 @@ struct gamma_reader {
     }
     return w >> (at % 8);
   }
-  bool bit(unsigned& b) noexcept {
+  GRADCOMP_HD bool bit(unsigned& b) noexcept {
     if (at >= end) return false;
     b = (static_cast<unsigned>(p[at / 8]) >> (at % 8)) & 1u;
     ++at;
@@ -102,10 +111,10 @@ struct gamma_reader {
   }
   // An Elias-gamma code: z zero bits, then the z + 1 bits of n from the most significant (a 1);
   // z <= 32.
-  bool gamma(std::uint64_t& n) noexcept {
+  GRADCOMP_HD bool gamma(std::uint64_t& n) noexcept {
     const std::uint64_t w = window();
     if (w == 0) return false;  // no 1 in the next 57 bits: more than 32 zeros, or the end
-    const auto zeros = static_cast<unsigned>(__builtin_ctzll(w));
+    const unsigned zeros = trailing_zeros64(w);
     if (zeros > 32 || end - at < 2 * static_cast<std::uint64_t>(zeros) + 1) return false;
     at += zeros;
     const std::uint64_t bits = window() & ((std::uint64_t(2) << zeros) - 1);  // the 1 first, then n's other bits
@@ -382,7 +391,8 @@ struct qsgd_codec : qsgd_codec_base<12> {
   }
 };
 
-// The Elias-gamma form. Read in order only: the device decoders leave it out (parallel = false).
+// The Elias-gamma form. Read in order only: the device decoders read a section of it on one
+// thread (parallel = false).
 struct qsgd_gamma_codec : qsgd_codec_base<20> {
   static constexpr wire::value_coding code = wire::value_coding::qsgd_gamma;
   static constexpr const char* name = "qsgd_gamma";
@@ -401,8 +411,9 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
   // Calls f(position, level, negative, norm) for each entry of the stream in order, checking it
   // as it goes: positions increasing and below kept, levels in [1, s], no entry under a zero norm,
   // the stream ending in its last byte with the padding bits 0; malformed_payload otherwise.
+  GRADCOMP_HD_TEMPLATE
   template <class F>
-  static errc walk(const std::byte* p, std::uint64_t kept, F&& f) noexcept {
+  GRADCOMP_HD static errc walk(const std::byte* p, std::uint64_t kept, F&& f) noexcept {
     const std::uint64_t length = stream_bytes(p);
     const std::uint32_t s = levels(p), b = bucket(p);
     gamma_reader in{p + parameter_bytes_at(p), 8 * length};
@@ -428,9 +439,12 @@ struct qsgd_gamma_codec : qsgd_codec_base<20> {
       if (!in.bit(dummy) || dummy != 0) return errc::malformed_payload;
     return errc::ok;
   }
-  static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
+  struct ignore_entries {
+    GRADCOMP_HD void operator()(std::uint64_t, std::uint32_t, bool, float) const noexcept {}
+  };
+  GRADCOMP_HD static errc check_parameters(const std::byte* p, std::uint64_t kept) noexcept {
     if (const errc e = check_norms(p); e != errc::ok) return e;
-    return walk(p, kept, [](std::uint64_t, std::uint32_t, bool, float) {});
+    return walk(p, kept, ignore_entries{});
   }
   template <class T>
   static errc check_one(const std::byte*, std::size_t) noexcept {

@@ -37,7 +37,8 @@
 // forms of one content (qsgd, qsgd_gamma) has plan<T>(v, params, chosen, bytes): the form to write
 // and its length, the values checked; its payload_bytes(kept, params) is then the longest form
 // an encoder writes. A coding whose values can only be read in order has `parallel = false`: the
-// device decoders leave it out (parallel_value_codecs).
+// device decoders' passes over every byte leave it out (parallel_value_codecs); the Thrust
+// decoder reads a qsgd_gamma section on one thread instead.
 // payload_bytes, payload_fits, value, check_parameters and check_one also compile for devices
 // (GRADCOMP_HD): the Thrust backend's decoder reads payloads through them.
 // Encoding refuses NaN, infinities and values that do not fit; decoding refuses non-finite values
