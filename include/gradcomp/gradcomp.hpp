@@ -28,6 +28,7 @@
 #include "onebit/compressor.hpp"
 #include "onebit/separate_ops.hpp"
 #include "onebit/snapshot.hpp"
+#include "powersgd/compressor.hpp"
 #include "qsgd/compressor.hpp"
 #include "qsgd/separate_ops.hpp"
 #include "qsgd/snapshot.hpp"

@@ -37,7 +37,7 @@ LAYERS = [
     ("separate", ["separate_backend.hpp", "separate/*"], ["core", "detail", "cpu", "thrust"]),
     ("comm", ["comm/*"], ["core", "detail", "wire", "cpu", "thrust", "common"]),
     ("method", ["dgc/*", "topk/*", "ef_signsgd/*", "terngrad/*", "onebit/*", "qsgd/*", "adacomp/*",
-                "isgq/*", "saef/*", "isgq.hpp", "saef.hpp"],
+                "isgq/*", "saef/*", "powersgd/*", "isgq.hpp", "saef.hpp"],
      ["core", "detail", "wire", "cpu", "thrust", "select", "common", "separate"]),
 ]
 
