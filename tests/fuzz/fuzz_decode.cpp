@@ -506,9 +506,11 @@ errc reference_state_words_error(const reference_section& r) {
     ok = true;
     for (int j = 0; j < 6; ++j) ok = ok && count(w[j], two32);
     for (int j = 6; j < 8; ++j) ok = ok && (w[j] == 0.0 || w[j] == 1.0) && !std::signbit(w[j]);
-    // The method: 0 and 1 (DGC), 2 (EF-SignSGD), 3 (TernGrad), 4 (1-bit SGD), 5 (QSGD), 6 (AdaComp).
+    // The method: 0 and 1 (DGC), 2 (EF-SignSGD), 3 (TernGrad), 4 (1-bit SGD), 5 (QSGD), 6 (AdaComp),
+    // or a program's own method, from 65,536 up (docs/wire_format.md).
     ok = ok &&
-         (w[8] == 0.0 || w[8] == 1.0 || w[8] == 2.0 || w[8] == 3.0 || w[8] == 4.0 || w[8] == 5.0 || w[8] == 6.0) &&
+         (w[8] == 0.0 || w[8] == 1.0 || w[8] == 2.0 || w[8] == 3.0 || w[8] == 4.0 || w[8] == 5.0 || w[8] == 6.0 ||
+          (w[8] >= 65536.0 && count(w[8], two32))) &&
          !std::signbit(w[8]);
   } else if (w.size() == 4) {
     ok = count(w[0], two53) && count(w[1], two53) && count(w[2], two32) && count(w[3], two32);
