@@ -120,7 +120,7 @@ struct randk_config {
 };
 
 template <class T, class Backend = gradcomp::cpu_backend>
-class randk_compressor : public gradcomp::detail::compressor_base<randk_compressor<T, Backend>, randk_record,
+class randk_compressor : public gradcomp::detail::compressor_base<randk_compressor<T, Backend>, randk_config, randk_record,
                                                                  randk_step_record, randk_ops<Backend>> {
   using base = typename randk_compressor::compressor_base;
   using kernels = randk_ops<Backend>;
@@ -129,9 +129,8 @@ class randk_compressor : public gradcomp::detail::compressor_base<randk_compress
   using tensor_view = typename base::tensor_view;
 
   explicit randk_compressor(randk_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads,
-             sizeof(T) == 4 ? gradcomp::wire::value_coding::fp32 : gradcomp::wire::value_coding::fp64, true, true),
-        cfg_(std::move(cfg)) {
+      : base(backend, std::move(cfg),
+             sizeof(T) == 4 ? gradcomp::wire::value_coding::fp32 : gradcomp::wire::value_coding::fp64, true, true) {
     if (!(cfg_.density > 0.0 && cfg_.density <= 1.0))
       throw gradcomp::error(gradcomp::errc::invalid_argument, "density must be in (0, 1]");
   }
@@ -169,7 +168,7 @@ class randk_compressor : public gradcomp::detail::compressor_base<randk_compress
                    this->records_.view(), t, gradcomp::readonly(this->step_record_.view()));
   }
 
-  randk_config cfg_;
+  using base::cfg_;
 };
 
 }  // namespace gradcomp_test

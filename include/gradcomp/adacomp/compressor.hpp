@@ -63,13 +63,13 @@ struct adacomp_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class adacomp_compressor : public detail::compressor_base<adacomp_compressor<T, Backend>, detail::adacomp_record,
+class adacomp_compressor : public detail::compressor_base<adacomp_compressor<T, Backend>, adacomp_config, detail::adacomp_record,
                                                           detail::adacomp_step_record, detail::adacomp_ops<Backend>> {
  public:
   /// Checks `cfg` (bin sizes in [1, 2^32), the momentum, the threads); throws `gradcomp::error`
   /// (`errc::invalid_argument`) for a value outside its range.
   explicit adacomp_compressor(adacomp_config cfg, Backend backend = Backend{})
-      : base(backend, cfg, wire::value_coding::scaled_sign, true, true), cfg_(std::move(cfg)) {
+      : base(backend, std::move(cfg), wire::value_coding::scaled_sign, true, true) {
     check_bin(cfg_.conv_bin, "conv_bin");
     check_bin(cfg_.fc_bin, "fc_bin");
   }
@@ -112,8 +112,6 @@ class adacomp_compressor : public detail::compressor_base<adacomp_compressor<T, 
     return id;
   }
 
-  /// The configuration.
-  const adacomp_config& config() const noexcept { return cfg_; }
 
   /// The bin size of tensor `id` (unchecked; meaningful for compressed tensors).
   std::size_t bin(std::size_t id) const noexcept { return bins_[id].bin; }
@@ -181,7 +179,7 @@ class adacomp_compressor : public detail::compressor_base<adacomp_compressor<T, 
     }
   }
 
-  adacomp_config cfg_;
+  using base::cfg_;
   std::vector<bins_state> bins_;
   backend_buffer<std::uint32_t, Backend> model_offsets_;  // every bin's, a whole-model step's
   std::size_t adding_bin_ = 1;           // the bin size of the tensor being registered

@@ -27,7 +27,7 @@ struct adacomp_ops<cpu_backend> {
     adacomp_fold(chunks.data(), chunks.size(), bins.size(), records[t]);
   }
   static void plan(const cpu_backend&, span<const adacomp_record> records, span<adacomp_step_record> step) {
-    plan_adacomp_step(records.data(), records.size(), step.data());
+    plan_step(records.data(), records.size(), step.data());
   }
   // The step, if the verdict allows: the bins' selections one after the other, or g whole.
   template <class T>

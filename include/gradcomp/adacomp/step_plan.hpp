@@ -44,10 +44,8 @@ struct adacomp_record {
   std::uint8_t compressed = 0; // sent as AdaComp's selection (1) or whole (0)
 };
 
-// The step's verdict: errc::ok lets the step's kernels run.
-struct adacomp_step_record {
-  std::int32_t status = 0;
-};
+// The step's verdict (detail/step_verdict.hpp).
+using adacomp_step_record = step_status;
 
 // One bin's measurements.
 template <class T>
@@ -171,7 +169,7 @@ GRADCOMP_HD std::uint32_t adacomp_apply_bin(const T* g, T* r, std::size_t begin,
 //     bins[b], chunks[c] and records[t] (maxima_sum, scale, flags) from one read of g and r (r
 //     empty for a tensor sent whole); a backend whose apply writes bins in parallel also counts
 //     (the bins' and the record's count) and fills offsets with the exclusive scan of the counts
-//   plan(b, records, step): plan_adacomp_step
+//   plan(b, records, step): plan_step
 //   apply<T>(b, g, r, bin, indices, values, bins, offsets, records, t, step): if the verdict allows, a
 //     compressed tensor's selection in indices / values (ascending), r = G - sent, and
 //     records[t].kept = records[t].count; a tensor sent whole: values = g
@@ -182,7 +180,7 @@ struct adacomp_ops;
 // The verdict, from the records, in tensor order: a NaN or an infinity in a gradient refuses the
 // step with errc::non_finite_input; otherwise a G or a scale that is not finite refuses it with
 // errc::state_overflow.
-GRADCOMP_HD inline void plan_adacomp_step(const adacomp_record* r, std::size_t count, adacomp_step_record* step) noexcept {
+GRADCOMP_HD inline void plan_step(const adacomp_record* r, std::size_t count, adacomp_step_record* step) noexcept {
   step->status = finite_verdict(r, count, &adacomp_record::g_finite, &adacomp_record::G_finite);
 }
 

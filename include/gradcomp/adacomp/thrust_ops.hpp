@@ -48,19 +48,6 @@ struct adacomp_fold_op {
   GRADCOMP_HD void operator()(std::size_t) const { adacomp_fold(chunks, count, bins, *r); }
 };
 
-template <class T>
-struct adacomp_count_op {
-  const adacomp_bin<T>* bins;
-  GRADCOMP_HD std::uint32_t operator()(std::size_t b) const { return bins[b].count; }
-};
-
-struct adacomp_plan_op {
-  const adacomp_record* records;
-  std::size_t count;
-  adacomp_step_record* step;
-  GRADCOMP_HD void operator()(std::size_t) const { plan_adacomp_step(records, count, step); }
-};
-
 // One thread per bin, where the verdict allows: the bin's selection at its offset, its residuals.
 template <class T>
 struct adacomp_apply_op {
@@ -244,8 +231,9 @@ struct adacomp_ops<thrust_backend<System>> {
       thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), nc,
                          thrust_impl::adacomp_chunk_op<T>{bins.data(), nb, chunks.data()});
       if (!offsets.empty()) {
-        const auto counts = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
-                                                            thrust_impl::adacomp_count_op<T>{bins.data()});
+        using count_of = thrust_impl::member_of<adacomp_bin<T>, std::uint32_t, &adacomp_bin<T>::count>;
+        const auto counts =
+            thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0), count_of{bins.data()});
         thrust::exclusive_scan(thrust_impl::exec<System>(on.stream), counts, counts + nb, offsets.data(),
                                std::uint32_t(0));
       }
@@ -255,8 +243,7 @@ struct adacomp_ops<thrust_backend<System>> {
   }
   static void plan(const thrust_backend<System>& on, thrust_view<const adacomp_record, System> records,
                    thrust_view<adacomp_step_record, System> step) {
-    thrust_impl::run_once<System>(on.stream,
-                                  thrust_impl::adacomp_plan_op{records.data(), records.size(), step.data()});
+    thrust_impl::run_plan<System>(on.stream, records.data(), records.size(), step.data());
   }
   template <class T>
   static void apply(const thrust_backend<System>& on, thrust_view<const T, System> g, thrust_view<T, System> r,

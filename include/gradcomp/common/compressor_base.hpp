@@ -104,7 +104,7 @@ struct model_of<Kernels, T, std::void_t<typename Kernels::template model<T>>> {
   using type = typename Kernels::template model<T>;
 };
 
-template <class Derived, class Record, class StepRecord, class Kernels = void>
+template <class Derived, class Config, class Record, class StepRecord, class Kernels = void>
 class compressor_base {
   using T = typename compressor_params<Derived>::value_type;
   using Backend = typename compressor_params<Derived>::backend_type;
@@ -135,32 +135,33 @@ class compressor_base {
   // No bound fixed by the step's plan (step_bound).
   static constexpr std::size_t no_bound = static_cast<std::size_t>(-1);
 
-  // `coding`: the value coding of compressed tensors; `error_feedback`: whether each compressed
-  // tensor keeps an error buffer; `sparse`: whether compressed tensors are sent as the positions
-  // the step selects. Throws errc::invalid_argument for threads == 0.
-  compressor_base(Backend backend, std::size_t threads, wire::value_coding coding, bool error_feedback,
-                  bool sparse = false)
-      : backend_(backend), coding_(coding), error_feedback_(error_feedback), sparse_(sparse) {
-    if (threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
-    exec_ = ops::make_executor(threads);
+  // `cfg`: the method's configuration, kept as `config()`; its threads must be >= 1, and a
+  // quantiser's settings (`Config` derived from quantiser_settings) give the receiver's momentum,
+  // in [0, 1), vanilla or Nesterov. `coding`: the value coding of compressed tensors;
+  // `error_feedback`: whether each compressed tensor keeps an error buffer; `sparse`: whether
+  // compressed tensors are sent as the positions the step selects. Throws errc::invalid_argument.
+  compressor_base(Backend backend, Config cfg, wire::value_coding coding, bool error_feedback, bool sparse = false)
+      : cfg_(std::move(cfg)), backend_(backend), coding_(coding), error_feedback_(error_feedback), sparse_(sparse) {
+    if (cfg_.threads == 0) throw error(errc::invalid_argument, "threads must be >= 1");
+    if constexpr (std::is_base_of<quantiser_settings, Config>::value) {
+      if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0))
+        throw error(errc::invalid_argument, "momentum must be in [0, 1)");
+      if (cfg_.momentum_form != momentum_kind::vanilla && cfg_.momentum_form != momentum_kind::nesterov)
+        throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
+      momentum_ = cfg_.momentum;
+      momentum_form_ = cfg_.momentum_form;
+    }
+    exec_ = ops::make_executor(cfg_.threads);
     step_record_ = ops::template allocate<StepRecord>(backend_, 1);
-  }
-  // A quantiser whose receiver applies momentum: its settings' threads as above, and their
-  // momentum in [0, 1), vanilla or Nesterov (else errc::invalid_argument).
-  compressor_base(Backend backend, const quantiser_settings& settings, wire::value_coding coding, bool error_feedback,
-                  bool sparse = false)
-      : compressor_base(backend, settings.threads, coding, error_feedback, sparse) {
-    if (!(settings.momentum >= 0.0 && settings.momentum < 1.0))
-      throw error(errc::invalid_argument, "momentum must be in [0, 1)");
-    if (settings.momentum_form != momentum_kind::vanilla && settings.momentum_form != momentum_kind::nesterov)
-      throw error(errc::invalid_argument, "momentum_form must be vanilla or nesterov");
-    momentum_ = settings.momentum;
-    momentum_form_ = settings.momentum_form;
   }
 
  public:
   /// A gradient in the backend's memory.
   using tensor_view = backend_span<const T, Backend>;
+
+  /// The configuration the compressor was built with (and, where the method has setters, as they
+  /// left it).
+  const Config& config() const noexcept { return cfg_; }
 
   /// Number of registered tensors.
   std::size_t num_tensors() const noexcept { return tensors_.size(); }
@@ -552,6 +553,7 @@ class compressor_base {
   template <wire::snapshot_selection Method, bool Seeded>
   friend struct residual_snapshot_access;
 
+  Config cfg_;
   Backend backend_;
   wire::value_coding coding_;
   bool error_feedback_;

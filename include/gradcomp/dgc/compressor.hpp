@@ -155,7 +155,7 @@ struct dgc_snapshot_access;
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>, detail::dgc_tensor_record<T>,
+class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>, dgc_config, detail::dgc_tensor_record<T>,
                                                       detail::dgc_step_record, detail::dgc_ops<Backend>> {
   static_assert(detail::is_selectable_v<T>, "dgc_compressor supports float and double");
   using base = typename dgc_compressor::compressor_base;
@@ -172,7 +172,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`) for a bad value.
   explicit dgc_compressor(dgc_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads, wire::value_coding::unspecified, true, true), cfg_(std::move(cfg)) {
+      : base(backend, std::move(cfg), wire::value_coding::unspecified, true, true) {
     // Checked as the steps use it: in T (0.99999999 is below 1, but rounds to 1 as a float).
     if (!(cfg_.momentum >= 0.0 && cfg_.momentum < 1.0 && static_cast<T>(cfg_.momentum) < T(1)))
       throw error(errc::invalid_argument, "momentum must be in [0, 1) in the value type");
@@ -262,8 +262,6 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
     return id;
   }
 
-  /// The configuration.
-  const dgc_config& config() const noexcept { return cfg_; }
   /// The current epoch (for `schedule_unit::epoch`).
   std::size_t epoch() const noexcept { return epoch_; }
   /// Sets the epoch the next steps belong to; call at each epoch start.
@@ -454,7 +452,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
     }
   }
 
-  dgc_config cfg_;
+  using base::cfg_;
   std::vector<buffer<T>> momenta_;  // per tensor, the momentum U (compressed tensors, with correction)
   std::vector<typename kernels::template selection_state<T>> guides_;  // per tensor, the backend's
   buffer<std::byte> workspace_;

@@ -59,13 +59,13 @@ struct ef_signsgd_config {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class ef_signsgd_compressor : public detail::compressor_base<ef_signsgd_compressor<T, Backend>, detail::ef_sign_record,
+class ef_signsgd_compressor : public detail::compressor_base<ef_signsgd_compressor<T, Backend>, ef_signsgd_config, detail::ef_sign_record,
                                                              detail::ef_sign_step_record, detail::ef_sign_ops<Backend>> {
  public:
   /// Checks the learning rate and the threads of `cfg`; throws `gradcomp::error`
   /// (`errc::invalid_argument`).
   explicit ef_signsgd_compressor(ef_signsgd_config cfg, Backend backend = Backend{})
-      : base(backend, cfg.threads, wire::value_coding::scaled_sign, true), cfg_(std::move(cfg)) {
+      : base(backend, std::move(cfg), wire::value_coding::scaled_sign, true) {
     set_learning_rate(cfg_.learning_rate);
   }
 
@@ -78,9 +78,8 @@ class ef_signsgd_compressor : public detail::compressor_base<ef_signsgd_compress
     return this->add(std::move(name), std::move(shape), mode, cfg_.policy);
   }
 
-  /// The configuration (its learning rate is the current one).
-  const ef_signsgd_config& config() const noexcept { return cfg_; }
-  /// Sets the learning rate of the next steps; throws `gradcomp::error` unless finite and > 0.
+  /// Sets the learning rate of the next steps (and `config().learning_rate`); throws
+  /// `gradcomp::error` unless finite and > 0.
   void set_learning_rate(double lr) {
     if (!(lr > 0.0 && std::isfinite(lr) && std::isfinite(static_cast<T>(lr)) && static_cast<T>(lr) > T(0)))
       throw error(errc::invalid_argument, "learning_rate must be finite and > 0");
@@ -112,7 +111,7 @@ class ef_signsgd_compressor : public detail::compressor_base<ef_signsgd_compress
   }
   T lr() const noexcept { return static_cast<T>(cfg_.learning_rate); }
 
-  ef_signsgd_config cfg_;
+  using base::cfg_;
 };
 
 }  // namespace gradcomp

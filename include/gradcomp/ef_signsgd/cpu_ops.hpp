@@ -186,7 +186,7 @@ struct ef_sign_ops<cpu_backend> {
     cpu::ef_sign_record_sums(s, records[t]);
   }
   static void plan(const cpu_backend&, span<ef_sign_record> records, span<ef_sign_step_record> step) {
-    plan_ef_sign_step(records.data(), records.size(), step.data());
+    plan_step(records.data(), records.size(), step.data());
   }
   // The step, if the verdict allows: a compressed tensor sends sign(p) * scale (a zero keeps its
   // sign) and keeps e = p - sent; a dense one sends lr * g.

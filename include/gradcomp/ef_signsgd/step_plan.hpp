@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "../config.hpp"
+#include "../detail/step_verdict.hpp"
 #include "../error.hpp"
 
 namespace gradcomp {
@@ -26,15 +27,13 @@ struct ef_sign_record {
   std::uint8_t compressed = 0;  // sent as signs (1) or whole (0)
 };
 
-// The step's verdict: errc::ok lets the step's kernels run.
-struct ef_sign_step_record {
-  std::int32_t status = 0;
-};
+// The step's verdict (detail/step_verdict.hpp).
+using ef_sign_step_record = step_status;
 
 // Per-backend kernels of EF-SignSGD; each backend that runs it specialises this template:
 //   measure<T>(b, lr, g, e, records, t): records[t].largest, l1, p_finite from one read of g and e
 //     (e empty for a dense tensor: p = lr * g)
-//   plan(b, records, step): plan_ef_sign_step
+//   plan(b, records, step): plan_step
 //   apply<T>(b, lr, g, e, values, records, t, step): if the verdict allows, values = the tensor's
 //     message (signs of p times its scale, or lr * g whole) and e = p - values
 // The primary template is left undefined: a backend without them does not compile EF-SignSGD.
@@ -44,7 +43,7 @@ struct ef_sign_ops;
 // The verdict, from the records the reads left, in tensor order: a NaN or an infinity in a
 // gradient refuses the step with errc::non_finite_input; otherwise a p that is not finite or a
 // scale beyond binary32 refuses it with errc::state_overflow. Sets each compressed tensor's scale.
-GRADCOMP_HD inline void plan_ef_sign_step(ef_sign_record* r, std::size_t count, ef_sign_step_record* step) noexcept {
+GRADCOMP_HD inline void plan_step(ef_sign_record* r, std::size_t count, ef_sign_step_record* step) noexcept {
   step->status = static_cast<std::int32_t>(errc::ok);
   for (std::size_t t = 0; t < count; ++t) {
     if (std::isnan(r[t].largest)) {

@@ -96,13 +96,6 @@ struct ef_sign_model_step_op {
   }
 };
 
-struct ef_sign_plan_op {
-  ef_sign_record* records;
-  std::size_t count;
-  ef_sign_step_record* step;
-  GRADCOMP_HD void operator()(std::size_t) const { plan_ef_sign_step(records, count, step); }
-};
-
 }  // namespace thrust_impl
 
 /// EF-SignSGD's kernels on the Thrust backend: the measure's partial results, the records and the
@@ -141,8 +134,7 @@ struct ef_sign_ops<thrust_backend<System>> {
   }
   static void plan(const thrust_backend<System>& on, thrust_view<ef_sign_record, System> records,
                    thrust_view<ef_sign_step_record, System> step) {
-    thrust_impl::run_once<System>(on.stream,
-                                  thrust_impl::ef_sign_plan_op{records.data(), records.size(), step.data()});
+    thrust_impl::run_plan<System>(on.stream, records.data(), records.size(), step.data());
   }
   template <class T>
   static void apply(const thrust_backend<System>& on, T lr, thrust_view<const T, System> g, thrust_view<T, System> e,

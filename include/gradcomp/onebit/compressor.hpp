@@ -59,12 +59,12 @@ struct onebit_sgd_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class onebit_sgd_compressor : public detail::compressor_base<onebit_sgd_compressor<T, Backend>, detail::onebit_record,
+class onebit_sgd_compressor : public detail::compressor_base<onebit_sgd_compressor<T, Backend>, onebit_sgd_config, detail::onebit_record,
                                                              detail::onebit_step_record, detail::onebit_ops<Backend>> {
  public:
   /// Checks the momentum and the threads of `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit onebit_sgd_compressor(onebit_sgd_config cfg, Backend backend = Backend{})
-      : base(backend, cfg, wire::value_coding::one_bit, true), cfg_(std::move(cfg)) {}
+      : base(backend, std::move(cfg), wire::value_coding::one_bit, true) {}
 
   /**
    * @brief Registers a tensor of shape `shape` (which decides its columns, see the class) and
@@ -96,8 +96,6 @@ class onebit_sgd_compressor : public detail::compressor_base<onebit_sgd_compress
     return id;
   }
 
-  /// The configuration.
-  const onebit_sgd_config& config() const noexcept { return cfg_; }
 
   /// The columns tensor `id` (unchecked) is quantised in (1 for a tensor sent whole).
   std::size_t columns(std::size_t id) const noexcept { return columns_[id].cols.view().size(); }
@@ -155,7 +153,7 @@ class onebit_sgd_compressor : public detail::compressor_base<onebit_sgd_compress
     backend_buffer<detail::onebit_partial<T>, Backend> partials;     // the column sums of each block of rows
   };
 
-  onebit_sgd_config cfg_;
+  using base::cfg_;
   std::vector<columns_state> columns_;
 };
 

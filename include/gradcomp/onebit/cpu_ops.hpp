@@ -35,7 +35,7 @@ struct onebit_ops<cpu_backend> {
     onebit_fold(cols.data(), columns, records[t]);
   }
   static void plan(const cpu_backend&, span<const onebit_record> records, span<onebit_step_record> step) {
-    plan_onebit_step(records.data(), records.size(), step.data());
+    plan_step(records.data(), records.size(), step.data());
   }
   // The step, if the verdict allows: a compressed tensor sends its column's value for each
   // element and keeps r = v - sent; a dense one sends g.

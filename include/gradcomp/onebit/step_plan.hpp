@@ -34,10 +34,8 @@ struct onebit_record {
   std::uint8_t compressed = 0;  // sent as one_bit values (1) or whole (0)
 };
 
-// The step's verdict: errc::ok lets the step's kernels run.
-struct onebit_step_record {
-  std::int32_t status = 0;
-};
+// The step's verdict (detail/step_verdict.hpp).
+using onebit_step_record = step_status;
 
 // One column's sums over one block of rows (or, in onebit_column_sums, over all of them).
 template <class T>
@@ -138,7 +136,7 @@ GRADCOMP_HD T onebit_value(T v, const onebit_column& col) noexcept {
 //   measure<T>(b, g, r, partials, cols, records, t): the column values of tensor t in cols and
 //     records[t].g_finite, v_finite, from one read of g and r (r empty for a dense tensor: v = g;
 //     partials holds onebit_blocks(numel, columns) * columns sums)
-//   plan(b, records, step): plan_onebit_step
+//   plan(b, records, step): plan_step
 //   apply<T>(b, g, r, values, cols, records, t, step): if the verdict allows, values = the
 //     tensor's message (each element's column value, or g whole) and r = v - values
 // The primary template is left undefined: a backend without them does not compile 1-bit SGD.
@@ -148,7 +146,7 @@ struct onebit_ops;
 // The verdict, from the records, in tensor order: a NaN or an infinity in a gradient refuses the
 // step with errc::non_finite_input; otherwise a v or a column value that is not finite (in
 // binary32) refuses it with errc::state_overflow.
-GRADCOMP_HD inline void plan_onebit_step(const onebit_record* r, std::size_t count, onebit_step_record* step) noexcept {
+GRADCOMP_HD inline void plan_step(const onebit_record* r, std::size_t count, onebit_step_record* step) noexcept {
   step->status = finite_verdict(r, count, &onebit_record::g_finite, &onebit_record::v_finite);
 }
 

@@ -48,13 +48,6 @@ struct onebit_fold_op {
   GRADCOMP_HD void operator()(std::size_t) const { onebit_fold(cols, count, *r); }
 };
 
-struct onebit_plan_op {
-  const onebit_record* records;
-  std::size_t count;
-  onebit_step_record* step;
-  GRADCOMP_HD void operator()(std::size_t) const { plan_onebit_step(records, count, step); }
-};
-
 // One thread per element, where the verdict allows: the column's value of a compressed tensor
 // and the new residual, or g itself.
 template <class T>
@@ -187,8 +180,7 @@ struct onebit_ops<thrust_backend<System>> {
   }
   static void plan(const thrust_backend<System>& on, thrust_view<const onebit_record, System> records,
                    thrust_view<onebit_step_record, System> step) {
-    thrust_impl::run_once<System>(on.stream,
-                                  thrust_impl::onebit_plan_op{records.data(), records.size(), step.data()});
+    thrust_impl::run_plan<System>(on.stream, records.data(), records.size(), step.data());
   }
   template <class T>
   static void apply(const thrust_backend<System>& on, thrust_view<const T, System> g, thrust_view<T, System> r,

@@ -68,13 +68,13 @@ struct qsgd_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backend>, detail::qsgd_record,
+class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backend>, qsgd_config, detail::qsgd_record,
                                                       detail::qsgd_step_record, detail::qsgd_ops<Backend>> {
  public:
   /// Checks `cfg` (levels, bucket, norm, the momentum, the threads); throws `gradcomp::error`
   /// (`errc::invalid_argument`) for a value outside its range.
   explicit qsgd_compressor(qsgd_config cfg, Backend backend = Backend{})
-      : base(backend, cfg, wire::value_coding::qsgd, false), cfg_(std::move(cfg)) {
+      : base(backend, std::move(cfg), wire::value_coding::qsgd, false) {
     if (cfg_.levels == 0 || cfg_.levels > detail::qsgd_max_levels)
       throw error(errc::invalid_argument, "levels must be in [1, 65535]");
     if (cfg_.bucket == 0) throw error(errc::invalid_argument, "bucket must be >= 1");
@@ -107,8 +107,6 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
     return id;
   }
 
-  /// The configuration.
-  const qsgd_config& config() const noexcept { return cfg_; }
 
   /// The last step's norm of each bucket of tensor `id` (unchecked id), in the backend's memory
   /// (empty for a tensor sent whole).
@@ -168,7 +166,7 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
     return p;
   }
 
-  qsgd_config cfg_;
+  using base::cfg_;
   std::vector<backend_buffer<float, Backend>> measured_;  // this step's norms, before the verdict
 };
 

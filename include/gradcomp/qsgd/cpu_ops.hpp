@@ -25,7 +25,7 @@ struct qsgd_ops<cpu_backend> {
     qsgd_flags(measured.data(), measured.size(), records[t]);
   }
   static void plan(const cpu_backend&, span<const qsgd_record> records, span<qsgd_step_record> step) {
-    plan_qsgd_step(records.data(), records.size(), step.data());
+    plan_step(records.data(), records.size(), step.data());
   }
   // The step, if the verdict allows: a quantised tensor sends its norms and levels, a dense one g.
   template <class T>

@@ -12,6 +12,7 @@
 #include "../detail/bytes.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/philox.hpp"
+#include "../detail/step_verdict.hpp"
 #include "../wire/codecs/qsgd.hpp"
 #include "../error.hpp"
 #include "../detail/rounded.hpp"
@@ -35,10 +36,8 @@ struct qsgd_record {
   std::uint8_t overflow = 0;    // a norm beyond binary32
 };
 
-// The step's verdict: errc::ok lets the step's kernels run.
-struct qsgd_step_record {
-  std::int32_t status = 0;
-};
+// The step's verdict (detail/step_verdict.hpp).
+using qsgd_step_record = step_status;
 
 // What a step's kernels need besides the data.
 struct qsgd_step_params {
@@ -52,7 +51,7 @@ struct qsgd_step_params {
 // Per-backend kernels of QSGD; each backend that runs it specialises this template:
 //   measure<T>(b, params, g, measured, records, t): measured[k] = bucket k's norm
 //     (qsgd_bucket_norm), then records[t]'s flags from them (qsgd_flags)
-//   plan(b, records, step): plan_qsgd_step
+//   plan(b, records, step): plan_step
 //   apply<T>(b, params, g, measured, scales, values, records, t, step): if the verdict allows,
 //     scales = measured and values = the tensor's message (qsgd_apply_bucket over every bucket),
 //     or values = g for a tensor sent whole
@@ -95,7 +94,7 @@ GRADCOMP_HD inline void qsgd_flags(const float* measured, std::size_t count, qsg
 
 // The verdict, in tensor order: a NaN or an infinity in any gradient refuses the step with
 // errc::non_finite_input, else a norm beyond binary32 with errc::state_overflow.
-GRADCOMP_HD inline void plan_qsgd_step(const qsgd_record* r, std::size_t count, qsgd_step_record* step) noexcept {
+GRADCOMP_HD inline void plan_step(const qsgd_record* r, std::size_t count, qsgd_step_record* step) noexcept {
   step->status = static_cast<std::int32_t>(errc::ok);
   for (std::size_t t = 0; t < count; ++t)
     if (r[t].compressed != 0 && r[t].non_finite != 0) {

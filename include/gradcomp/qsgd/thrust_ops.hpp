@@ -40,13 +40,6 @@ struct qsgd_flags_op {
   GRADCOMP_HD void operator()(std::size_t) const { qsgd_flags(measured, count, *r); }
 };
 
-struct qsgd_plan_op {
-  const qsgd_record* records;
-  std::size_t count;
-  qsgd_step_record* step;
-  GRADCOMP_HD void operator()(std::size_t) const { plan_qsgd_step(records, count, step); }
-};
-
 // One bucket per thread, where the verdict allows: its norm into the message, its values.
 template <class T>
 struct qsgd_step_op {
@@ -154,7 +147,7 @@ struct qsgd_ops<thrust_backend<System>> {
   }
   static void plan(const thrust_backend<System>& on, thrust_view<const qsgd_record, System> records,
                    thrust_view<qsgd_step_record, System> step) {
-    thrust_impl::run_once<System>(on.stream, thrust_impl::qsgd_plan_op{records.data(), records.size(), step.data()});
+    thrust_impl::run_plan<System>(on.stream, records.data(), records.size(), step.data());
   }
   template <class T>
   static void apply(const thrust_backend<System>& on, const qsgd_step_params& p, thrust_view<const T, System> g,

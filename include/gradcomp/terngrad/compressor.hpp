@@ -66,7 +66,7 @@ struct terngrad_config : quantiser_settings {
  * @tparam Backend where state lives and work runs (docs/backends.md).
  */
 template <class T, class Backend = cpu_backend>
-class terngrad_compressor : public detail::compressor_base<terngrad_compressor<T, Backend>, detail::terngrad_record,
+class terngrad_compressor : public detail::compressor_base<terngrad_compressor<T, Backend>, terngrad_config, detail::terngrad_record,
                                                            detail::terngrad_step_record, detail::terngrad_ops<Backend>> {
   using base = typename terngrad_compressor::compressor_base;
   using kernels = detail::terngrad_ops<Backend>;
@@ -78,7 +78,7 @@ class terngrad_compressor : public detail::compressor_base<terngrad_compressor<T
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit terngrad_compressor(terngrad_config cfg, Backend backend = Backend{})
-      : base(backend, cfg, wire::value_coding::ternary, false), cfg_(std::move(cfg)) {
+      : base(backend, std::move(cfg), wire::value_coding::ternary, false) {
     if (!(cfg_.clip_sigmas >= 0.0 && std::isfinite(cfg_.clip_sigmas)))
       throw error(errc::invalid_argument, "clip_sigmas must be finite and >= 0");
   }
@@ -92,8 +92,6 @@ class terngrad_compressor : public detail::compressor_base<terngrad_compressor<T
     return this->add(std::move(name), std::move(shape), mode, cfg_.policy);
   }
 
-  /// The configuration.
-  const terngrad_config& config() const noexcept { return cfg_; }
 
   using base::compress;  // compress(grads): the same on the compressor's own backend value
   /// On the execution context `on`: issues one step over all tensors with this worker's own scales;
@@ -211,7 +209,7 @@ class terngrad_compressor : public detail::compressor_base<terngrad_compressor<T
     base::ops::synchronize(on);
   }
 
-  terngrad_config cfg_;
+  using base::cfg_;
 };
 
 }  // namespace gradcomp

@@ -81,7 +81,7 @@ struct terngrad_ops<cpu_backend> {
   }
   static void plan(const cpu_backend&, span<terngrad_record> records, const terngrad_step_params& p,
                    span<terngrad_step_record> step) {
-    plan_terngrad_step(records.data(), records.size(), p, step.data());
+    plan_step(records.data(), records.size(), p, step.data());
   }
   // The step, if the verdict allows: a compressed tensor sends terngrad_value of each element, a
   // dense one g itself.

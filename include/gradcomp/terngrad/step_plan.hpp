@@ -11,6 +11,7 @@
 #include "../config.hpp"
 #include "../detail/bytes.hpp"
 #include "../detail/philox.hpp"
+#include "../detail/step_verdict.hpp"
 #include "../error.hpp"
 #include "../detail/rounded.hpp"
 
@@ -30,10 +31,8 @@ struct terngrad_record {
   std::uint8_t compressed = 0;  // sent as ternary values (1) or whole (0)
 };
 
-// The step's verdict: errc::ok lets the step's kernels run.
-struct terngrad_step_record {
-  std::int32_t status = 0;
-};
+// The step's verdict (detail/step_verdict.hpp).
+using terngrad_step_record = step_status;
 
 // What a step's kernels need besides the data: the draws' key and counters, and the clipping.
 struct terngrad_step_params {
@@ -45,7 +44,7 @@ struct terngrad_step_params {
 
 // Per-backend kernels of TernGrad; each backend that runs it specialises this template:
 //   measure<T>(b, g, records, t): records[t].largest, sum, squares from one read of g
-//   plan(b, records, params, step): plan_terngrad_step
+//   plan(b, records, params, step): plan_step
 //   apply<T>(b, params, g, values, records, t, step): if the verdict allows, values = the tensor's
 //     message (terngrad_value of every element, or g whole)
 // The primary template is left undefined: a backend without them does not compile TernGrad.
@@ -58,7 +57,7 @@ struct terngrad_ops;
 // errc::invalid_argument. Sets each compressed tensor's scale: its own, min(max |g|, c * sigma)
 // rounded up to binary32 (sigma the standard deviation of g's elements, from the sums in double;
 // no clipping where sigma is 0), or the shared one.
-GRADCOMP_HD inline void plan_terngrad_step(terngrad_record* r, std::size_t count, const terngrad_step_params& p,
+GRADCOMP_HD inline void plan_step(terngrad_record* r, std::size_t count, const terngrad_step_params& p,
                                            terngrad_step_record* step) noexcept {
   step->status = static_cast<std::int32_t>(errc::ok);
   for (std::size_t t = 0; t < count; ++t) {

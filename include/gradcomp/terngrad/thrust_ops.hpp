@@ -80,7 +80,7 @@ struct terngrad_plan_op {
   std::size_t count;
   terngrad_step_params p;
   terngrad_step_record* step;
-  GRADCOMP_HD void operator()(std::size_t) const { plan_terngrad_step(records, count, p, step); }
+  GRADCOMP_HD void operator()(std::size_t) const { plan_step(records, count, p, step); }
 };
 
 }  // namespace thrust_impl

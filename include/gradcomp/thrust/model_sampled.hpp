@@ -62,18 +62,6 @@ struct model_sampled_tensor {
   model_sampled_kind kind;
   std::uint32_t reserved;
 };
-
-template <class T>
-struct sampled_samples_of {
-  const model_sampled_tensor<T>* sel;
-  GRADCOMP_HD std::uint64_t operator()(std::size_t t) const { return sel[t].samples; }
-};
-template <class T>
-struct sampled_draws_of {
-  const model_sampled_tensor<T>* sel;
-  GRADCOMP_HD std::uint64_t operator()(std::size_t t) const { return sel[t].draws; }
-};
-
 // Tensor t's k, plan, seed and sample size (its state marked skipped where it does not sample, or
 // the gate is closed); the first thread clears the compactions' counts.
 template <class T, class KOf>
@@ -347,12 +335,14 @@ class model_sampled {
                                                             counts_.data()});
     if (sizes_.samples != 0) {
       if (!strided) {
-        exclusive_scan_tensors<System>(stream, count, sampled_draws_of<T>{sel}, draw_first_.data());
+        using draws_of = member_of<model_sampled_tensor<T>, std::uint64_t, &model_sampled_tensor<T>::draws>;
+        exclusive_scan_tensors<System>(stream, count, draws_of{sel}, draw_first_.data());
         compact_runs<System>(stream, model_draw<T>{m.tensors(), space_, sel, draw_first_.data(), count},
                              sizes_.draws, accepted_.data(), counts_.data(), sizes_.draws, accepted_range<T>{sel});
       }
       model_key<key_type>* keys = samples_.data();
-      sort_samples<System>(stream, count, sampled_samples_of<T>{sel},
+      using samples_of = member_of<model_sampled_tensor<T>, std::uint64_t, &model_sampled_tensor<T>::samples>;
+      sort_samples<System>(stream, count, samples_of{sel},
                            sampled_sample_key<T>{m.tensors(), space_, sel, accepted_.data(), strided},
                            sample_first_.data(), keys, sizes_.samples);
       m.for_each_tensor(stream, model_sampled_start_op<T>{sel, keys, sample_first_.data(), thresholds_.data(), space_,

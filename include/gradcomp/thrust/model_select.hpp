@@ -268,12 +268,6 @@ struct model_topk_plan_op {
   }
 };
 
-template <class T>
-struct samples_of {
-  const model_topk_tensor<T>* sel;
-  GRADCOMP_HD std::uint64_t operator()(std::size_t t) const { return sel[t].samples; }
-};
-
 // Key j of a sample-guided tensor t's sample: positions stride/2, stride/2 + stride, ...
 template <class T>
 struct planned_sample_key {
@@ -574,7 +568,8 @@ class model_topk {
     const model_cut_reader<T> reader{elements};
     if (sizes_.samples != 0) {
       model_key<key_type>* keys = samples_.data();
-      sort_samples<System>(stream, count, samples_of<T>{sel}, planned_sample_key<T>{m.tensors(), sel},
+      using samples_of = member_of<model_topk_tensor<T>, std::uint64_t, &model_topk_tensor<T>::samples>;
+      sort_samples<System>(stream, count, samples_of{sel}, planned_sample_key<T>{m.tensors(), sel},
                            sample_first_.data(), keys, sizes_.samples);
       m.for_each_tensor(stream, model_cut_op<T>{sel, keys, sample_first_.data()});
       thrust::for_each_n(sys, first, sizes_.items, model_passing_op<T>{reader, sel});

@@ -171,6 +171,29 @@ void run_once(stream_t stream, F f) {
   thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), 1, f);
 }
 
+// Element i's member M of an array in the system's memory, as a function of i: the input of a
+// scan or a transform over per-tensor or per-bin records.
+template <class Record, class U, U Record::*M>
+struct member_of {
+  const Record* records;
+  GRADCOMP_HD U operator()(std::size_t i) const { return records[i].*M; }
+};
+
+// plan_step(records, count, step) on one thread: a method's step verdict (its own overload of
+// plan_step, found by argument-dependent lookup), taken where its records are.
+template <class Record, class Step>
+struct plan_op {
+  Record* records;
+  std::size_t count;
+  Step* step;
+  GRADCOMP_HD void operator()(std::size_t) const { plan_step(records, count, step); }
+};
+
+template <class System, class Record, class Step>
+void run_plan(stream_t stream, Record* records, std::size_t count, Step* step) {
+  run_once<System>(stream, plan_op<Record, Step>{records, count, step});
+}
+
 // The value at `p` in System's memory (T trivially copyable), after the work on `stream`.
 template <class System, class T>
 T read_value(stream_t stream, const T* p) {
