@@ -115,6 +115,23 @@ class aggregator {
     }
   }
 
+  /**
+   * @brief An aggregator of the messages of kind `accepts`: `wire::message_kind::gradients` (as
+   * the constructor above), or a round of a multi-round method (`first_round`, `second_round`:
+   * the round's layout, every tensor dense, from its compressor), whose messages it averages
+   * likewise; a message of another kind is refused (`errc::layout_mismatch`). Throws as above,
+   * and `errc::invalid_argument` for another kind, or a round with a sparse tensor.
+   */
+  aggregator(wire::message_kind accepts, const receiver_layout& layout, Backend backend = Backend{})
+      : aggregator(layout, backend) {
+    const bool round = wire::is_round(accepts);
+    if (!round && accepts != wire::message_kind::gradients)
+      throw error(errc::invalid_argument, "an aggregator accepts gradient messages or a round's");
+    for (const auto& st : tensors_)
+      if (round && !st.dense) throw error(errc::invalid_argument, "a round's tensors are dense");
+    accepts_ = accepts;
+  }
+
   /// The layout and receiver settings of `sender` (any compressor: `sender.receiver()`).
   template <class Compressor, class = decltype(std::declval<const Compressor&>().receiver())>
   explicit aggregator(const Compressor& sender, Backend backend = Backend{})
@@ -193,12 +210,12 @@ class aggregator {
    * @brief Adds one worker's encoded step message (from a compressor's `encode_message`): every
    * section is decoded and added into its tensor's sum. The message is checked completely first,
    * against the wire format and against the layout: it must carry every tensor exactly once, in
-   * the form the layout gives it (`receiver_tensor::dense`) with the tensor's element count, and no sum may overflow. A message that
-   * fails any check adds nothing.
+   * the form the layout gives it (`receiver_tensor::dense`) with the tensor's element count, and no
+   * sum may overflow. A message that fails any check adds nothing.
    * @return `errc::unknown_tensor` (a tensor id beyond the layout), `errc::duplicate_tensor`
    *         (a tensor carried twice), `errc::missing_tensor` (a tensor not carried),
-   *         `errc::layout_mismatch` (a section of the wrong form or element count, or not a
-   *         gradient message), `errc::state_overflow`, and every decoding error of
+   *         `errc::layout_mismatch` (a section of the wrong form or element count, or a message
+   *         of another kind than `message_kind()`), `errc::state_overflow`, and every decoding error of
    *         `wire::decode_accumulate`.
    */
   [[nodiscard]] result<void> add(span<const std::byte> message) {
@@ -292,6 +309,8 @@ class aggregator {
 
   /// The backend the sums live on.
   const Backend& backend() const noexcept { return backend_; }
+  /// The kind of message `add` accepts.
+  wire::message_kind message_kind() const noexcept { return accepts_; }
 
   /// The update of tensor `id` after `finish` (unchecked id), in the backend's memory: apply as
   /// `w -= lr * update`.
@@ -421,11 +440,13 @@ class aggregator {
         if (seen == 0) return errc::missing_tensor;
       return errc::ok;
     }
+    wire::message_kind kind() const noexcept { return a.accepts_; }
   };
 
   Backend backend_;
   T momentum_;
   momentum_kind kind_;
+  wire::message_kind accepts_ = wire::message_kind::gradients;
   std::vector<tensor_state> tensors_;
   std::vector<unsigned char> seen_;  // tensors carried by the message being added
   // Host-accessible memory: views of the sums, and room to decode the positions of a message once.

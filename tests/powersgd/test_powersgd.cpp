@@ -1,7 +1,8 @@
 // powersgd_compressor: PyTorch's own hook reproduced from its inputs (tests/powersgd/data, written
 // by make_torch_vectors.py), and the properties the algorithm promises: with r = n <= m the update
 // is the workers' mean, error feedback conserves M, every worker holds the same bits, refused
-// calls change nothing.
+// calls change nothing. Every round travels as its wire message and is averaged by an aggregator
+// of the round's layout, which refuses the other round's messages and gradient messages.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -15,7 +16,9 @@
 
 #include <doctest/doctest.h>
 
+#include <gradcomp/aggregator.hpp>
 #include <gradcomp/powersgd/compressor.hpp>
+#include <gradcomp/wire/decode.hpp>
 
 #include "thrust/data.hpp"
 
@@ -33,6 +36,7 @@ std::string source_dir() {
 // One file of test vectors (the format is make_torch_vectors.py's).
 struct torch_vectors {
   gradcomp::powersgd_config cfg;
+  std::size_t workers = 0;
   std::size_t steps = 0;
   struct tensor {
     std::string name;
@@ -71,7 +75,7 @@ torch_vectors load(const std::string& stem) {
         if (key == "min_compression_rate") tv.cfg.min_compression_rate = value;
         if (key == "error_feedback") tv.cfg.error_feedback = value != 0;
         if (key == "warm_start") tv.cfg.warm_start = value != 0;
-        if (key == "workers") tv.cfg.workers = static_cast<std::size_t>(value);
+        if (key == "workers") tv.workers = static_cast<std::size_t>(value);
         if (key == "steps") tv.steps = static_cast<std::size_t>(value);
       }
     } else if (kind == "tensor") {
@@ -102,44 +106,66 @@ torch_vectors load(const std::string& stem) {
   return tv;
 }
 
-// Workers that run a step together, their payloads summed in worker order as an all-reduce of
-// two workers does.
+// The options the rounds travel with: exact values, a checksum.
+template <class T>
+gradcomp::wire::encode_options round_options() {
+  gradcomp::wire::encode_options opt;
+  opt.dense_values = sizeof(T) == 4 ? gradcomp::wire::value_coding::fp32 : gradcomp::wire::value_coding::fp64;
+  opt.checksum = true;
+  return opt;
+}
+
+// A worker's open round as its message.
+template <class T>
+std::vector<std::byte> round_message(const gradcomp::powersgd_compressor<T>& c) {
+  const auto opt = round_options<T>();
+  std::vector<std::byte> msg(c.max_round_bytes(opt));
+  const auto n = c.encode_round(opt, span<std::byte>(msg.data(), msg.size()));
+  REQUIRE_MESSAGE(n, "round " << c.round() << ": " << static_cast<int>(n ? errc::ok : n.error()));
+  msg.resize(*n);
+  return msg;
+}
+
+// Workers that run a step together: each round's messages averaged, in worker order, by an
+// aggregator of the round's layout (what every replica computes), the average given back to every
+// worker.
 template <class T>
 struct group {
   std::vector<gradcomp::powersgd_compressor<T>> workers;
 
-  explicit group(const gradcomp::powersgd_config& cfg) {
-    for (std::size_t w = 0; w < cfg.workers; ++w) workers.emplace_back(cfg);
+  group(const gradcomp::powersgd_config& cfg, std::size_t n) {
+    for (std::size_t w = 0; w < n; ++w) workers.emplace_back(cfg);
   }
   void add(const std::string& name, std::vector<std::size_t> shape) {
     for (auto& c : workers) c.add_tensor(name, shape);
   }
-  static std::vector<T> sum(const std::vector<std::vector<T>>& parts) {
-    std::vector<T> s(parts[0]);
-    for (std::size_t w = 1; w < parts.size(); ++w)
-      for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<T>(s[i] + parts[w][i]);
-    return s;
+  void end_round() {
+    const std::size_t k = workers[0].round();
+    gradcomp::aggregator<T> agg(gradcomp::powersgd_compressor<T>::round_kind(k), workers[0].round_layout(k));
+    agg.begin();
+    for (const auto& c : workers) {
+      const auto msg = round_message(c);
+      REQUIRE(agg.add(span<const std::byte>(msg.data(), msg.size())));
+    }
+    REQUIRE(agg.finish(workers.size()));
+    std::vector<T> average;
+    for (std::size_t t = 0; t < agg.num_tensors(); ++t) {
+      const auto u = agg.update(t);
+      average.insert(average.end(), u.begin(), u.end());
+    }
+    for (auto& c : workers) REQUIRE(c.end_round(span<const T>(average.data(), average.size())));
   }
   // One step: grads[w][t] is worker w's gradient of tensor t.
   void step(const std::vector<std::vector<std::vector<T>>>& grads) {
-    std::vector<std::vector<T>> parts;
     for (std::size_t w = 0; w < workers.size(); ++w) {
       std::vector<span<const T>> views;
       for (const auto& g : grads[w]) views.emplace_back(g.data(), g.size());
-      auto p = workers[w].begin_step(span<const span<const T>>(views.data(), views.size()));
-      REQUIRE(p);
-      parts.emplace_back(p->begin(), p->end());
+      REQUIRE(workers[w].begin_step(span<const span<const T>>(views.data(), views.size())));
     }
-    auto first = sum(parts);
-    parts.clear();
-    for (auto& c : workers) {
-      auto p = c.reduce_first(span<const T>(first.data(), first.size()));
-      REQUIRE(p);
-      parts.emplace_back(p->begin(), p->end());
+    for (std::size_t k = 1; workers[0].round() != 0; ++k) {
+      REQUIRE(workers[0].round() == k);
+      end_round();
     }
-    if (parts[0].empty()) return;
-    auto second = sum(parts);
-    for (auto& c : workers) REQUIRE(c.reduce_second(span<const T>(second.data(), second.size())));
   }
 };
 
@@ -157,7 +183,7 @@ double largest_relative_difference(span<const float> ours, const std::vector<flo
 // steps bitwise.
 void reproduce(const std::string& stem, double tolerance) {
   const torch_vectors tv = load(stem);
-  group<float> g(tv.cfg);
+  group<float> g(tv.cfg, tv.workers);
   for (const auto& t : tv.tensors) g.add(t.name, {t.rows, t.cols});
   for (std::size_t id = 0; id < tv.tensors.size(); ++id) {
     CAPTURE(tv.tensors[id].name);
@@ -173,8 +199,8 @@ void reproduce(const std::string& stem, double tolerance) {
         const auto& q = tv.q.at(step).at(tv.tensors[id].name);
         for (auto& c : g.workers) REQUIRE(c.set_q(id, span<const float>(q.data(), q.size())));
       }
-    std::vector<std::vector<std::vector<float>>> grads(tv.cfg.workers);
-    for (std::size_t w = 0; w < tv.cfg.workers; ++w)
+    std::vector<std::vector<std::vector<float>>> grads(tv.workers);
+    for (std::size_t w = 0; w < tv.workers; ++w)
       for (const auto& t : tv.tensors) grads[w].push_back(tv.grad.at(step).at(w).at(t.name));
     g.step(grads);
     for (std::size_t id = 0; id < tv.tensors.size(); ++id) {
@@ -215,9 +241,8 @@ TEST_CASE("powersgd: with r = n <= m the update is the workers' mean") {
   // P (n x n, orthogonal after the sum) spans every row: P P^T M is M.
   gradcomp::powersgd_config cfg;
   cfg.rank = 6;
-  cfg.workers = 3;
   cfg.min_compression_rate = 0.1;  // compress the 6 x 40 matrix at full rank
-  group<double> g(cfg);
+  group<double> g(cfg, 3);
   g.add("w", {6, 40});
   REQUIRE(g.workers[0].info(0).compressed);
   REQUIRE(g.workers[0].rank(0) == 6);
@@ -233,7 +258,7 @@ TEST_CASE("powersgd: with r = n <= m the update is the workers' mean") {
   for (std::size_t i = 0; i < 240; ++i) CHECK(u[i] == doctest::Approx(mean[i]).epsilon(1e-9));
   // With rank 1 it is not: a guard that the check above can fail.
   cfg.rank = 1;
-  group<double> low(cfg);
+  group<double> low(cfg, 3);
   low.add("w", {6, 40});
   low.step(grads);
   double off = 0.0;
@@ -244,8 +269,7 @@ TEST_CASE("powersgd: with r = n <= m the update is the workers' mean") {
 TEST_CASE("powersgd: error feedback keeps M = e + P Q^T, for every worker's own M") {
   gradcomp::powersgd_config cfg;
   cfg.rank = 2;
-  cfg.workers = 2;
-  group<float> g(cfg);
+  group<float> g(cfg, 2);
   g.add("conv", {8, 3, 3, 3});
   g.add("bias", {8});
   REQUIRE(g.workers[0].info(0).compressed);
@@ -274,8 +298,7 @@ TEST_CASE("powersgd: error feedback keeps M = e + P Q^T, for every worker's own 
 TEST_CASE("powersgd: refused calls change nothing") {
   gradcomp::powersgd_config cfg;
   cfg.rank = 2;
-  cfg.workers = 2;
-  group<float> a(cfg), b(cfg);
+  group<float> a(cfg, 2), b(cfg, 2);
   a.add("w", {12, 40});
   b.add("w", {12, 40});
   std::vector<std::vector<std::vector<float>>> grads{{gaussian<float>(480, 1)}, {gaussian<float>(480, 2)}};
@@ -284,19 +307,19 @@ TEST_CASE("powersgd: refused calls change nothing") {
   auto& c = a.workers[0];
   const span<const float> bad_view(bad.data(), bad.size());
   CHECK(c.begin_step(span<const span<const float>>(&bad_view, 1)).error() == errc::non_finite_input);
-  CHECK(c.reduce_first(span<const float>()).error() == errc::invalid_argument);  // no step open
+  CHECK(c.end_round(span<const float>()).error() == errc::invalid_argument);  // no step open
   CHECK(c.begin_step(span<const span<const float>>()).error() == errc::wrong_tensor_count);
   const span<const float> short_view(bad.data(), 10);
   CHECK(c.begin_step(span<const span<const float>>(&short_view, 1)).error() == errc::size_mismatch);
-  // A sum with a NaN (a peer's garbage) closes the step; the workers begin it again.
+  // An average with a NaN (a peer's garbage) closes the step; the workers begin it again.
   const span<const float> good(grads[0][0].data(), 480);
   auto p = c.begin_step(span<const span<const float>>(&good, 1));
   REQUIRE(p);
   CHECK(c.begin_step(span<const span<const float>>(&good, 1)).error() == errc::invalid_argument);  // open
   std::vector<float> garbage(p->size(), 1.0f);
   garbage[3] = std::numeric_limits<float>::infinity();
-  CHECK(c.reduce_first(span<const float>(garbage.data(), garbage.size())).error() == errc::non_finite_input);
-  CHECK(c.reduce_first(span<const float>(garbage.data(), 3)).error() == errc::invalid_argument);  // closed
+  CHECK(c.end_round(span<const float>(garbage.data(), garbage.size())).error() == errc::non_finite_input);
+  CHECK(c.end_round(span<const float>(garbage.data(), 3)).error() == errc::invalid_argument);  // closed
   CHECK(c.step() == 0);
   // After all that, two steps give the bits of workers that never saw a refusal.
   for (int k = 0; k < 2; ++k) {
@@ -309,4 +332,79 @@ TEST_CASE("powersgd: refused calls change nothing") {
   }
   CHECK(a.workers[0].step() == 2);
   CHECK_THROWS_AS(gradcomp::powersgd_compressor<float>(gradcomp::powersgd_config{0}), gradcomp::error);
+}
+
+TEST_CASE("powersgd: each round is a message of its own kind, refused by any other receiver") {
+  gradcomp::powersgd_config cfg;
+  cfg.rank = 2;
+  group<float> g(cfg, 2);
+  g.add("w", {12, 40});
+  g.add("bias", {12});
+  auto& c = g.workers[0];
+  CHECK(c.rounds() == 2);
+  const std::vector<std::vector<float>> grads{gaussian<float>(480, 5), gaussian<float>(12, 6)};
+  const span<const float> views[2] = {{grads[0].data(), 480}, {grads[1].data(), 12}};
+  for (auto& w : g.workers) REQUIRE(w.begin_step(span<const span<const float>>(views, 2)));
+  // Round 1: the bias, then w's P (12 x 2), as two dense sections of a first_round message.
+  const auto layout1 = c.round_layout(1);
+  REQUIRE(layout1.tensors.size() == 2);
+  CHECK(layout1.tensors[0].info.name == "bias");
+  CHECK(layout1.tensors[1].info.name == "w/P");
+  CHECK(layout1.tensors[1].info.numel == 24);
+  const auto m1 = round_message(c);
+  const span<const std::byte> msg1(m1.data(), m1.size());
+  const auto h = gradcomp::wire::validate(msg1);
+  REQUIRE(h);
+  CHECK(h->kind == gradcomp::wire::message_kind::first_round);
+  const auto decoded = gradcomp::wire::decode<float>(msg1);
+  REQUIRE(decoded.size() == 2);
+  const auto payload = c.payload();
+  CHECK(std::equal(decoded[0].values.begin(), decoded[0].values.end(), payload.begin()));
+  CHECK(std::equal(decoded[1].values.begin(), decoded[1].values.end(), payload.begin() + 12));
+  // The second round's receiver, and a receiver of gradient messages with the same sizes, refuse it;
+  // the first round's refuses a gradient message of the same vectors.
+  using gradcomp::wire::message_kind;
+  gradcomp::aggregator<float> second(message_kind::second_round, layout1), plain(layout1),
+      first(message_kind::first_round, layout1);
+  for (auto* a : {&second, &plain}) {
+    a->begin();
+    CHECK(a->add(msg1).error() == errc::layout_mismatch);
+  }
+  const std::vector<gradcomp::tensor_message<float>> same = {{0, 12, true, {}, payload.first(12)},
+                                                            {1, 24, true, {}, payload.subspan(12, 24)}};
+  const auto gradient = gradcomp::wire::encode(span<const gradcomp::tensor_message<float>>(same.data(), 2));
+  first.begin();
+  CHECK(first.add(span<const std::byte>(gradient.data(), gradient.size())).error() == errc::layout_mismatch);
+  CHECK(first.add(msg1));
+  // A round's receiver takes dense tensors only, and gradients or rounds.
+  auto sparse = layout1;
+  sparse.tensors[0].dense = false;
+  sparse.tensors[0].max_kept = 12;
+  CHECK_THROWS_AS(gradcomp::aggregator<float>(message_kind::first_round, sparse), gradcomp::error);
+  CHECK_THROWS_AS(gradcomp::aggregator<float>(message_kind::snapshot, layout1), gradcomp::error);
+  // A step closed after round 1 (its exchange failed) changes nothing: the group then runs it whole.
+  for (auto& w : g.workers) {
+    w.cancel_step();
+    CHECK(w.round() == 0);
+    CHECK(w.step() == 0);
+  }
+  group<float> fresh(cfg, 2);
+  fresh.add("w", {12, 40});
+  fresh.add("bias", {12});
+  const std::vector<std::vector<std::vector<float>>> both{grads, grads};
+  g.step(both);
+  fresh.step(both);
+  for (std::size_t t = 0; t < 2; ++t) {
+    const auto a = g.workers[1].update(t), b = fresh.workers[1].update(t);
+    CHECK(std::equal(a.begin(), a.end(), b.begin()));
+  }
+  // Round 2's layout: w's Q, 40 x 2; a step before start_step has one round of every tensor.
+  CHECK(c.round_layout(2).tensors.at(0).info.name == "w/Q");
+  CHECK(c.round_size(2) == 80);
+  cfg.start_step = 5;
+  gradcomp::powersgd_compressor<float> dense_first(cfg);
+  dense_first.add_tensor("w", {12, 40});
+  CHECK(dense_first.rounds() == 1);
+  CHECK(dense_first.round_layout(1).tensors.at(0).info.numel == 480);
+  CHECK(dense_first.round_layout(2).tensors.empty());
 }

@@ -121,6 +121,52 @@ TEST_CASE("gradient message from the encoder: increasing ids, valid") {
   CHECK(check(b) == errc::ok);
 }
 
+// ---- rounds of a multi-round method ----
+
+TEST_CASE("round messages: dense gradient sections, each tensor at most once") {
+  for (const auto round : {message_kind::first_round, message_kind::second_round}) {
+    CAPTURE(wire::to_string(round));
+    CHECK(check(round, {grad(0), grad(1), grad(7)}) == errc::ok);
+    CHECK(check(round, {}) == errc::ok);
+    CHECK(check(round, {grad(2), grad(2)}) == errc::duplicate_tensor);
+    // A sparse section is not a round's, though a gradient message takes it.
+    const auto sparse = raw_section(gradient, 4, 10, {1, 2}, {1.0, 2.0});
+    CHECK(check(gradients, {grad(0), sparse}) == errc::ok);
+    CHECK(check(round, {grad(0), sparse}) == errc::section_not_allowed);
+    for (const auto role : {residual, momentum, receiver, state}) {
+      auto r = grad(1);
+      r.role = role;
+      CHECK(check(round, {grad(0), r}) == errc::section_not_allowed);
+    }
+  }
+  // Kinds past the last one are unknown.
+  auto unknown = forge(gradients, {grad(0)});
+  unknown[8] = static_cast<std::byte>(wire::last_message_kind + 1);
+  CHECK(check(unknown) == errc::unknown_coding);
+}
+
+TEST_CASE("round messages from the encoder: the kind asked for, dense sections only") {
+  const std::vector<float> v = {1.0f, 2.0f};
+  const std::vector<std::uint32_t> idx = {0};
+  std::vector<tensor_message<float>> m = {{0, 2, true, {}, {v.data(), 2}}, {1, 2, true, {}, {v.data(), 2}}};
+  std::vector<std::byte> out(256);
+  const span<const tensor_message<float>> sections(m.data(), m.size());
+  const auto n = wire::encode_round(message_kind::second_round, sections, {}, span<std::byte>(out.data(), out.size()));
+  REQUIRE(n);
+  const auto h = wire::validate(span<const std::byte>(out.data(), *n));
+  REQUIRE(h);
+  CHECK(h->kind == message_kind::second_round);
+  // Only a round's kind, and no sparse section.
+  CHECK(wire::encode_round(gradients, sections, {}, span<std::byte>(out.data(), out.size())).error() ==
+        errc::invalid_argument);
+  CHECK(wire::encode_round(snapshot, sections, {}, span<std::byte>(out.data(), out.size())).error() ==
+        errc::invalid_argument);
+  m[1] = {1, 2, false, {idx.data(), 1}, {v.data(), 1}};
+  CHECK(wire::encode_round(message_kind::first_round, span<const tensor_message<float>>(m.data(), m.size()), {},
+                           span<std::byte>(out.data(), out.size()))
+            .error() == errc::invalid_argument);
+}
+
 // ---- compressor snapshots ----
 
 TEST_CASE("compressor snapshot: the valid forms") {

@@ -80,6 +80,7 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
       wire::device_accumulate_options opt;
       opt.check_sums = true;
       opt.every_tensor = true;
+      opt.kind = agg_.message_kind();
       accumulator_.reset();
       accumulator_ = std::make_unique<wire::device_accumulator<T, backend>>(
           this->memory_, span<const span<T, space>>(sums_.data(), sums_.size()), want, opt,

@@ -1,20 +1,22 @@
 /// @file powersgd/compressor.hpp
 /// @brief PowerSGD (Vogels, Karimireddy and Jaggi, "PowerSGD: Practical Low-Rank Gradient
 /// Compression for Distributed Optimization", NeurIPS 2019) on the CPU: `powersgd_config` and
-/// `powersgd_compressor`, whose step is two rounds of summing over the workers (an all-reduce
+/// `powersgd_compressor`, whose step is two rounds of averaging over the workers (an all-reduce
 /// each), the way PyTorch's `powerSGD_hook` runs it.
 ///
 /// A compressed tensor is viewed as an n x m matrix M (its first dimension the rows, the product
 /// of the others the columns). With error feedback M is the gradient plus the error e the worker
 /// kept from its last step. A step:
 /// 1. `begin_step(grads)`: Q (m x r: the last step's averaged Q with warm start, otherwise a seeded
-///    Gaussian draw, the same on every worker) is orthogonalised and P = M Q; the payload to sum
-///    over the workers holds every tensor sent dense, then every P;
-/// 2. `reduce_first(sum)`: the dense tensors' sums become their averages; the summed P is
-///    orthogonalised and Q = M^T P; the payload to sum holds every Q;
-/// 3. `reduce_second(sum)`: Q = the sum / N (the next step's warm start), the update P Q^T, and
+///    Gaussian draw, the same on every worker) is orthogonalised and P = M Q; the payload to
+///    average over the workers holds every tensor sent dense, then every P;
+/// 2. `end_round(average)`: the dense tensors' averages are their updates; the averaged P is
+///    orthogonalised and Q = M^T P; the payload to average holds every Q;
+/// 3. `end_round(average)`: Q = the average (the next step's warm start), the update P Q^T, and
 ///    with error feedback e = M - P Q^T (the worker's own M).
-/// `update(id)` is then tensor id's averaged gradient, the same bits on every worker.
+/// `update(id)` is then tensor id's averaged gradient, the same bits on every worker. Each round
+/// travels as a wire message of its own kind (`encode_round`, `round_layout`: any aggregator
+/// averages it), which `comm::exchange_rounds` carries through an MPI or NCCL exchange.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +32,8 @@
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../span.hpp"
+#include "../wire/encode.hpp"
+#include "../wire/tensor_message.hpp"
 #include "arithmetic.hpp"
 
 namespace gradcomp {
@@ -54,20 +58,18 @@ struct powersgd_config {
   double orthogonalization_epsilon = 0.0;
   /// Keys the draws of Q (every worker must use the same).
   std::uint64_t seed = 0;
-  /// N, the workers whose payloads each round sums; at least 1.
-  std::size_t workers = 1;
 };
 
 /**
  * @brief The worker side of PowerSGD for a whole model, on the CPU (see the top of
- * powersgd/compressor.hpp): two rounds of sums over the workers per step.
+ * powersgd/compressor.hpp): two rounds of averages over the workers per step.
  *
  * Tensors whose matrix is not worth compressing (PyTorch's rule, `powersgd_config`; vectors
  * always) are summed dense; `tensor_mode::dense` at registration sends one dense, and
  * `tensor_mode::compressed` compresses one the rule would not. Refused calls change nothing: a NaN
  * or an infinity in a gradient or in a sum (`errc::non_finite_input`), an M beyond the range of T
  * (`errc::state_overflow`), a call out of turn (`errc::invalid_argument`: `begin_step` while a
- * step is open, a `reduce_*` without one; a refused `reduce_*` closes the step, which the workers
+ * step is open, `end_round` without one; a refused `end_round` closes the step, which the workers
  * then begin again), sizes that do not match (`errc::wrong_tensor_count`, `errc::size_mismatch`).
  *
  * Unlike PyTorch's hook, which keeps one error for a whole bucket, a tensor sent dense keeps none
@@ -90,7 +92,6 @@ class powersgd_compressor {
       throw error(errc::invalid_argument, "min_compression_rate must be finite and > 0");
     if (!(cfg_.orthogonalization_epsilon >= 0.0) || !std::isfinite(cfg_.orthogonalization_epsilon))
       throw error(errc::invalid_argument, "orthogonalization_epsilon must be finite and >= 0");
-    if (cfg_.workers == 0) throw error(errc::invalid_argument, "workers must be >= 1");
   }
 
   /**
@@ -134,16 +135,47 @@ class powersgd_compressor {
   std::size_t rank(std::size_t id) const noexcept { return tensors_[id].info.compressed ? tensors_[id].rank : 0; }
   /// Steps completed.
   std::size_t step() const noexcept { return step_; }
-  /// The lengths of the two rounds' payloads of a compressing step (the first also of a dense
-  /// one, where it holds every tensor and the second is empty).
-  std::size_t first_round_size() const noexcept { return dense_size_ + p_size_; }
-  /// See `first_round_size`.
-  std::size_t second_round_size() const noexcept { return q_size_; }
+  /// The rounds of the open step, or of the next one when none is open: 2 where it compresses a
+  /// tensor, else 1 (a step before `start_step`, or no tensor worth compressing).
+  std::size_t rounds() const noexcept { return compresses(step_open()) && q_size_ != 0 ? 2 : 1; }
+  /// The round the open step awaits the average of (1 or 2), 0 when none is open.
+  std::size_t round() const noexcept { return static_cast<std::size_t>(round_); }
+  /// The payload length of round `k` (1 or 2) of the open step, or of the next one.
+  std::size_t round_size(std::size_t k) const noexcept {
+    if (k == 1) return compresses(step_open()) ? dense_size_ + p_size_ : total_size_;
+    return k == 2 && rounds() == 2 ? q_size_ : 0;
+  }
+
+  /**
+   * @brief Round `k` (1 or 2) of the open step, or of the next one, as an aggregator's layout: a
+   * dense tensor per vector its payload holds, in payload order (round 1: every tensor sent
+   * dense as itself, then each compressed tensor's P, named `name/P`, n x r; round 2: each Q,
+   * `name/Q`, m x r), no receiver momentum. An `aggregator(wire::message_kind, layout)` of
+   * `round_kind(k)` averages the workers' `encode_round` messages into what `end_round` takes.
+   * Empty for a round the step does not have.
+   */
+  receiver_layout round_layout(std::size_t k) const {
+    receiver_layout r;
+    if (k == 0 || k > rounds()) return r;
+    const bool compressing = compresses(step_open());
+    for (int pass = 0; pass < 2 && k == 1; ++pass)
+      for (const tensor& s : tensors_) {
+        if ((pass == 0) == (compressing && s.info.compressed)) continue;
+        r.tensors.push_back({pass == 0 ? dense_info(s.info) : factor_info(s, "/P", s.rows), true, false, 0});
+      }
+    for (const tensor& s : tensors_)
+      if (k == 2 && s.info.compressed) r.tensors.push_back({factor_info(s, "/Q", s.cols), true, false, 0});
+    return r;
+  }
+  /// The message kind of round `k`: `first_round` or `second_round`.
+  static wire::message_kind round_kind(std::size_t k) noexcept {
+    return k == 2 ? wire::message_kind::second_round : wire::message_kind::first_round;
+  }
 
   /**
    * @brief Round one of a step: reads every gradient (one per tensor, in registration order) and
-   * returns this worker's payload, to be summed element by element over the workers and given
-   * to `reduce_first`. The view stays valid until the next call.
+   * returns this worker's payload, to be averaged element by element over the workers and given
+   * to `end_round`. The view stays valid until the next call.
    * @return the payload, or `errc::wrong_tensor_count`, `errc::size_mismatch`,
    *         `errc::non_finite_input`, `errc::state_overflow`, `errc::invalid_argument` (a step
    *         is open): nothing changed then.
@@ -154,7 +186,7 @@ class powersgd_compressor {
     for (const auto& g : grads)
       for (const T x : g)
         if (!std::isfinite(x)) return fail(errc::non_finite_input);
-    const bool compressing = step_ >= cfg_.start_step;
+    const bool compressing = compresses(false);
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       const tensor& s = tensors_[t];
       if (!compressing || !s.info.compressed || s.e.empty()) continue;
@@ -162,7 +194,7 @@ class powersgd_compressor {
         if (!std::isfinite(static_cast<T>(grads[t][i] + s.e[i]))) return fail(errc::state_overflow);
     }
     compressing_ = compressing;
-    payload_.assign(compressing ? first_round_size() : total_size_, T(0));
+    payload_.assign(round_size(1), T(0));
     std::size_t at = 0;
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       tensor& s = tensors_[t];
@@ -187,70 +219,59 @@ class powersgd_compressor {
     return span<const T>(payload_.data(), payload_.size());
   }
 
-  /**
-   * @brief Round two: `sum` is the element-wise sum of every worker's first payload. The tensors
-   * sent dense get their averages; returns this worker's second payload (every Q), to be summed
-   * and given to `reduce_second`, or an empty view where the step is complete (no tensor
-   * compressed, or a step before `start_step`).
-   * @return the payload, or `errc::size_mismatch`, `errc::non_finite_input`,
-   *         `errc::invalid_argument` (no step open), which close the step with nothing changed.
-   */
-  [[nodiscard]] result<span<const T>> reduce_first(span<const T> sum) {
-    if (round_ != 1) return fail(errc::invalid_argument);
-    round_ = 0;
-    if (sum.size() != payload_.size()) return fail(errc::size_mismatch);
-    for (const T x : sum)
-      if (!std::isfinite(x)) return fail(errc::non_finite_input);
-    std::size_t at = 0;
-    for (tensor& s : tensors_) {
-      if (compressing_ && s.info.compressed) continue;
-      for (std::size_t i = 0; i < s.info.numel; ++i) s.update[i] = average(sum[at + i]);
-      at += s.info.numel;
+  /// The open round's payload (empty when none is open), valid until the next call.
+  span<const T> payload() const noexcept {
+    return round_ == 0 ? span<const T>() : span<const T>(payload_.data(), payload_.size());
+  }
+
+  /// The largest `encode_round` message of any round of the open or the next step, in `opt`'s
+  /// dense value coding.
+  std::size_t max_round_bytes(const wire::encode_options& opt = {}) const {
+    std::size_t most = 0;
+    for (std::size_t k = 1; k <= rounds(); ++k) {
+      const auto sections = round_sections(k, nullptr);
+      most = std::max(most, wire::max_encoded_bytes(span<const tensor_message<T>>(sections.data(), sections.size()),
+                                                    opt)
+                                .value());
     }
-    if (!compressing_ || q_size_ == 0) return finish();
-    payload_.assign(q_size_, T(0));
-    std::size_t out = 0;
-    for (tensor& s : tensors_) {
-      if (!s.info.compressed) continue;
-      for (std::size_t k = 0; k < s.p.size(); ++k) s.p[k] = sum[at + k];
-      at += s.p.size();
-      detail::powersgd_orthogonalize(span<T>(s.p.data(), s.p.size()), s.rows, s.rank, cfg_.orthogonalization_epsilon);
-      detail::powersgd_project_back(span<const T>(s.m.data(), s.m.size()), s.rows, s.cols,
-                                    span<const T>(s.p.data(), s.p.size()), s.rank,
-                                    span<T>(payload_.data() + out, s.q.size()), scratch_);
-      out += s.q.size();
-    }
-    round_ = 2;
-    return span<const T>(payload_.data(), payload_.size());
+    return most;
   }
 
   /**
-   * @brief The end of a compressing step: `sum` is the element-wise sum of every worker's second
-   * payload. Each compressed tensor's update becomes P Q^T with Q = sum / N, and its error
-   * (with error feedback) M - P Q^T.
-   * @return `errc::size_mismatch`, `errc::non_finite_input`, `errc::invalid_argument` (not in
-   *         round two), which close the step with nothing changed.
+   * @brief The open round's payload as a message of kind `round_kind(round())`: one dense section
+   * per vector of `round_layout(round())`, its values in `opt.dense_values` (fp32 or fp64 keep
+   * them exact). Other workers' aggregators average it.
+   * @return the bytes written, `errc::invalid_argument` (no round open), `errc::output_too_small`.
    */
-  [[nodiscard]] result<void> reduce_second(span<const T> sum) {
-    if (round_ != 2) return fail(errc::invalid_argument);
-    round_ = 0;
-    if (sum.size() != q_size_) return fail(errc::size_mismatch);
-    for (const T x : sum)
-      if (!std::isfinite(x)) return fail(errc::non_finite_input);
-    std::size_t at = 0;
-    for (tensor& s : tensors_) {
-      if (!s.info.compressed) continue;
-      for (std::size_t k = 0; k < s.q.size(); ++k) s.q[k] = average(sum[at + k]);
-      at += s.q.size();
-      s.q_warm = true;
-      s.q_set = false;
-      detail::powersgd_rebuild(span<const T>(s.p.data(), s.p.size()), span<const T>(s.q.data(), s.q.size()), s.rows,
-                               s.cols, s.rank, span<T>(s.update.data(), s.update.size()),
-                               span<const T>(s.m.data(), s.m.size()), span<T>(s.e.data(), s.e.size()));
-    }
-    (void)finish();
-    return {};
+  [[nodiscard]] result<std::size_t> encode_round(const wire::encode_options& opt, span<std::byte> out) const {
+    if (round_ == 0) return fail(errc::invalid_argument);
+    const auto sections = round_sections(round(), payload_.data());
+    return wire::encode_round(round_kind(round()), span<const tensor_message<T>>(sections.data(), sections.size()), opt,
+                              out);
   }
+
+  /**
+   * @brief Ends the open round with `average`, the element-wise average over the workers of their
+   * payloads of this round (an aggregator of `round_layout(round())`: its tensors' updates in
+   * order). After round 1 the tensors sent dense take their averages as their updates and,
+   * where the step compresses, returns this worker's payload of round 2 (every Q); after round 2
+   * (or a step of one round) the step is complete and the view is empty.
+   * @return the next payload or an empty view, or `errc::size_mismatch`, `errc::non_finite_input`,
+   *         `errc::invalid_argument` (no round open), which close the step with nothing changed.
+   */
+  [[nodiscard]] result<span<const T>> end_round(span<const T> average) {
+    if (round_ == 0) return fail(errc::invalid_argument);
+    const int k = round_;
+    round_ = 0;
+    if (average.size() != payload_.size()) return fail(errc::size_mismatch);
+    for (const T x : average)
+      if (!std::isfinite(x)) return fail(errc::non_finite_input);
+    return k == 1 ? end_first(average) : end_second(average);
+  }
+
+  /// Closes the open step with nothing changed (its exchange failed); the workers then begin the
+  /// step again.
+  void cancel_step() noexcept { round_ = 0; }
 
   /// Tensor `id`'s averaged gradient from the last completed step (unchecked id).
   span<const T> update(std::size_t id) const noexcept {
@@ -319,7 +340,77 @@ class powersgd_compressor {
     }
   }
 
-  T average(T sum) const noexcept { return static_cast<T>(sum / static_cast<T>(cfg_.workers)); }
+  // Whether the open step (open: true) or the next one compresses.
+  bool compresses(bool open) const noexcept { return open ? compressing_ : step_ >= cfg_.start_step; }
+  bool step_open() const noexcept { return round_ != 0; }
+
+  static tensor_info dense_info(tensor_info info) {
+    info.compressed = false;
+    return info;
+  }
+  // The info of a compressed tensor's P (rows: n) or Q (rows: m), rows x r.
+  static tensor_info factor_info(const tensor& s, const char* suffix, std::size_t rows) {
+    tensor_info info;
+    info.name = s.info.name + suffix;
+    info.shape = {rows, s.rank};
+    info.numel = rows * s.rank;
+    return info;
+  }
+
+  // Round k's sections over a payload at `values` (null: sizes only), one per layout tensor.
+  std::vector<tensor_message<T>> round_sections(std::size_t k, const T* values) const {
+    const receiver_layout layout = round_layout(k);
+    std::vector<tensor_message<T>> out(layout.tensors.size());
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const std::size_t n = layout.tensors[i].info.numel;
+      out[i].tensor = i;
+      out[i].numel = n;
+      out[i].dense = true;
+      out[i].values = span<const T>(values == nullptr ? nullptr : values + at, values == nullptr ? 0 : n);
+      at += n;
+    }
+    return out;
+  }
+
+  result<span<const T>> end_first(span<const T> average) {
+    std::size_t at = 0;
+    for (tensor& s : tensors_) {
+      if (compressing_ && s.info.compressed) continue;
+      for (std::size_t i = 0; i < s.info.numel; ++i) s.update[i] = average[at + i];
+      at += s.info.numel;
+    }
+    if (!compressing_ || q_size_ == 0) return finish();
+    payload_.assign(q_size_, T(0));
+    std::size_t out = 0;
+    for (tensor& s : tensors_) {
+      if (!s.info.compressed) continue;
+      for (std::size_t k = 0; k < s.p.size(); ++k) s.p[k] = average[at + k];
+      at += s.p.size();
+      detail::powersgd_orthogonalize(span<T>(s.p.data(), s.p.size()), s.rows, s.rank, cfg_.orthogonalization_epsilon);
+      detail::powersgd_project_back(span<const T>(s.m.data(), s.m.size()), s.rows, s.cols,
+                                    span<const T>(s.p.data(), s.p.size()), s.rank,
+                                    span<T>(payload_.data() + out, s.q.size()), scratch_);
+      out += s.q.size();
+    }
+    round_ = 2;
+    return span<const T>(payload_.data(), payload_.size());
+  }
+
+  result<span<const T>> end_second(span<const T> average) {
+    std::size_t at = 0;
+    for (tensor& s : tensors_) {
+      if (!s.info.compressed) continue;
+      for (std::size_t k = 0; k < s.q.size(); ++k) s.q[k] = average[at + k];
+      at += s.q.size();
+      s.q_warm = true;
+      s.q_set = false;
+      detail::powersgd_rebuild(span<const T>(s.p.data(), s.p.size()), span<const T>(s.q.data(), s.q.size()), s.rows,
+                               s.cols, s.rank, span<T>(s.update.data(), s.update.size()),
+                               span<const T>(s.m.data(), s.m.size()), span<T>(s.e.data(), s.e.size()));
+    }
+    return finish();
+  }
 
   result<span<const T>> finish() {
     ++step_;

@@ -63,6 +63,9 @@ struct device_accumulate_options {
   bool check_sums = false;
   /// Refuse (`errc::missing_tensor`) a message without a section for every accumulator.
   bool every_tensor = false;
+  /// The kind of message accepted (others: `errc::layout_mismatch`): gradient messages, or a
+  /// round of a multi-round method, whose sections are dense.
+  message_kind kind = message_kind::gradients;
 };
 
 namespace detail {
@@ -138,6 +141,7 @@ struct walk_headers {
   decode_state* st;
   bool every_tensor;
   std::uint64_t* outcome;
+  message_kind kind;
 
   GRADCOMP_HD errc walk(std::uint64_t size) const {
     message_header h;
@@ -148,7 +152,7 @@ struct walk_headers {
     st->crc_length = h.total_bytes;
     st->crc_closed = h.has_checksum() ? 0 : 1;
     if (const errc e = parse_header_rest(msg, h); e != errc::ok) return e;
-    if (h.kind != message_kind::gradients) return errc::layout_mismatch;
+    if (h.kind != kind) return errc::layout_mismatch;
     st->sections = h.section_count;
     for (std::uint64_t t = 0; t < count; ++t) seen[t] = 0;
     const std::uint64_t end = h.total_bytes - (h.has_checksum() ? checksum_bytes : 0);
@@ -160,6 +164,7 @@ struct walk_headers {
           !(s.values == value_coding::qsgd_gamma && gamma_positions(s.indices)))
         return errc::unknown_coding;  // isgq, qsgd_gamma with other indices: read by the host decoder only
       if (s.role != section_role::gradient) return errc::section_not_allowed;
+      if (is_round(kind) && s.indices != index_coding::dense) return errc::section_not_allowed;
       if (s.tensor < count && seen[s.tensor] != 0) return errc::duplicate_tensor;
       if (s.tensor >= count) return errc::unknown_tensor;
       if (dest[s.tensor].size < s.numel) return errc::output_too_small;
@@ -712,7 +717,7 @@ class device_accumulator<T, thrust_backend<System>> {
     std::uint32_t* crcs = crcs_.view().data();
     gradcomp::detail::thrust_impl::run_once<System>(
         on.stream, walk_headers<T>{bytes, n, length, dest_.view().data(), count_, seen_.view().data(), table, st,
-                                   opt_.every_tensor, outcome.data()});
+                                   opt_.every_tensor, outcome.data(), opt_.kind});
     const std::uint64_t chunks = (n + crc_chunk_bytes - 1) / crc_chunk_bytes;
     if (chunks != 0)
       thrust::for_each_n(policy, first, chunks,

@@ -23,7 +23,9 @@ namespace wire {
  * @brief What a receiver accepts, for `decode_accumulate`: the rules every receiver applies
  * (accept every sound section that fits its accumulator) and nothing more. A receiver with a
  * stricter layout (every tensor exactly once, a fixed dense/sparse form, an overflow guard), such
- * as `dgc_aggregator`, passes its own type with the same two members.
+ * as `dgc_aggregator`, passes its own type with the same two members. A receiver of the rounds
+ * of a multi-round method also has `message_kind kind() const`, the kind it accepts (without it:
+ * `message_kind::gradients`); a message of another kind is refused with `errc::layout_mismatch`.
  */
 struct accept_all {
   /**
@@ -49,6 +51,16 @@ struct accept_all {
 };
 
 namespace detail {
+
+// The kind of message `rules` accept: their `kind()` where they have one, else gradients.
+template <class Rules>
+auto accepted_kind(const Rules& rules, int) noexcept -> decltype(rules.kind()) {
+  return rules.kind();
+}
+template <class Rules>
+message_kind accepted_kind(const Rules&, long) noexcept {
+  return message_kind::gradients;
+}
 
 // True when acc[i] + value stays finite at every position of the section (values already checked).
 template <class T>
@@ -83,9 +95,9 @@ result<message_header> check_accumulate(span<const std::byte> msg, std::size_t c
   return checked_in_one_pass(msg, [&](const message_header& frame, checksum_follower& crc) -> result<message_header> {
     const auto h = read_header_rest(msg, frame);
     if (!h) return h;
-    if (h->kind != message_kind::gradients) return fail(errc::layout_mismatch);
+    if (h->kind != accepted_kind(rules, 0)) return fail(errc::layout_mismatch);
     std::uint64_t used = 0;
-    kind_rules kind(*h, msg);  // gradient roles only, each tensor at most once
+    kind_rules kind(*h, msg);  // gradient roles only, each tensor at most once (a round's dense)
     auto checked = walk(msg, [&](const section_header& s) {
       if (const errc e = kind.section(s); e != errc::ok) return e;
       if (s.tensor >= count) return errc::unknown_tensor;

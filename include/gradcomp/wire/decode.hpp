@@ -75,7 +75,7 @@ GRADCOMP_HD inline errc parse_frame(const std::byte* p, std::uint64_t size, mess
 // The remaining header fields, once the frame is known to be sound.
 GRADCOMP_HD inline errc parse_header_rest(const std::byte* p, message_header& h) noexcept {
   const std::uint32_t kind = gradcomp::detail::load_le<std::uint32_t>(p + 8);
-  if (kind > static_cast<std::uint32_t>(message_kind::snapshot)) return errc::unknown_coding;
+  if (kind > last_message_kind) return errc::unknown_coding;
   h.kind = static_cast<message_kind>(kind);
   const std::uint64_t fixed = message_header_bytes + (h.has_checksum() ? checksum_bytes : 0);
   if (h.section_count > (h.total_bytes - fixed) / section_header_bytes) return errc::size_overflow;
@@ -208,6 +208,7 @@ inline const std::byte* value_payload(span<const std::byte> msg, const section_h
  * its section headers one by one in message order, then `finish()` after the last one.
  *
  * Gradient messages: every section has role `gradient`, and each tensor id appears at most once.
+ * Round messages (`first_round`, `second_round`): the same, and every section dense.
  * Snapshots: dense sections only, no `gradient` role, and one of two forms: a compressor
  * snapshot (a state section first, then a `residual` section per compressed tensor in increasing
  * tensor id order, each directly followed by a `momentum` section with the same id either always
@@ -241,7 +242,7 @@ class kind_rules {
   /// Checks the next section header (already checked by `read_section_header`).
   errc section(const section_header& s) noexcept {
     try {
-      const errc e = kind_ == message_kind::gradients ? gradient_section(s) : snapshot_section(s);
+      const errc e = kind_ == message_kind::snapshot ? snapshot_section(s) : gradient_section(s);
       prev_role_ = s.role;
       prev_tensor_ = s.tensor;
       ++seen_;
@@ -279,8 +280,10 @@ class kind_rules {
     }
   };
 
+  // A gradient message's section, or a round's (which is dense).
   errc gradient_section(const section_header& s) {
     if (s.role != section_role::gradient) return errc::section_not_allowed;
+    if (is_round(kind_) && s.indices != index_coding::dense) return errc::section_not_allowed;
     if (!unordered_) {
       const bool increasing = seen_ == 0 || s.tensor > prev_tensor_;
       if (!msg_.empty()) {

@@ -247,10 +247,12 @@ errc write_section(std::byte* p, const tensor_message<T>& m, const section_plan&
 }
 
 // One pass: each section is planned (validated, codings chosen), checked against the space left
-// and written; the total length goes into the header at the end. Allocates nothing.
+// and written; the total length goes into the header at the end. Allocates nothing. `kind`:
+// gradients, or a round (whose sections must be dense).
 template <class T>
-result<std::size_t> encode_message(span<const tensor_message<T>> sections,
-                                   const encode_options& opt, span<std::byte> out) {
+result<std::size_t> encode_message(span<const tensor_message<T>> sections, const encode_options& opt,
+                                   span<std::byte> out, message_kind kind = message_kind::gradients) {
+  if (kind != message_kind::gradients && !is_round(kind)) return fail(errc::invalid_argument);
   if (sections.size() > std::numeric_limits<std::uint32_t>::max()) return fail(errc::size_overflow);
   if (has_duplicate_tensor(sections)) return fail(errc::duplicate_tensor);
   const std::uint64_t trailer = opt.checksum ? checksum_bytes : 0;
@@ -260,6 +262,7 @@ result<std::size_t> encode_message(span<const tensor_message<T>> sections,
   std::byte* p = base + message_header_bytes;
   std::uint32_t sections_crc = 0;  // CRC-32C of the sections written so far
   for (std::size_t s = 0; s < sections.size(); ++s) {
+    if (is_round(kind) && !sections[s].dense) return fail(errc::invalid_argument);
     const auto pl = plan_section(sections[s], opt);
     if (!pl) return fail(pl.error());
     if (pl->bytes > left) return fail(errc::output_too_small);
@@ -269,7 +272,7 @@ result<std::size_t> encode_message(span<const tensor_message<T>> sections,
     p += pl->bytes;
   }
   const auto body = static_cast<std::size_t>(p - base);
-  write_message_header(base, message_kind::gradients, static_cast<std::uint32_t>(sections.size()),
+  write_message_header(base, kind, static_cast<std::uint32_t>(sections.size()),
                        body + trailer, opt.checksum);
   if (opt.checksum) {
     // The sections were checksummed as they were written; the header joins them in front.
@@ -384,6 +387,20 @@ template <class T>
 [[nodiscard]] result<std::size_t> encode(span<const tensor_message<T>> sections,
                                          const encode_options& opt, span<std::byte> out) {
   return detail::encode_message<T>(sections, opt, out);
+}
+
+/**
+ * @brief Encodes one worker's part of a round of a multi-round method (`kind`: `first_round` or
+ * `second_round`) into `out`, as `encode` a gradient message: every section dense (its values in
+ * `opt.dense_values`, or its own coding).
+ * @return the bytes written, or `encode`'s errors; `errc::invalid_argument` also for another kind
+ *         or a sparse section.
+ */
+template <class T>
+[[nodiscard]] result<std::size_t> encode_round(message_kind kind, span<const tensor_message<T>> sections,
+                                               const encode_options& opt, span<std::byte> out) {
+  if (!is_round(kind)) return fail(errc::invalid_argument);
+  return detail::encode_message<T>(sections, opt, out, kind);
 }
 
 /// Convenience: encodes into a new vector; throws `gradcomp::error`.

@@ -29,7 +29,21 @@ inline constexpr std::uint16_t flag_checksum = 0x0001;
 enum class message_kind : std::uint32_t {
   gradients = 0,  ///< One worker's step: one section per tensor.
   snapshot = 1,   ///< A compressor's or an aggregator's saved state (see dgc/snapshot.hpp).
+  /// One worker's part of the first round of a method that averages dense vectors over the
+  /// workers in several rounds per step (PowerSGD: its dense tensors and every P): dense
+  /// sections, one per vector of the round.
+  first_round = 2,
+  /// The same for the second round (PowerSGD: every Q). A receiver expecting one round refuses
+  /// the other's messages.
+  second_round = 3,
 };
+/// The largest `message_kind` code of this version.
+inline constexpr std::uint32_t last_message_kind = 3;
+
+/// Whether messages of kind `k` are a round of a multi-round method (dense sections only).
+GRADCOMP_HD constexpr bool is_round(message_kind k) noexcept {
+  return k == message_kind::first_round || k == message_kind::second_round;
+}
 
 /// How a section stores its kept positions (section header, offset 20).
 enum class index_coding : std::uint8_t {
@@ -157,6 +171,17 @@ constexpr const char* to_string(index_coding c) noexcept {
     case index_coding::rice: return "rice";
     case index_coding::bitmap: return "bitmap";
     case index_coding::automatic: return "automatic";
+  }
+  return "unknown";
+}
+
+/// Returns the kind's name as in the spec (`"first_round"`), or `"unknown"`.
+constexpr const char* to_string(message_kind k) noexcept {
+  switch (k) {
+    case message_kind::gradients: return "gradients";
+    case message_kind::snapshot: return "snapshot";
+    case message_kind::first_round: return "first_round";
+    case message_kind::second_round: return "second_round";
   }
   return "unknown";
 }

@@ -1,0 +1,207 @@
+// A multi-round method (PowerSGD) across MPI ranks through comm::exchange_rounds: every rank ends
+// each step with bitwise the update and the error of one process averaging the same round
+// messages in rank order, on either path of the exchange; a refused step, a damaged round message
+// and a message of the other round fail the step on every rank and change nothing.
+#include <doctest/doctest.h>
+
+#include <gradcomp/comm/mpi.hpp>
+#include <gradcomp/comm/rounds.hpp>
+#include <gradcomp/powersgd/compressor.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "comm/mpi_support.hpp"
+#include "thrust/data.hpp"
+
+using namespace gradcomp;
+using namespace gradcomp_test;
+
+namespace {
+
+powersgd_config rounds_config() {
+  powersgd_config cfg;
+  cfg.rank = 2;
+  cfg.seed = 11;
+  return cfg;
+}
+
+powersgd_compressor<float> model(const powersgd_config& cfg) {
+  powersgd_compressor<float> c(cfg);
+  c.add_tensor("w", {24, 30});
+  c.add_tensor("bias", {24});
+  c.add_tensor("conv", {6, 2, 3, 3});
+  return c;
+}
+
+// Worker `rank`'s gradients of `step`.
+std::vector<std::vector<float>> gradients(std::size_t step, int rank) {
+  const std::uint64_t key = 1000 * step + static_cast<std::uint64_t>(rank);
+  return {gaussian<float>(720, key), gaussian<float>(24, key + 500), gaussian<float>(108, key + 700)};
+}
+
+std::vector<span<const float>> views(const std::vector<std::vector<float>>& g) {
+  std::vector<span<const float>> v;
+  for (const auto& x : g) v.emplace_back(x.data(), x.size());
+  return v;
+}
+
+wire::encode_options round_options() {
+  wire::encode_options opt;
+  opt.checksum = true;
+  return opt;
+}
+
+std::vector<std::byte> round_message(const powersgd_compressor<float>& c, const wire::encode_options& opt) {
+  std::vector<std::byte> msg(c.max_round_bytes(opt));
+  const auto n = c.encode_round(opt, span<std::byte>(msg.data(), msg.size()));
+  REQUIRE(n);
+  msg.resize(*n);
+  return msg;
+}
+
+// Every rank's worker run in this process, each round's messages averaged in rank order by one
+// aggregator: what the exchange must reproduce.
+struct one_process {
+  std::vector<powersgd_compressor<float>> workers;
+  explicit one_process(const powersgd_config& cfg) {
+    for (int r = 0; r < world_size(); ++r) workers.push_back(model(cfg));
+  }
+  void step(std::size_t s) {
+    std::vector<std::vector<std::vector<float>>> g;
+    for (int r = 0; r < world_size(); ++r) g.push_back(gradients(s, r));
+    for (std::size_t r = 0; r < workers.size(); ++r) {
+      const auto v = views(g[r]);
+      REQUIRE(workers[r].begin_step(span<const span<const float>>(v.data(), v.size())));
+    }
+    while (workers[0].round() != 0) {
+      const std::size_t k = workers[0].round();
+      aggregator<float> agg(powersgd_compressor<float>::round_kind(k), workers[0].round_layout(k));
+      agg.begin();
+      for (const auto& w : workers) {
+        const auto m = round_message(w, round_options());
+        REQUIRE(agg.add(span<const std::byte>(m.data(), m.size())));
+      }
+      REQUIRE(agg.finish(workers.size()));
+      std::vector<float> average;
+      for (std::size_t t = 0; t < agg.num_tensors(); ++t) {
+        const auto u = agg.update(t);
+        average.insert(average.end(), u.begin(), u.end());
+      }
+      for (auto& w : workers) REQUIRE(w.end_round(span<const float>(average.data(), average.size())));
+    }
+  }
+};
+
+bool same_bits(span<const float> a, span<const float> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// A checksum of every update, to compare across ranks.
+int update_hash(const powersgd_compressor<float>& c) {
+  std::uint32_t h = 2166136261u;
+  for (std::size_t t = 0; t < c.num_tensors(); ++t)
+    for (const float x : c.update(t)) {
+      std::uint32_t b = 0;
+      std::memcpy(&b, &x, 4);
+      h = (h ^ b) * 16777619u;
+    }
+  return static_cast<int>(h & 0x7fffffff);
+}
+
+}  // namespace
+
+TEST_CASE("mpi: PowerSGD's rounds give every rank bitwise one process's update, on either path") {
+  const int rank = world_rank();
+  for (const auto path : {comm::exchange_path::allgather, comm::exchange_path::allreduce}) {
+    CAPTURE(path_name(path));
+    comm::mpi_exchange ex(MPI_COMM_WORLD, path);
+    comm::round_buffers<float> buffers;
+    auto c = model(rounds_config());
+    one_process ref(rounds_config());
+    REQUIRE(c.rounds() == 2);
+    REQUIRE(c.info(0).compressed);
+    REQUIRE(!c.info(1).compressed);
+    for (std::size_t s = 0; s < 3; ++s) {
+      const auto g = gradients(s, rank);
+      const auto v = views(g);
+      REQUIRE(comm::exchange_rounds(ex, c, span<const span<const float>>(v.data(), v.size()), buffers,
+                                    round_options()));
+      CHECK(ex.last_path() == path);
+      ref.step(s);
+      const auto& mine = ref.workers[static_cast<std::size_t>(rank)];
+      for (std::size_t t = 0; t < c.num_tensors(); ++t) {
+        CAPTURE(t);
+        CHECK(same_bits(c.update(t), mine.update(t)));
+        CHECK(same_bits(c.error_feedback(t), mine.error_feedback(t)));
+        CHECK(same_bits(c.q(t), mine.q(t)));
+      }
+      CHECK(c.step() == s + 1);
+      CHECK(same_on_every_rank(update_hash(c)));
+    }
+  }
+}
+
+TEST_CASE("mpi: a refused PowerSGD step, a damaged round message and the other round's fail it on every rank") {
+  const int rank = world_rank();
+  for (const auto path : {comm::exchange_path::allgather, comm::exchange_path::allreduce}) {
+    CAPTURE(path_name(path));
+    comm::mpi_exchange ex(MPI_COMM_WORLD, path);
+    comm::round_buffers<float> buffers;
+    auto c = model(rounds_config());
+    const auto opt = round_options();
+
+    // Rank 1's gradient holds a NaN: its step is refused, and every rank's fails without a change.
+    auto g = gradients(0, rank);
+    if (rank == 1) g[0][17] = std::nanf("");
+    auto v = views(g);
+    const auto refused = comm::exchange_rounds(ex, c, span<const span<const float>>(v.data(), v.size()), buffers, opt);
+    REQUIRE(!refused);
+    CHECK(refused.error() == errc::peer_failed);
+    CHECK(ex.failed_rank() == 1);
+    CHECK(c.round() == 0);
+    CHECK(c.step() == 0);
+
+    // Rank 1 sends its first round as the second round's kind, then as damaged bytes: every rank
+    // refuses the step, naming rank 1.
+    g = gradients(0, rank);
+    v = views(g);
+    for (const bool damaged : {false, true}) {
+      CAPTURE(damaged);
+      REQUIRE(c.begin_step(span<const span<const float>>(v.data(), v.size())));
+      aggregator<float>& agg = buffers.aggregator_for(1, wire::message_kind::first_round, c.round_layout(1));
+      auto msg = round_message(c, opt);
+      if (rank == 1 && !damaged) {
+        const auto layout = c.round_layout(1);
+        const auto payload = c.payload();
+        std::vector<tensor_message<float>> sections;
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
+          const std::size_t n = layout.tensors[i].info.numel;
+          sections.push_back({i, n, true, {}, payload.subspan(at, n)});
+          at += n;
+        }
+        const auto written = wire::encode_round(wire::message_kind::second_round,
+                                                span<const tensor_message<float>>(sections.data(), sections.size()),
+                                                opt, span<std::byte>(msg.data(), msg.size()));
+        REQUIRE(written);
+        REQUIRE(*written == msg.size());
+      }
+      if (rank == 1 && damaged) msg[msg.size() / 2] ^= std::byte{0x10};
+      const auto r = ex.reduce(span<const std::byte>(msg.data(), msg.size()), agg);
+      REQUIRE(!r);
+      CHECK(r.error() == (damaged ? errc::checksum_mismatch : errc::layout_mismatch));
+      CHECK(ex.failed_rank() == 1);
+      c.cancel_step();
+      CHECK(c.step() == 0);
+    }
+
+    // The same step then goes through on every rank.
+    REQUIRE(comm::exchange_rounds(ex, c, span<const span<const float>>(v.data(), v.size()), buffers, opt));
+    CHECK(c.step() == 1);
+    CHECK(same_on_every_rank(update_hash(c)));
+  }
+}
