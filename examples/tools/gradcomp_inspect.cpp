@@ -42,11 +42,7 @@ std::uint64_t load_le(const std::byte* p, int bytes) {
 }
 
 const char* kind_name(std::uint32_t kind) {
-  switch (kind) {
-    case static_cast<std::uint32_t>(wire::message_kind::gradients): return "gradients";
-    case static_cast<std::uint32_t>(wire::message_kind::snapshot): return "snapshot";
-    default: return "unknown";
-  }
+  return kind <= wire::last_message_kind ? wire::to_string(static_cast<wire::message_kind>(kind)) : "unknown";
 }
 
 // Reads a whole file; on failure returns false with a reason in `why`.
@@ -214,7 +210,7 @@ gradcomp::errc inspect(gradcomp::span<const std::byte> msg) {
   std::vector<double> scratch_values;
   // The rules of the message's kind, section by section, while the kind is known and no rule
   // was broken yet (later sections are not judged against a broken one).
-  const bool known_kind = kind <= static_cast<std::uint32_t>(wire::message_kind::snapshot);
+  const bool known_kind = kind <= wire::last_message_kind;
   wire::message_header rules_header;
   rules_header.kind = static_cast<wire::message_kind>(known_kind ? kind : 0);
   rules_header.section_count = count;

@@ -433,8 +433,10 @@ errc reference_kind_error(wire::message_kind kind, const std::vector<section_hea
                           std::size_t i) {
   using wire::section_role;
   const section_header& s = all[i];
-  if (kind == wire::message_kind::gradients) {
+  const bool round = kind == wire::message_kind::first_round || kind == wire::message_kind::second_round;
+  if (kind == wire::message_kind::gradients || round) {
     if (s.role != section_role::gradient) return errc::section_not_allowed;
+    if (round && s.indices != index_coding::dense) return errc::section_not_allowed;
     for (std::size_t j = 0; j < i; ++j)
       if (all[j].tensor == s.tensor) return errc::duplicate_tensor;
     return errc::ok;
@@ -534,7 +536,7 @@ bool crc_mismatch(const std::vector<std::byte>& buf) {
 void check_message_header(const message_header& h, std::size_t size) {
   FUZZ_CHECK(h.version == wire::format_version);
   FUZZ_CHECK((h.flags & ~wire::flag_checksum) == 0);
-  FUZZ_CHECK(h.kind == wire::message_kind::gradients || h.kind == wire::message_kind::snapshot);
+  FUZZ_CHECK(static_cast<std::uint32_t>(h.kind) <= 3);  // gradients, snapshot, the two rounds
   FUZZ_CHECK(h.total_bytes == size);
   const std::uint64_t fixed =
       wire::message_header_bytes + (h.has_checksum() ? wire::checksum_bytes : 0);

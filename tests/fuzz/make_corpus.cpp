@@ -427,6 +427,13 @@ void decode_seeds() {
     };
     write("decode", "semantic-duplicate-tensor-unordered.bin",
           forge(message_kind::gradients, {g(5), g(2), g(9), g(5)}));
+    // The rounds of a multi-round method (PowerSGD): dense sections only, each vector once.
+    write("decode", "valid-first-round-crc.bin", forge(message_kind::first_round, {g(0), g(1)}, true));
+    write("decode", "valid-second-round.bin", forge(message_kind::second_round, {g(0)}));
+    write("decode", "semantic-round-sparse-section.bin",
+          forge(message_kind::first_round,
+                {g(0), gradcomp_test::raw_section(section_role::gradient, 1, 8, {2, 5}, {1.0, -2.0})}));
+    write("decode", "semantic-round-duplicate-vector.bin", forge(message_kind::second_round, {g(1), g(1)}));
   }
   {
     bytes b = encode({sparse_msg(0), dense_msg(1)}, raw_options());

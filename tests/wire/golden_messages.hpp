@@ -30,6 +30,7 @@ struct golden_message {
   std::string file;
   gradcomp::wire::encode_options options;
   std::vector<golden_section> sections;
+  gradcomp::wire::message_kind kind = gradcomp::wire::message_kind::gradients;
 };
 
 inline gradcomp::wire::encode_options golden_options(gradcomp::wire::index_coding ic,
@@ -119,6 +120,11 @@ inline std::vector<golden_message> golden_messages() {
       {"isgq_crc.gcwf", golden_options(index_coding::automatic, value_coding::fp32, true),
        {{0, 6, true, {}, {-2.0f, 0.0f, 1.0f, 1.25f, -2.0f, -0.125f}, 1, 0, 0, {}, isgq_levels_payload()},
         {1, 4, true, {}, {0x1.39b162p-3f, 0.0f, -0x1.b3ec96p-2f, 0.0f}, 1, 0, 0, {}, isgq_dithered_payload()}}},
+      // PowerSGD's first round of a model of a 3-element bias (sent dense) and a 3 x 4 weight at
+      // rank 1: the bias's values, then the weight's P (3 x 1).
+      {"first_round_crc.gcwf", golden_options(index_coding::automatic, value_coding::fp32, true),
+       {{0, 3, true, {}, {0.5f, -1.0f, 0.25f}}, {1, 3, true, {}, {2.0f, -0.75f, 4.0f}}},
+       gradcomp::wire::message_kind::first_round},
   };
 }
 
