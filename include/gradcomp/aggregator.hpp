@@ -12,6 +12,7 @@
 
 #include "backend.hpp"
 #include "cpu/ops.hpp"
+#include "detail/assign.hpp"
 #include "detail/state_bounds.hpp"
 #include "wire/codecs/values.hpp"
 #include "momentum_kind.hpp"
@@ -142,13 +143,7 @@ class aggregator {
   /// Moves everything.
   aggregator(aggregator&&) = default;
   /// Copy assignment with the strong guarantee: if copying throws, `*this` is unchanged.
-  aggregator& operator=(const aggregator& other) {
-    if (this != &other) {
-      aggregator copy(other);
-      *this = std::move(copy);
-    }
-    return *this;
-  }
+  aggregator& operator=(const aggregator& other) { return detail::copy_assign(*this, other); }
   /// Move assignment.
   aggregator& operator=(aggregator&&) = default;
   ~aggregator() = default;

@@ -26,6 +26,7 @@
 
 #include "backend.hpp"
 #include "cpu/dgc_kernels.hpp"
+#include "detail/assign.hpp"
 #include "detail/magnitude.hpp"
 #include "detail/state_bounds.hpp"
 #include "momentum_kind.hpp"
@@ -140,14 +141,7 @@ class separate_buffer {
   }
   separate_buffer(separate_buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  separate_buffer& operator=(const separate_buffer& other) {
-    if (this != &other) {
-      separate_buffer copy(other);
-      std::swap(data_, copy.data_);
-      std::swap(size_, copy.size_);
-    }
-    return *this;
-  }
+  separate_buffer& operator=(const separate_buffer& other) { return copy_assign(*this, other); }
   separate_buffer& operator=(separate_buffer&& other) noexcept {
     separate_buffer taken(std::move(other));
     std::swap(data_, taken.data_);

@@ -34,6 +34,7 @@
 #include "../backend.hpp"
 #include "../common/compressor_base.hpp"
 #include "../cpu/ops.hpp"
+#include "../detail/assign.hpp"
 #include "../detail/rng.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
@@ -191,13 +192,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
   dgc_compressor(dgc_compressor&&) = default;
   /// Copy assignment with the strong guarantee: if copying throws, `*this` is unchanged, so its
   /// configuration, workspace and threads always agree.
-  dgc_compressor& operator=(const dgc_compressor& other) {
-    if (this != &other) {
-      dgc_compressor copy(other);
-      *this = std::move(copy);
-    }
-    return *this;
-  }
+  dgc_compressor& operator=(const dgc_compressor& other) { return detail::copy_assign(*this, other); }
   /// Move assignment.
   dgc_compressor& operator=(dgc_compressor&&) = default;
   ~dgc_compressor() = default;

@@ -374,14 +374,10 @@ class saef_server {
   static_assert(is_compressor_v<C>, "saef_server needs a gradcomp compressor");
 
  public:
-  /// The compressor's value type.
-  using value_type = detail::compressor_value_t<C>;
-  /// The compressor's backend.
-  using backend_type = detail::compressor_backend_t<C>;
-  /// A view of `value_type`s in the backend's memory (`span<const value_type>` on the CPU).
-  using const_view = backend_span<const value_type, backend_type>;
-  /// A writable view in the backend's memory.
-  using view = backend_span<value_type, backend_type>;
+  using value_type = typename saef_worker<C>::value_type;      ///< As `saef_worker`'s.
+  using backend_type = typename saef_worker<C>::backend_type;  ///< As `saef_worker`'s.
+  using const_view = typename saef_worker<C>::const_view;      ///< As `saef_worker`'s.
+  using view = typename saef_worker<C>::view;                  ///< As `saef_worker`'s.
 
   /// A server around `c` (its tensors registered, those of the workers). Throws as `saef_worker`.
   explicit saef_server(C& c) : c_(&c) {

@@ -23,6 +23,7 @@
 #include <thrust/reduce.h>
 
 #include "../config.hpp"
+#include "../detail/assign.hpp"
 #include "../span.hpp"
 
 // The CUDA runtime's stream type (cudaStream_t is CUstream_st*), declared here so that host code
@@ -218,13 +219,7 @@ class system_buffer {
   system_buffer(const system_buffer& other) : system_buffer(other.size_) { copy_bytes_from(other); }
   system_buffer(system_buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  system_buffer& operator=(const system_buffer& other) {
-    if (this != &other) {
-      system_buffer copy(other);
-      swap(copy);
-    }
-    return *this;
-  }
+  system_buffer& operator=(const system_buffer& other) { return copy_assign(*this, other); }
   system_buffer& operator=(system_buffer&& other) noexcept {
     system_buffer taken(std::move(other));
     swap(taken);
@@ -274,14 +269,7 @@ class staging_buffer {
   staging_buffer(const staging_buffer& other) : staging_buffer(other.size_) {
     if (size_ != 0) std::memcpy(static_cast<void*>(data_), other.data_, size_ * sizeof(V));
   }
-  staging_buffer& operator=(const staging_buffer& other) {
-    if (this != &other) {
-      staging_buffer copy(other);
-      std::swap(data_, copy.data_);
-      std::swap(size_, copy.size_);
-    }
-    return *this;
-  }
+  staging_buffer& operator=(const staging_buffer& other) { return copy_assign(*this, other); }
   staging_buffer(staging_buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
   staging_buffer& operator=(staging_buffer&& other) noexcept {

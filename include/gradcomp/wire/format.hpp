@@ -177,13 +177,9 @@ constexpr const char* to_string(index_coding c) noexcept {
 
 /// Returns the kind's name as in the spec (`"first_round"`), or `"unknown"`.
 constexpr const char* to_string(message_kind k) noexcept {
-  switch (k) {
-    case message_kind::gradients: return "gradients";
-    case message_kind::snapshot: return "snapshot";
-    case message_kind::first_round: return "first_round";
-    case message_kind::second_round: return "second_round";
-  }
-  return "unknown";
+  constexpr const char* names[last_message_kind + 1] = {"gradients", "snapshot", "first_round", "second_round"};
+  const auto code = static_cast<std::uint32_t>(k);
+  return code <= last_message_kind ? names[code] : "unknown";
 }
 
 /// Returns the role's name as in the spec, or `"unknown"`.
