@@ -125,6 +125,70 @@ class isgq_adapter final : public worker_compressor {
   std::size_t steps_ = 0;
 };
 
+/// PowerSGD (`gradcomp::powersgd_compressor`): two rounds of averages per step (`round_worker`),
+/// each a wire message of its round's kind; the replica applies its momentum to the step's average
+/// (every tensor dense in `receiver()`). Its rounds run on the CPU whatever the backend.
+class powersgd_adapter final : public worker_compressor, public round_worker {
+ public:
+  powersgd_adapter(gradcomp::powersgd_config cfg, double momentum) : c_(cfg), momentum_(momentum) {}
+  std::size_t add_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                         gradcomp::tensor_mode mode) override {
+    return c_.add_tensor(name, shape, mode);
+  }
+  const gradcomp::tensor_info& info(std::size_t id) const override { return c_.info(id); }
+  void begin_step(std::size_t, double) override {}
+  // The share of the elements a compressing step sends (both rounds).
+  double density() override {
+    std::size_t total = 0;
+    for (std::size_t t = 0; t < c_.num_tensors(); ++t) total += c_.info(t).numel;
+    return total == 0 ? 1.0 : static_cast<double>(c_.round_size(1) + c_.round_size(2)) / static_cast<double>(total);
+  }
+  double final_density() const override { return const_cast<powersgd_adapter*>(this)->density(); }
+  gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>&) override {
+    return gradcomp::fail(gradcomp::errc::invalid_argument);  // its step is its rounds
+  }
+  gradcomp::result<gradcomp::step_stats> stats() override { return gradcomp::fail(gradcomp::errc::invalid_argument); }
+  std::size_t max_message_bytes(const gradcomp::wire::encode_options&) const override { return 0; }
+  gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options&,
+                                               gradcomp::span<std::byte>) override {
+    return gradcomp::fail(gradcomp::errc::invalid_argument);
+  }
+  gradcomp::receiver_layout receiver() const override {
+    gradcomp::receiver_layout l;
+    l.momentum = momentum_;
+    for (std::size_t t = 0; t < c_.num_tensors(); ++t) l.tensors.push_back({c_.info(t), true, true, 0});
+    return l;
+  }
+  round_worker* rounds() override { return this; }
+
+  gradcomp::result<void> begin(const std::vector<gradcomp::span<const float>>& grads) override {
+    sent_ = c_.round_size(1) + c_.round_size(2);
+    const auto p = c_.begin_step(gradcomp::span<const gradcomp::span<const float>>(grads.data(), grads.size()));
+    return p ? gradcomp::result<void>() : gradcomp::fail(p.error());
+  }
+  std::size_t round() const override { return c_.round(); }
+  gradcomp::wire::message_kind round_kind() const override { return c_.round_kind(c_.round()); }
+  gradcomp::receiver_layout round_layout() const override { return c_.round_layout(c_.round()); }
+  std::size_t max_round_bytes(const gradcomp::wire::encode_options& opt) const override {
+    return c_.max_round_bytes(opt);
+  }
+  gradcomp::result<std::size_t> encode_round(const gradcomp::wire::encode_options& opt,
+                                             gradcomp::span<std::byte> out) const override {
+    return c_.encode_round(opt, out);
+  }
+  gradcomp::result<void> end_round(gradcomp::span<const float> average) override {
+    const auto next = c_.end_round(average);
+    return next ? gradcomp::result<void>() : gradcomp::fail(next.error());
+  }
+  std::size_t sent_elements() const override { return sent_; }
+  gradcomp::span<const float> update(std::size_t t) const override { return c_.update(t); }
+
+ private:
+  gradcomp::powersgd_compressor<float> c_;
+  double momentum_;
+  std::size_t sent_ = 0;
+};
+
 namespace detail {
 template <class C, class = void>
 struct has_epoch : std::false_type {};
@@ -582,6 +646,18 @@ mode_spec saef_mode(const std::string& name, const train_options& o, Make make) 
   m.update_includes_lr = true;
   return m;
 }
+// PowerSGD at `rank`, from the first step (no dense warm-up), the same draws of Q on every worker.
+inline mode_spec powersgd_mode(const std::string& name, const train_options& o, std::size_t rank) {
+  mode_spec m;
+  m.name = name;
+  m.make_worker = [o, rank](std::size_t) -> std::unique_ptr<worker_compressor> {
+    gradcomp::powersgd_config cfg;
+    cfg.rank = rank;
+    cfg.seed = o.seed;
+    return std::make_unique<powersgd_adapter>(cfg, o.momentum);
+  };
+  return m;
+}
 }  // namespace detail
 
 /// Every mode of the demo, in the order it runs them by default.
@@ -688,6 +764,13 @@ const std::vector<mode_entry>& modes() {
        [](const train_options& o, std::size_t) {
          return detail::saef_mode("saef_sign", o, [](auto b) { return detail::saef_sign(b); });
        }},
+      {"powersgd_r1", "PowerSGD at rank 1: each weight matrix as two rank-1 factors averaged in two rounds, warm "
+       "start, error feedback, biases averaged whole; receiver momentum",
+       [](const train_options& o, std::size_t) { return detail::powersgd_mode("powersgd_r1", o, 1); }},
+      {"powersgd_r2", "PowerSGD at rank 2 (as powersgd_r1)",
+       [](const train_options& o, std::size_t) { return detail::powersgd_mode("powersgd_r2", o, 2); }},
+      {"powersgd_r4", "PowerSGD at rank 4 (as powersgd_r1)",
+       [](const train_options& o, std::size_t) { return detail::powersgd_mode("powersgd_r4", o, 4); }},
       {"isgq",
        "ISGQ: each weight matrix sent as its layer input X and back-propagated error Delta (a row per image of "
        "the batch), dithered to 7 levels (3 bits per factor element, buckets of 512), the receiver rebuilding "

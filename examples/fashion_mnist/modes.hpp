@@ -51,6 +51,30 @@ struct train_options {
   }();
 };
 
+/// A worker of a method whose step is several rounds of averaging over the workers (PowerSGD,
+/// `powersgd_adapter`): the trainer opens the step with the worker's gradients, then for each
+/// round sends the worker's message, averages every worker's with an aggregator of the round
+/// (`round_kind`, `round_layout`) and hands the average back; the worker's `update` is then the
+/// step's averaged gradient, the same bits on every worker.
+class round_worker {
+ public:
+  virtual ~round_worker() = default;
+  virtual gradcomp::result<void> begin(const std::vector<gradcomp::span<const float>>& grads) = 0;
+  /// The round the open step awaits (1, 2, ...), 0 once it is complete.
+  virtual std::size_t round() const = 0;
+  virtual gradcomp::wire::message_kind round_kind() const = 0;
+  virtual gradcomp::receiver_layout round_layout() const = 0;
+  /// The longest message of any round.
+  virtual std::size_t max_round_bytes(const gradcomp::wire::encode_options& opt) const = 0;
+  virtual gradcomp::result<std::size_t> encode_round(const gradcomp::wire::encode_options& opt,
+                                                     gradcomp::span<std::byte> out) const = 0;
+  virtual gradcomp::result<void> end_round(gradcomp::span<const float> average) = 0;
+  /// Elements this worker sent in the rounds of the last step.
+  virtual std::size_t sent_elements() const = 0;
+  /// Tensor t's averaged gradient from the last step.
+  virtual gradcomp::span<const float> update(std::size_t t) const = 0;
+};
+
 /// One worker's compressor behind the common interface (any gradcomp compressor: see
 /// `compressor_adapter`), with the per-step hooks the trainer calls.
 class worker_compressor {
@@ -101,6 +125,10 @@ class worker_compressor {
   /// as their factors, which the trainer then hands over (one per layer, in order) before `compress`.
   virtual bool uses_factors() const { return false; }
   virtual void set_factors(const std::vector<layer_factors>&) {}
+  /// A method of several rounds per step (PowerSGD): its rounds, which the trainer runs instead
+  /// of `compress` and one message; null for the others. `receiver()` then describes the
+  /// replica's stage that applies the momentum to the step's average.
+  virtual round_worker* rounds() { return nullptr; }
 };
 
 /// The server side of double-way compression (SAEF): the averaged update compressed again; what

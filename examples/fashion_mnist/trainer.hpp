@@ -184,6 +184,26 @@ run_result train_model(Model& model, const mode_spec& spec, const dataset& train
   model.receive(layout, spec.update_includes_lr);
   const std::unique_ptr<replica_sums> aggregator = make_replica(o, layout);
   const std::size_t max_bytes = lead->max_message_bytes(o.wire);
+  // A method of several rounds per step (PowerSGD): each round's messages averaged on every
+  // replica by an aggregator of the round (built again when a round's layout changes, as from
+  // the dense steps to the compressing ones), the step's average then through the replica's
+  // momentum stage as one dense message.
+  round_worker* const lead_rounds = lead->rounds();
+  const std::size_t max_round_bytes = lead_rounds ? lead_rounds->max_round_bytes(o.wire) : 0;
+  struct round_sums {
+    std::unique_ptr<gradcomp::aggregator<float>> sums;
+    gradcomp::wire::message_kind kind{};
+    std::vector<std::size_t> sizes;
+  };
+  std::vector<round_sums> rounds;
+  std::vector<float> average;
+  std::vector<std::byte> average_message;
+  if (lead_rounds) {
+    std::vector<gradcomp::tensor_message<float>> whole(tensors.size());
+    for (std::size_t t = 0; t < whole.size(); ++t) whole[t] = {t, lead->info(t).numel, true, {}, {}};
+    const gradcomp::span<const gradcomp::tensor_message<float>> sections(whole.data(), whole.size());
+    average_message.resize(gradcomp::wire::max_encoded_bytes(sections, o.wire).value());
+  }
 
   run_result res;
   res.mode = spec.name;
@@ -273,6 +293,8 @@ run_result train_model(Model& model, const mode_spec& spec, const dataset& train
           const auto local = workers[r]->local_scales(views[own]);
           check(local, "local_scales");
           net.contribute_max(r, gradcomp::span<const float>(local->data(), local->size()));
+        } else if (lead_rounds) {
+          check(workers[r]->rounds()->begin(views[own]), "begin");
         } else {
           check(workers[r]->compress(views[own]), "compress");
           send(r);
@@ -291,6 +313,46 @@ run_result train_model(Model& model, const mode_spec& spec, const dataset& train
         }
         compress_time += seconds(t0, clock::now());
       }
+      double round_bytes = 0.0;
+      if (lead_rounds) {  // every round: every worker's message, averaged in rank order
+        const auto t0 = clock::now();
+        for (std::size_t k = 1; lead_rounds->round() != 0; ++k) {
+          for (std::size_t r = 0; r < o.workers; ++r) {
+            if (!net.local(r)) continue;
+            const auto bytes = workers[r]->rounds()->encode_round(o.wire, net.outbox(r, max_round_bytes));
+            check(bytes, "encode");
+            net.send(r, *bytes);
+          }
+          if (rounds.size() < k) rounds.resize(k);
+          round_sums& rs = rounds[k - 1];
+          const gradcomp::receiver_layout layout_k = lead_rounds->round_layout();
+          std::vector<std::size_t> sizes;
+          for (const auto& rt : layout_k.tensors) sizes.push_back(rt.info.numel);
+          if (!rs.sums || rs.kind != lead_rounds->round_kind() || rs.sizes != sizes) {
+            rs.sums = std::make_unique<gradcomp::aggregator<float>>(lead_rounds->round_kind(), layout_k);
+            rs.kind = lead_rounds->round_kind();
+            rs.sizes = std::move(sizes);
+          }
+          rs.sums->begin();
+          for (std::size_t r = 0; r < o.workers; ++r) {
+            check(rs.sums->add(net.received(r)), "decode");
+            round_bytes += static_cast<double>(net.received(r).size());
+          }
+          check(rs.sums->finish(o.workers), "finish");
+          average.clear();
+          for (std::size_t t = 0; t < rs.sums->num_tensors(); ++t) {
+            const auto u = rs.sums->update(t);
+            average.insert(average.end(), u.begin(), u.end());
+          }
+          for (std::size_t r = 0; r < o.workers; ++r)
+            if (net.local(r))
+              check(workers[r]->rounds()->end_round(gradcomp::span<const float>(average.data(), average.size())),
+                    "end_round");
+        }
+        for (std::size_t r = 0; r < o.workers; ++r)
+          if (net.local(r)) figures[r][1] = static_cast<double>(workers[r]->rounds()->sent_elements());
+        compress_time += seconds(t0, clock::now());
+      }
       for (std::size_t r = 0; r < o.workers; ++r)
         if (net.local(r)) net.share_numbers(r, gradcomp::span<const double>(figures[r].data(), figures[r].size()));
       for (std::size_t r = 0; r < o.workers; ++r) {
@@ -299,12 +361,27 @@ run_result train_model(Model& model, const mode_spec& spec, const dataset& train
         if (step == 0) res.first_loss += f[0] / double(o.workers);
         sent_elements += f[1];
         clipped += f[2];
-        step_bytes += static_cast<double>(net.received(r).size());
+        if (!lead_rounds) step_bytes += static_cast<double>(net.received(r).size());
       }
+      step_bytes += round_bytes;
       // Every replica receives every worker's message and sums them in rank order.
       const auto t1 = clock::now();
-      for (std::size_t r = 0; r < o.workers; ++r) check(aggregator->add(net.received(r)), "decode");
-      check(aggregator->finish(o.workers), "finish");
+      if (lead_rounds) {  // the step's average, the same on every worker: the replica's momentum
+        std::vector<gradcomp::tensor_message<float>> whole(tensors.size());
+        for (std::size_t t = 0; t < whole.size(); ++t) {
+          const auto u = lead_rounds->update(t);
+          whole[t] = {t, u.size(), true, {}, u};
+        }
+        const auto bytes = gradcomp::wire::encode(
+            gradcomp::span<const gradcomp::tensor_message<float>>(whole.data(), whole.size()), o.wire,
+            gradcomp::span<std::byte>(average_message.data(), average_message.size()));
+        check(bytes, "encode");
+        check(aggregator->add(gradcomp::span<const std::byte>(average_message.data(), *bytes)), "decode");
+        check(aggregator->finish(1), "finish");
+      } else {
+        for (std::size_t r = 0; r < o.workers; ++r) check(aggregator->add(net.received(r)), "decode");
+        check(aggregator->finish(o.workers), "finish");
+      }
       if (server) {  // double-way compression: the average compressed again, on every replica
         // (each update is valid until the next call: copied first)
         std::vector<gradcomp::span<const float>> mean;

@@ -1,6 +1,7 @@
 // PowerSGD's arithmetic on the host (docs/algorithms.md, "PowerSGD"): a tensor is a row-major
 // n x m matrix M, its factors P (n x r) and Q (m x r) row-major too. Every sum runs in double in
-// a fixed order (the matrix's elements in storage order), so every worker and every run computes
+// a fixed order (the matrix's elements in storage order), each product rounded before it is added
+// (detail::rounded: no fused multiply-add on any target), so every worker, run and build computes
 // the same bits from the same inputs; each result is rounded to T once.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "../span.hpp"
+#include "../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -22,7 +24,7 @@ void powersgd_orthogonalize(span<T> a, std::size_t rows, std::size_t r, double e
     double squares = 0.0;
     for (std::size_t k = 0; k < rows; ++k) {
       const double x = static_cast<double>(a[k * r + i]);
-      squares += x * x;
+      squares += rounded(x * x);
     }
     const double divisor = std::sqrt(squares) + epsilon;
     if (divisor == 0.0) continue;
@@ -30,9 +32,10 @@ void powersgd_orthogonalize(span<T> a, std::size_t rows, std::size_t r, double e
     for (std::size_t j = i + 1; j < r; ++j) {
       double dot = 0.0;
       for (std::size_t k = 0; k < rows; ++k)
-        dot += static_cast<double>(a[k * r + i]) * static_cast<double>(a[k * r + j]);
+        dot += rounded(static_cast<double>(a[k * r + i]) * static_cast<double>(a[k * r + j]));
       for (std::size_t k = 0; k < rows; ++k)
-        a[k * r + j] = static_cast<T>(static_cast<double>(a[k * r + j]) - dot * static_cast<double>(a[k * r + i]));
+        a[k * r + j] =
+            static_cast<T>(static_cast<double>(a[k * r + j]) - rounded(dot * static_cast<double>(a[k * r + i])));
     }
   }
 }
@@ -47,7 +50,7 @@ void powersgd_project(span<const T> m, std::size_t rows, std::size_t cols, span<
     const T* row = m.data() + i * cols;
     for (std::size_t j = 0; j < cols; ++j) {
       const double x = static_cast<double>(row[j]);
-      for (std::size_t c = 0; c < r; ++c) acc[c] += x * static_cast<double>(q[j * r + c]);
+      for (std::size_t c = 0; c < r; ++c) acc[c] += rounded(x * static_cast<double>(q[j * r + c]));
     }
     for (std::size_t c = 0; c < r; ++c) p[i * r + c] = static_cast<T>(acc[c]);
   }
@@ -62,7 +65,7 @@ void powersgd_project_back(span<const T> m, std::size_t rows, std::size_t cols, 
     const T* row = m.data() + i * cols;
     for (std::size_t j = 0; j < cols; ++j) {
       const double x = static_cast<double>(row[j]);
-      for (std::size_t c = 0; c < r; ++c) acc[j * r + c] += x * static_cast<double>(p[i * r + c]);
+      for (std::size_t c = 0; c < r; ++c) acc[j * r + c] += rounded(x * static_cast<double>(p[i * r + c]));
     }
   }
   for (std::size_t k = 0; k < cols * r; ++k) q[k] = static_cast<T>(acc[k]);
@@ -75,7 +78,8 @@ void powersgd_rebuild(span<const T> p, span<const T> q, std::size_t rows, std::s
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t j = 0; j < cols; ++j) {
       double s = 0.0;
-      for (std::size_t c = 0; c < r; ++c) s += static_cast<double>(p[i * r + c]) * static_cast<double>(q[j * r + c]);
+      for (std::size_t c = 0; c < r; ++c)
+        s += rounded(static_cast<double>(p[i * r + c]) * static_cast<double>(q[j * r + c]));
       const T v = static_cast<T>(s);
       out[i * cols + j] = v;
       if (!e.empty()) e[i * cols + j] = static_cast<T>(m[i * cols + j] - v);
