@@ -646,13 +646,18 @@ mode_spec saef_mode(const std::string& name, const train_options& o, Make make) 
   m.update_includes_lr = true;
   return m;
 }
-// PowerSGD at `rank`, from the first step (no dense warm-up), the same draws of Q on every worker.
-inline mode_spec powersgd_mode(const std::string& name, const train_options& o, std::size_t rank) {
+// PowerSGD at `rank` after DGC's warm-up length of dense steps (PyTorch's start_powerSGD_iter;
+// from the first step, rank 1 with 8 workers does not train at the demo's learning rate), the
+// same draws of Q on every worker.
+inline mode_spec powersgd_mode(const std::string& name, const train_options& o, std::size_t steps_per_epoch,
+                               std::size_t rank) {
   mode_spec m;
   m.name = name;
-  m.make_worker = [o, rank](std::size_t) -> std::unique_ptr<worker_compressor> {
+  const auto dense_steps = static_cast<std::size_t>(std::llround(o.warmup_epochs * double(steps_per_epoch)));
+  m.make_worker = [o, rank, dense_steps](std::size_t) -> std::unique_ptr<worker_compressor> {
     gradcomp::powersgd_config cfg;
     cfg.rank = rank;
+    cfg.start_step = dense_steps;
     cfg.seed = o.seed;
     return std::make_unique<powersgd_adapter>(cfg, o.momentum);
   };
@@ -765,12 +770,18 @@ const std::vector<mode_entry>& modes() {
          return detail::saef_mode("saef_sign", o, [](auto b) { return detail::saef_sign(b); });
        }},
       {"powersgd_r1", "PowerSGD at rank 1: each weight matrix as two rank-1 factors averaged in two rounds, warm "
-       "start, error feedback, biases averaged whole; receiver momentum",
-       [](const train_options& o, std::size_t) { return detail::powersgd_mode("powersgd_r1", o, 1); }},
+       "start, error feedback, biases averaged whole, after DGC's warm-up length of dense steps; receiver momentum",
+       [](const train_options& o, std::size_t steps_per_epoch) {
+         return detail::powersgd_mode("powersgd_r1", o, steps_per_epoch, 1);
+       }},
       {"powersgd_r2", "PowerSGD at rank 2 (as powersgd_r1)",
-       [](const train_options& o, std::size_t) { return detail::powersgd_mode("powersgd_r2", o, 2); }},
+       [](const train_options& o, std::size_t steps_per_epoch) {
+         return detail::powersgd_mode("powersgd_r2", o, steps_per_epoch, 2);
+       }},
       {"powersgd_r4", "PowerSGD at rank 4 (as powersgd_r1)",
-       [](const train_options& o, std::size_t) { return detail::powersgd_mode("powersgd_r4", o, 4); }},
+       [](const train_options& o, std::size_t steps_per_epoch) {
+         return detail::powersgd_mode("powersgd_r4", o, steps_per_epoch, 4);
+       }},
       {"isgq",
        "ISGQ: each weight matrix sent as its layer input X and back-propagated error Delta (a row per image of "
        "the batch), dithered to 7 levels (3 bits per factor element, buckets of 512), the receiver rebuilding "

@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 MODES = ["dense", "dgc", "topk_ef", "ef_signsgd", "terngrad", "onebit_sgd", "qsgd", "adacomp",
-         "saef_topk", "saef_sign", "isgq"]
+         "saef_topk", "saef_sign", "powersgd_r1", "powersgd_r2", "powersgd_r4", "isgq"]
 
 
 def run(args, runs_path):
