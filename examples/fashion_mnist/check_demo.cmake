@@ -107,6 +107,12 @@ foreach(_i RANGE ${_last})
     if(NOT _v_final_sparsity EQUAL 0 OR _v_compression_ratio LESS 20)
       message(FATAL_ERROR "${_mode}: sparsity ${_v_final_sparsity}, ratio ${_v_compression_ratio}")
     endif()
+  elseif(_mode MATCHES "^powersgd_r([0-9]+)$")
+    # Rank r factors of the weight matrices, the biases whole: 168x at rank 1 to 53x at rank 4.
+    math(EXPR _least "200 / ${CMAKE_MATCH_1}")
+    if(_v_compression_ratio LESS _least)
+      message(FATAL_ERROR "${_mode}: sparsity ${_v_final_sparsity}, ratio ${_v_compression_ratio}")
+    endif()
   elseif(_mode STREQUAL "isgq")
     # The weight matrices as their factors over the batch of 32, 3 bits per element: about 67x.
     if(NOT _v_final_sparsity EQUAL 0 OR _v_compression_ratio LESS 60)

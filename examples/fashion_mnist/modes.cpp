@@ -137,13 +137,20 @@ class powersgd_adapter final : public worker_compressor, public round_worker {
   }
   const gradcomp::tensor_info& info(std::size_t id) const override { return c_.info(id); }
   void begin_step(std::size_t, double) override {}
-  // The share of the elements a compressing step sends (both rounds).
-  double density() override {
-    std::size_t total = 0;
-    for (std::size_t t = 0; t < c_.num_tensors(); ++t) total += c_.info(t).numel;
-    return total == 0 ? 1.0 : static_cast<double>(c_.round_size(1) + c_.round_size(2)) / static_cast<double>(total);
+  // The share of the elements the next step sends (both rounds): 1 for a dense step.
+  double density() override { return c_.rounds() == 2 ? final_density() : 1.0; }
+  // The share a compressing step sends: (n + m) r of a compressed tensor, every other element.
+  double final_density() const override {
+    double sent = 0.0, total = 0.0;
+    for (std::size_t t = 0; t < c_.num_tensors(); ++t) {
+      const auto& info = c_.info(t);
+      const double rows = info.shape.empty() ? 1.0 : static_cast<double>(info.shape[0]);
+      const double numel = static_cast<double>(info.numel);
+      sent += c_.rank(t) != 0 ? (rows + numel / rows) * static_cast<double>(c_.rank(t)) : numel;
+      total += numel;
+    }
+    return total == 0.0 ? 1.0 : sent / total;
   }
-  double final_density() const override { return const_cast<powersgd_adapter*>(this)->density(); }
   gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>&) override {
     return gradcomp::fail(gradcomp::errc::invalid_argument);  // its step is its rounds
   }
