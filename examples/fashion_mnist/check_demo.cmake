@@ -109,7 +109,7 @@ foreach(_i RANGE ${_last})
     endif()
   elseif(_mode MATCHES "^powersgd_r([0-9]+)$")
     # Rank r factors of the weight matrices, the biases whole: 168x at rank 1 to 53x at rank 4.
-    math(EXPR _least "200 / ${CMAKE_MATCH_1}")
+    math(EXPR _least "160 / ${CMAKE_MATCH_1}")
     if(_v_compression_ratio LESS _least)
       message(FATAL_ERROR "${_mode}: sparsity ${_v_final_sparsity}, ratio ${_v_compression_ratio}")
     endif()
