@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/mpi_support.hpp"
+#include "powersgd/rounds.hpp"
 #include "thrust/data.hpp"
 
 using namespace gradcomp;
@@ -49,22 +50,9 @@ std::vector<span<const float>> views(const std::vector<std::vector<float>>& g) {
   return v;
 }
 
-wire::encode_options round_options() {
-  wire::encode_options opt;
-  opt.checksum = true;
-  return opt;
-}
+wire::encode_options round_options() { return gradcomp_test::round_options<float>(); }
 
-std::vector<std::byte> round_message(const powersgd_compressor<float>& c, const wire::encode_options& opt) {
-  std::vector<std::byte> msg(c.max_round_bytes(opt));
-  const auto n = c.encode_round(opt, span<std::byte>(msg.data(), msg.size()));
-  REQUIRE(n);
-  msg.resize(*n);
-  return msg;
-}
-
-// Every rank's worker run in this process, each round's messages averaged in rank order by one
-// aggregator: what the exchange must reproduce.
+// Every rank's worker run in this process: what the exchange must reproduce.
 struct one_process {
   std::vector<powersgd_compressor<float>> workers;
   explicit one_process(const powersgd_config& cfg) {
@@ -73,27 +61,16 @@ struct one_process {
   void step(std::size_t s) {
     std::vector<std::vector<std::vector<float>>> g;
     for (int r = 0; r < world_size(); ++r) g.push_back(gradients(s, r));
-    for (std::size_t r = 0; r < workers.size(); ++r) {
-      const auto v = views(g[r]);
-      REQUIRE(workers[r].begin_step(span<const span<const float>>(v.data(), v.size())));
-    }
-    while (workers[0].round() != 0) {
-      const std::size_t k = workers[0].round();
-      aggregator<float> agg(powersgd_compressor<float>::round_kind(k), workers[0].round_layout(k));
-      agg.begin();
-      for (const auto& w : workers) {
-        const auto m = round_message(w, round_options());
-        REQUIRE(agg.add(span<const std::byte>(m.data(), m.size())));
-      }
-      REQUIRE(agg.finish(workers.size()));
-      std::vector<float> average;
-      for (std::size_t t = 0; t < agg.num_tensors(); ++t) {
-        const auto u = agg.update(t);
-        average.insert(average.end(), u.begin(), u.end());
-      }
-      for (auto& w : workers) REQUIRE(w.end_round(span<const float>(average.data(), average.size())));
-    }
+    step_together(workers, g);
   }
+};
+
+// This rank's worker and exchange on one path.
+struct rank_worker {
+  comm::mpi_exchange ex;
+  comm::round_buffers<float> buffers;
+  powersgd_compressor<float> c = model(rounds_config());
+  explicit rank_worker(comm::exchange_path path) : ex(MPI_COMM_WORLD, path) {}
 };
 
 bool same_bits(span<const float> a, span<const float> b) {
@@ -118,9 +95,8 @@ TEST_CASE("mpi: PowerSGD's rounds give every rank bitwise one process's update, 
   const int rank = world_rank();
   for (const auto path : {comm::exchange_path::allgather, comm::exchange_path::allreduce}) {
     CAPTURE(path_name(path));
-    comm::mpi_exchange ex(MPI_COMM_WORLD, path);
-    comm::round_buffers<float> buffers;
-    auto c = model(rounds_config());
+    rank_worker me(path);
+    auto& [ex, buffers, c] = me;
     one_process ref(rounds_config());
     REQUIRE(c.rounds() == 2);
     REQUIRE(c.info(0).compressed);
@@ -149,9 +125,8 @@ TEST_CASE("mpi: a refused PowerSGD step, a damaged round message and the other r
   const int rank = world_rank();
   for (const auto path : {comm::exchange_path::allgather, comm::exchange_path::allreduce}) {
     CAPTURE(path_name(path));
-    comm::mpi_exchange ex(MPI_COMM_WORLD, path);
-    comm::round_buffers<float> buffers;
-    auto c = model(rounds_config());
+    rank_worker me(path);
+    auto& [ex, buffers, c] = me;
     const auto opt = round_options();
 
     // Rank 1's gradient holds a NaN: its step is refused, and every rank's fails without a change.
@@ -173,7 +148,7 @@ TEST_CASE("mpi: a refused PowerSGD step, a damaged round message and the other r
       CAPTURE(damaged);
       REQUIRE(c.begin_step(span<const span<const float>>(v.data(), v.size())));
       aggregator<float>& agg = buffers.aggregator_for(1, wire::message_kind::first_round, c.round_layout(1));
-      auto msg = round_message(c, opt);
+      auto msg = round_message(c);
       if (rank == 1 && !damaged) {
         const auto layout = c.round_layout(1);
         const auto payload = c.payload();

@@ -20,6 +20,7 @@
 #include <gradcomp/powersgd/compressor.hpp>
 #include <gradcomp/wire/decode.hpp>
 
+#include "powersgd/rounds.hpp"
 #include "thrust/data.hpp"
 
 namespace {
@@ -106,29 +107,9 @@ torch_vectors load(const std::string& stem) {
   return tv;
 }
 
-// The options the rounds travel with: exact values, a checksum.
-template <class T>
-gradcomp::wire::encode_options round_options() {
-  gradcomp::wire::encode_options opt;
-  opt.dense_values = sizeof(T) == 4 ? gradcomp::wire::value_coding::fp32 : gradcomp::wire::value_coding::fp64;
-  opt.checksum = true;
-  return opt;
-}
+using gradcomp_test::round_message;
 
-// A worker's open round as its message.
-template <class T>
-std::vector<std::byte> round_message(const gradcomp::powersgd_compressor<T>& c) {
-  const auto opt = round_options<T>();
-  std::vector<std::byte> msg(c.max_round_bytes(opt));
-  const auto n = c.encode_round(opt, span<std::byte>(msg.data(), msg.size()));
-  REQUIRE_MESSAGE(n, "round " << c.round() << ": " << static_cast<int>(n ? errc::ok : n.error()));
-  msg.resize(*n);
-  return msg;
-}
-
-// Workers that run a step together: each round's messages averaged, in worker order, by an
-// aggregator of the round's layout (what every replica computes), the average given back to every
-// worker.
+// Workers that run a step together (tests/powersgd/rounds.hpp).
 template <class T>
 struct group {
   std::vector<gradcomp::powersgd_compressor<T>> workers;
@@ -139,34 +120,7 @@ struct group {
   void add(const std::string& name, std::vector<std::size_t> shape) {
     for (auto& c : workers) c.add_tensor(name, shape);
   }
-  void end_round() {
-    const std::size_t k = workers[0].round();
-    gradcomp::aggregator<T> agg(gradcomp::powersgd_compressor<T>::round_kind(k), workers[0].round_layout(k));
-    agg.begin();
-    for (const auto& c : workers) {
-      const auto msg = round_message(c);
-      REQUIRE(agg.add(span<const std::byte>(msg.data(), msg.size())));
-    }
-    REQUIRE(agg.finish(workers.size()));
-    std::vector<T> average;
-    for (std::size_t t = 0; t < agg.num_tensors(); ++t) {
-      const auto u = agg.update(t);
-      average.insert(average.end(), u.begin(), u.end());
-    }
-    for (auto& c : workers) REQUIRE(c.end_round(span<const T>(average.data(), average.size())));
-  }
-  // One step: grads[w][t] is worker w's gradient of tensor t.
-  void step(const std::vector<std::vector<std::vector<T>>>& grads) {
-    for (std::size_t w = 0; w < workers.size(); ++w) {
-      std::vector<span<const T>> views;
-      for (const auto& g : grads[w]) views.emplace_back(g.data(), g.size());
-      REQUIRE(workers[w].begin_step(span<const span<const T>>(views.data(), views.size())));
-    }
-    for (std::size_t k = 1; workers[0].round() != 0; ++k) {
-      REQUIRE(workers[0].round() == k);
-      end_round();
-    }
-  }
+  void step(const std::vector<std::vector<std::vector<T>>>& grads) { gradcomp_test::step_together(workers, grads); }
 };
 
 double largest_relative_difference(span<const float> ours, const std::vector<float>& theirs) {
