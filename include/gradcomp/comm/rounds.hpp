@@ -113,11 +113,12 @@ template <class Exchange, class C, class T>
   // A refused step has no open round: it takes part with the next step's layout, which is the
   // one the other ranks opened.
   const std::size_t rounds = c.rounds();
+  const std::size_t most = why == errc::ok ? c.max_round_bytes(opt) : 0;  // every round's message fits
   for (std::size_t k = 1; k <= rounds; ++k) {
     aggregator<T>& agg = buffers.aggregator_for(k, C::round_kind(k), c.round_layout(k));
     span<std::byte> out;
     if (why == errc::ok) {
-      out = buffers.message(c.max_round_bytes(opt));
+      out = buffers.message(most);
       const auto n = c.encode_round(opt, out);
       if (n) out = out.first(*n);
       else why = n.error();
