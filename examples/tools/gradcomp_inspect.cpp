@@ -129,7 +129,7 @@ void print_state_words(gradcomp::span<const std::byte> msg, const wire::section_
   // The method of word 8 (docs/wire_format.md, "Snapshots"); check_state_words bounds it.
   auto method_name = [](double m) {
     const char* names[wire::snapshot_selection_count] = {"sampled_threshold", "exact_topk", "scaled_sign",
-                                                         "ternary", "one_bit", "qsgd", "adacomp"};
+                                                         "ternary", "one_bit", "qsgd", "adacomp", "powersgd"};
     return names[static_cast<std::size_t>(m)];
   };
   const gradcomp::errc range = wire::detail::check_state_words(msg, s);

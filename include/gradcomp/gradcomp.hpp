@@ -29,6 +29,7 @@
 #include "onebit/separate_ops.hpp"
 #include "onebit/snapshot.hpp"
 #include "powersgd/compressor.hpp"
+#include "powersgd/snapshot.hpp"
 #include "qsgd/compressor.hpp"
 #include "qsgd/separate_ops.hpp"
 #include "qsgd/snapshot.hpp"

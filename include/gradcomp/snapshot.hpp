@@ -345,7 +345,8 @@ std::size_t snapshot_bytes(const C& c, bool checksum = true) {
  * @brief Writes the compressor's whole state as a snapshot message into `out`, with a CRC-32C
  * unless `checksum` is false: the step counter and what the method records beside it (DGC: the
  * residuals, the momentum buffers, the epoch and the seed; the methods with error feedback: each
- * compressed tensor's error; QSGD and TernGrad: the seed), under the method's code. Waits for the
+ * compressed tensor's error; QSGD and TernGrad: the seed; PowerSGD: the seed, each compressed
+ * tensor's error and the Q its next step starts from), under the method's code. Waits for the
  * step in progress; on a backend whose memory the host cannot read, copies the state to the host
  * first (one synchronisation).
  * @return bytes written, or `errc::output_too_small` (see `snapshot_bytes`),

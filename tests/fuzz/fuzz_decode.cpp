@@ -17,9 +17,9 @@
 //     its range with value_out_of_range, and only then);
 //   - validate and validate<float> report exactly the error of a model: per section in message
 //     order the rules of the message's kind (checked by an independent reference of the spec's
-//     "Rules of each kind": roles, dense snapshots, the state section and its words, residual /
-//     momentum pairing, receiver momentum, increasing ids, one coding, repeated tensors), then
-//     the payload; after the last section the pairing rule's end;
+//     "Rules of each kind": roles, dense snapshots, the state section and its words, the groups
+//     of residual, momentum and factor sections, receiver momentum, increasing ids, one coding,
+//     repeated tensors), then the payload; after the last section the grouping rule's end;
 //   - decode_accumulate, with a matching layout and with mismatched ones, fails with exactly the
 //     documented error and leaves the accumulators bitwise unchanged, or adds the decoded values;
 //   - the throwing decode<T> agrees with validate<T> and decode_section;
@@ -428,6 +428,29 @@ errc reference_value_error(const reference_section& r) {
 
 constexpr std::uint32_t state_tensor = 0xffffffffu;
 
+// The position of a role in a compressor snapshot's group: residual 0, momentum 1, factor 2.
+int group_rank(wire::section_role r) {
+  switch (r) {
+    case wire::section_role::residual: return 0;
+    case wire::section_role::momentum: return 1;
+    case wire::section_role::factor: return 2;
+    default: return -1;
+  }
+}
+
+// The roles (bit 0 residual, 1 momentum, 2 factor) of each group of sections 1 .. end-1 of a
+// compressor snapshot, in order.
+std::vector<unsigned> reference_groups(const std::vector<section_header>& all, std::size_t end) {
+  std::vector<unsigned> groups;
+  for (std::size_t j = 1; j < end; ++j) {
+    const bool continues = j > 1 && all[j - 1].tensor == all[j].tensor &&
+                           group_rank(all[j].role) > group_rank(all[j - 1].role);
+    if (!continues) groups.push_back(0);
+    groups.back() |= 1u << group_rank(all[j].role);
+  }
+  return groups;
+}
+
 // The error of the rules for section i (sections 0..i-1 obey them), or ok.
 errc reference_kind_error(wire::message_kind kind, const std::vector<section_header>& all,
                           std::size_t i) {
@@ -458,42 +481,43 @@ errc reference_kind_error(wire::message_kind kind, const std::vector<section_hea
   // 3. The same role and tensor as an earlier section.
   for (std::size_t j = 0; j < i; ++j)
     if (all[j].role == s.role && all[j].tensor == s.tensor) return errc::duplicate_tensor;
-  // 4. Order, pairing and one value coding.
+  // 4. Order, grouping and one value coding.
   const std::size_t first = compressor ? 1 : 0;
   if (i > first && s.values != all[first].values) return errc::section_not_allowed;
-  bool any_momentum = false, residual_pair = false;  // before i
-  for (std::size_t j = 0; j < i; ++j) {
-    any_momentum |= all[j].role == section_role::momentum;
-    if (j + 1 < i)
-      residual_pair |= all[j].role == section_role::residual && all[j + 1].role == section_role::residual;
+  if (!compressor) {
+    if (i > 0 && s.tensor < all[i - 1].tensor) return errc::section_not_allowed;
+    return errc::ok;
   }
-  switch (s.role) {
-    case section_role::receiver_momentum:
-      if (i > 0 && s.tensor < all[i - 1].tensor) return errc::section_not_allowed;
-      return errc::ok;
-    case section_role::residual:
-      for (std::size_t j = first; j < i; ++j)
-        if (all[j].role == section_role::residual && all[j].tensor > s.tensor)
-          return errc::section_not_allowed;
-      if (all[i - 1].role == section_role::residual && any_momentum) return errc::section_not_allowed;
-      return errc::ok;
-    case section_role::momentum:
-      if (all[i - 1].role != section_role::residual || all[i - 1].tensor != s.tensor ||
-          residual_pair)
-        return errc::section_not_allowed;
-      return errc::ok;
-    default:
-      return errc::section_not_allowed;
+  // A compressor snapshot's sections after the state form groups: a section continues the
+  // previous one's group when it has the same tensor and a later role (residual, momentum,
+  // factor); otherwise it starts a group of a larger tensor. A momentum section directly follows
+  // its residual; every group has the roles of the first one.
+  const std::vector<unsigned> groups = reference_groups(all, i);
+  const bool continues = i > 1 && all[i - 1].tensor == s.tensor && group_rank(s.role) > group_rank(all[i - 1].role);
+  if (s.role == section_role::momentum && (!continues || all[i - 1].role != section_role::residual))
+    return errc::section_not_allowed;
+  const unsigned bit = 1u << group_rank(s.role);
+  if (continues) {
+    // The group may only take a role of the first group, if that one is complete.
+    if (groups.size() > 1 && (groups[0] & bit) == 0) return errc::section_not_allowed;
+    return errc::ok;
   }
+  if (i > 1 && s.tensor <= all[i - 1].tensor) return errc::section_not_allowed;
+  if (groups.size() > 1 && groups.back() != groups[0]) return errc::section_not_allowed;
+  if (!groups.empty()) {
+    unsigned lowest = 1;
+    while ((groups[0] & lowest) == 0) lowest <<= 1;
+    if (lowest != bit) return errc::section_not_allowed;
+  }
+  return errc::ok;
 }
 
-// The rule checked after the last section: with momentum sections, the last residual has one.
+// The rule checked after the last section: a compressor snapshot's last group has the roles of
+// its first.
 errc reference_kind_end_error(wire::message_kind kind, const std::vector<section_header>& all) {
-  if (kind != wire::message_kind::snapshot || all.empty()) return errc::ok;
-  bool any_momentum = false;
-  for (const auto& s : all) any_momentum |= s.role == wire::section_role::momentum;
-  return any_momentum && all.back().role == wire::section_role::residual ? errc::section_not_allowed
-                                                                         : errc::ok;
+  if (kind != wire::message_kind::snapshot || all.empty() || all[0].role != wire::section_role::state) return errc::ok;
+  const std::vector<unsigned> groups = reference_groups(all, all.size());
+  return groups.size() > 1 && groups.back() != groups[0] ? errc::section_not_allowed : errc::ok;
 }
 
 // The words of a state section (sound payload): integers in their ranges, no negative zero.
@@ -509,10 +533,8 @@ errc reference_state_words_error(const reference_section& r) {
     for (int j = 0; j < 6; ++j) ok = ok && count(w[j], two32);
     for (int j = 6; j < 8; ++j) ok = ok && (w[j] == 0.0 || w[j] == 1.0) && !std::signbit(w[j]);
     // The method: 0 and 1 (DGC), 2 (EF-SignSGD), 3 (TernGrad), 4 (1-bit SGD), 5 (QSGD), 6 (AdaComp),
-    // or a program's own method, from 65,536 up (docs/wire_format.md).
-    ok = ok &&
-         (w[8] == 0.0 || w[8] == 1.0 || w[8] == 2.0 || w[8] == 3.0 || w[8] == 4.0 || w[8] == 5.0 || w[8] == 6.0 ||
-          (w[8] >= 65536.0 && count(w[8], two32))) &&
+    // 7 (PowerSGD), or a program's own method, from 65,536 up (docs/wire_format.md).
+    ok = ok && ((w[8] >= 0.0 && w[8] <= 7.0 && count(w[8], 8.0)) || (w[8] >= 65536.0 && count(w[8], two32))) &&
          !std::signbit(w[8]);
   } else if (w.size() == 4) {
     ok = count(w[0], two53) && count(w[1], two53) && count(w[2], two32) && count(w[3], two32);

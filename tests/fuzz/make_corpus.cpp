@@ -393,6 +393,9 @@ void decode_seeds() {
   const auto recv = [](std::uint32_t t, value_coding c = value_coding::fp32) {
     return dense_section(section_role::receiver_momentum, t, {0.75, -8.0}, c);
   };
+  const auto fac = [](std::uint32_t t, value_coding c = value_coding::fp32) {
+    return dense_section(section_role::factor, t, {0.5, -2.0, 0.25}, c);
+  };
   const auto words = gradcomp_test::state_words();
   write("decode", "valid-snapshot-compressor-crc.bin",
         forge(message_kind::snapshot, {state_section(words), res(0), mom(0), res(2), mom(2)}, true));
@@ -405,6 +408,19 @@ void decode_seeds() {
     const std::vector<double> ef = {5, 0, 0, 0, 0, 0, 0, 0, 2};
     write("decode", "valid-snapshot-ef-signsgd-crc.bin",
           forge(message_kind::snapshot, {state_section(ef), res(0), res(2)}, true));
+  }
+  {
+    // PowerSGD snapshots: method 7, each compressed tensor's error then its Q, or the Qs alone.
+    const std::vector<double> ps = {3, 0, 0, 0, 11, 0, 0, 0, 7};
+    write("decode", "valid-snapshot-powersgd-crc.bin",
+          forge(message_kind::snapshot, {state_section(ps), res(0), fac(0), res(3), fac(3)}, true));
+    write("decode", "valid-snapshot-powersgd-factors.bin",
+          forge(message_kind::snapshot, {state_section(ps), fac(1, value_coding::fp64), fac(2, value_coding::fp64)}));
+    write("decode", "semantic-factor-before-residual.bin",
+          forge(message_kind::snapshot, {state_section(ps), fac(0), res(0)}));
+    write("decode", "semantic-factor-missing.bin",
+          forge(message_kind::snapshot, {state_section(ps), res(0), fac(0), res(1), res(2)}));
+    write("decode", "semantic-factor-in-aggregator.bin", forge(message_kind::snapshot, {recv(0), fac(1)}));
   }
   write("decode", "valid-snapshot-aggregator.bin",
         forge(message_kind::snapshot, {recv(0), recv(1), recv(5)}));
@@ -467,7 +483,7 @@ void decode_seeds() {
   }
   {
     auto bad = words;
-    bad[wire::state_word::selection] = 7.0;  // no such method
+    bad[wire::state_word::selection] = 8.0;  // no such method
     write("decode", "semantic-state-method-range.bin", forge(message_kind::snapshot, {state_section(bad), res(0)}));
   }
   write("decode", "semantic-receiver-momentum-order.bin",

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "wire/forge.hpp"
@@ -28,6 +29,7 @@ constexpr auto residual = section_role::residual;
 constexpr auto momentum = section_role::momentum;
 constexpr auto receiver = section_role::receiver_momentum;
 constexpr auto state = section_role::state;
+constexpr auto factor = section_role::factor;
 constexpr auto fp16 = value_coding::fp16;
 constexpr auto bf16 = value_coding::bf16;
 constexpr auto fp32 = value_coding::fp32;
@@ -52,6 +54,9 @@ forged_section res(std::uint32_t tensor, value_coding c = fp32) {
 forged_section mom(std::uint32_t tensor, value_coding c = fp32) {
   return dense_section(momentum, tensor, {0.125, 0.0, 2.0}, c);
 }
+forged_section fac(std::uint32_t tensor, value_coding c = fp32) {
+  return dense_section(factor, tensor, {-0.5, 4.0}, c);
+}
 forged_section recv(std::uint32_t tensor, value_coding c = fp32) {
   return dense_section(receiver, tensor, {1.5, -0.5}, c);
 }
@@ -62,7 +67,7 @@ forged_section recv(std::uint32_t tensor, value_coding c = fp32) {
 
 TEST_CASE("gradient message: only the gradient role is allowed") {
   CHECK(check(gradients, {grad(0), grad(1)}) == errc::ok);
-  for (const auto role : {residual, momentum, receiver, state}) {
+  for (const auto role : {residual, momentum, receiver, state, factor}) {
     CAPTURE(wire::to_string(role));
     auto s = grad(1);
     s.role = role;
@@ -305,6 +310,44 @@ TEST_CASE("snapshot: either every residual has its momentum section or none has"
   CHECK(rules.finish() == errc::section_not_allowed);
 }
 
+TEST_CASE("snapshot: factor sections close each tensor's group, every group with the same roles") {
+  const auto st = state_section(state_words());
+  for (const auto c : {fp32, fp64}) {
+    CAPTURE(wire::to_string(c));
+    // PowerSGD with error feedback: residual, factor per tensor; without: factors only.
+    CHECK(check(snapshot, {st, res(0, c), fac(0, c), res(3, c), fac(3, c)}) == errc::ok);
+    CHECK(check(snapshot, {st, fac(1, c), fac(2, c), fac(9, c)}) == errc::ok);
+    // All three roles, in their order.
+    CHECK(check(snapshot, {st, res(0, c), mom(0, c), fac(0, c), res(1, c), mom(1, c), fac(1, c)}) == errc::ok);
+  }
+  // Out of order within a group: a factor before its residual or momentum.
+  CHECK(check(snapshot, {st, fac(0), res(0)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {st, res(0), fac(0), mom(0)}) == errc::section_not_allowed);
+  // A group without a role the first one has, or with one it lacks.
+  CHECK(check(snapshot, {st, res(0), fac(0), res(1), res(2)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {st, res(0), fac(0), fac(1)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {st, res(0), res(1), fac(1)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {st, fac(0), res(1), fac(1)}) == errc::section_not_allowed);
+  // The last group lacks its factor: seen at the end of the message.
+  CHECK(check(snapshot, {st, res(0), fac(0), res(1)}) == errc::section_not_allowed);
+  // Tensor ids strictly increase from group to group; a repeat is duplicate_tensor.
+  CHECK(check(snapshot, {st, fac(4), fac(2)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {st, res(1), fac(1), res(5), fac(1)}) == errc::duplicate_tensor);
+  CHECK(check(snapshot, {st, fac(4), fac(4)}) == errc::duplicate_tensor);
+  // One coding for every group section; never in an aggregator snapshot or a gradient message.
+  CHECK(check(snapshot, {st, res(0, fp64), fac(0, fp32)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {st, fac(0, fp16)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {recv(0), fac(1)}) == errc::section_not_allowed);
+  CHECK(check(snapshot, {fac(1)}) == errc::section_not_allowed);
+}
+
+TEST_CASE("a role beyond factor is unknown_coding") {
+  auto s = fac(0);
+  s.role = static_cast<section_role>(6);
+  CHECK(check(snapshot, {state_section(state_words()), s}) == errc::unknown_coding);
+  CHECK(std::string(wire::to_string(factor)) == "factor");
+}
+
 TEST_CASE("snapshot: the state tensor id on any other section") {
   CHECK(check(snapshot, {state_section(state_words()), res(wire::snapshot_state_tensor)}) ==
         errc::section_not_allowed);
@@ -357,19 +400,20 @@ TEST_CASE("state words of the current layout: integers in their ranges") {
     CHECK(check(snapshot, {state_section(words)}) == errc::malformed_payload);
   }
   // The method word: gradcomp's codes, then the codes of methods outside it from 65536.
-  for (const double x : {6.0, 65536.0, 4294967295.0}) {
+  for (const double x : {6.0, 7.0, 65536.0, 4294967295.0}) {
     CAPTURE(x);
     auto words = state_words();
     words[wire::state_word::selection] = x;
     CHECK(check(snapshot, {state_section(words)}) == errc::ok);
   }
-  for (const double x : {7.0, 65535.0, 65536.5}) {
+  for (const double x : {8.0, 65535.0, 65536.5}) {
     CAPTURE(x);
     auto words = state_words();
     words[wire::state_word::selection] = x;
     CHECK(check(snapshot, {state_section(words)}) == errc::malformed_payload);
   }
-  // The method: DGC's two selections, EF-SignSGD, TernGrad, 1-bit SGD and QSGD, nothing beyond.
+  // The method: DGC's two selections, EF-SignSGD, TernGrad, 1-bit SGD, QSGD, AdaComp and PowerSGD,
+  // nothing beyond.
   for (std::uint32_t m = 0; m <= wire::snapshot_selection_count; ++m) {
     CAPTURE(m);
     auto words = state_words();
@@ -377,7 +421,7 @@ TEST_CASE("state words of the current layout: integers in their ranges") {
     CHECK(check(snapshot, {state_section(words)}) ==
           (m < wire::snapshot_selection_count ? errc::ok : errc::malformed_payload));
   }
-  CHECK(wire::snapshot_selection_count == 7);
+  CHECK(wire::snapshot_selection_count == 8);
 }
 
 TEST_CASE("state words of the legacy layout: step and epoch below 2^53, seed halves below 2^32") {

@@ -37,6 +37,11 @@
 #include "arithmetic.hpp"
 
 namespace gradcomp {
+namespace detail {
+struct powersgd_snapshot_access;
+template <class T>
+struct powersgd_snapshot_trait;
+}  // namespace detail
 
 /// Everything that parameterises PowerSGD; the names and defaults follow PyTorch's `PowerSGDState`
 /// where it has them.
@@ -85,6 +90,11 @@ class powersgd_compressor {
                 "powersgd_compressor supports float and double");
 
  public:
+  /// The element type.
+  using value_type = T;
+  /// How `save_snapshot` and `restore_snapshot` reach the state (powersgd/snapshot.hpp).
+  using snapshot_trait = detail::powersgd_snapshot_trait<T>;
+
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
   explicit powersgd_compressor(powersgd_config cfg) : cfg_(cfg) {
     if (cfg_.rank == 0) throw error(errc::invalid_argument, "rank must be >= 1");
@@ -207,8 +217,7 @@ class powersgd_compressor {
       if (!s.info.compressed) continue;
       for (std::size_t i = 0; i < s.info.numel; ++i)
         s.m[i] = s.e.empty() ? grads[t][i] : static_cast<T>(grads[t][i] + s.e[i]);
-      if (s.q_set || (cfg_.warm_start && s.q_warm)) s.qo = s.q;
-      else draw_q(t, s.qo);
+      start_q(t, s.qo);
       detail::powersgd_orthogonalize(span<T>(s.qo.data(), s.qo.size()), s.cols, s.rank, cfg_.orthogonalization_epsilon);
       detail::powersgd_project(span<const T>(s.m.data(), s.m.size()), s.rows, s.cols,
                                span<const T>(s.qo.data(), s.qo.size()), s.rank,
@@ -303,6 +312,8 @@ class powersgd_compressor {
   }
 
  private:
+  friend struct detail::powersgd_snapshot_access;
+
   struct tensor {
     tensor_info info;
     std::size_t rows = 0, cols = 0, rank = 0;
@@ -310,7 +321,7 @@ class powersgd_compressor {
     std::vector<T> e;       // the error (compressed tensors, with error feedback)
     std::vector<T> p;       // n x r
     std::vector<T> q;       // m x r: the last step's average, or set_q's
-    std::vector<T> qo;      // this step's Q, orthogonalised
+    std::vector<T> qo;      // this step's Q, orthogonalised (read by begin_step only; a snapshot's staging)
     std::vector<T> update;  // the last step's average
     bool q_warm = false;    // q holds the last step's averaged Q
     bool q_set = false;     // q holds set_q's
@@ -329,15 +340,23 @@ class powersgd_compressor {
     }
   }
 
-  // Q's draw for tensor t at this step: standard normal values keyed by (seed, step, tensor).
-  void draw_q(std::size_t t, std::vector<T>& q) const {
+  // Q's draw for tensor t at step `step`: standard normal values keyed by (seed, step, tensor).
+  void draw_q(std::size_t t, std::size_t step, std::vector<T>& q) const {
     const auto tensor = static_cast<std::uint32_t>(t);
     for (std::size_t k = 0; k < q.size(); ++k) {
       const auto i = static_cast<std::uint32_t>(2 * k);
-      const double u1 = detail::uniform_of_draw(detail::element_draw(cfg_.seed, step_, tensor, i));
-      const double u2 = detail::uniform_of_draw(detail::element_draw(cfg_.seed, step_, tensor, i + 1));
+      const double u1 = detail::uniform_of_draw(detail::element_draw(cfg_.seed, step, tensor, i));
+      const double u2 = detail::uniform_of_draw(detail::element_draw(cfg_.seed, step, tensor, i + 1));
       q[k] = static_cast<T>(detail::powersgd_normal(u1, u2));
     }
+  }
+
+  // Compressed tensor t's Q of its next compressing step, before orthogonalisation, into `q`:
+  // set_q's or the warm start, else the draw of that step.
+  void start_q(std::size_t t, std::vector<T>& q) const {
+    const tensor& s = tensors_[t];
+    if (s.q_set || (cfg_.warm_start && s.q_warm)) q = s.q;
+    else draw_q(t, std::max(step_, cfg_.start_step), q);
   }
 
   // Whether the open step (open: true) or the next one compresses.

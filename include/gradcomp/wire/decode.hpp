@@ -105,7 +105,7 @@ GRADCOMP_HD inline errc parse_section_header(const std::byte* msg, std::uint64_t
   s.indices = static_cast<index_coding>(ic);
   s.values = static_cast<value_coding>(vc);
   if (!gradcomp::detail::is_known_coding(gradcomp::detail::value_codecs{}, s.values)) return errc::unknown_coding;
-  if (role > static_cast<std::uint8_t>(section_role::state)) return errc::unknown_coding;
+  if (role > static_cast<std::uint8_t>(section_role::factor)) return errc::unknown_coding;
   s.role = static_cast<section_role>(role);
   if (s.indices == index_coding::rice ? s.index_parameter > 31 : s.index_parameter != 0) return errc::reserved_field;
   if (s.index_bytes > s.bytes - section_header_bytes) return errc::malformed_payload;
@@ -210,16 +210,17 @@ inline const std::byte* value_payload(span<const std::byte> msg, const section_h
  * Gradient messages: every section has role `gradient`, and each tensor id appears at most once.
  * Round messages (`first_round`, `second_round`): the same, and every section dense.
  * Snapshots: dense sections only, no `gradient` role, and one of two forms: a compressor
- * snapshot (a state section first, then a `residual` section per compressed tensor in increasing
- * tensor id order, each directly followed by a `momentum` section with the same id either always
- * or never, all in one value coding, fp32 or fp64) or an aggregator snapshot (only
+ * snapshot (a state section first, then a group of sections per tensor with state in increasing
+ * tensor id order, each group's roles in the order `residual`, `momentum` (only after a
+ * `residual`), `factor`, every group with the same roles, all in one value coding, fp32 or fp64)
+ * or an aggregator snapshot (only
  * `receiver_momentum` sections, tensor ids strictly increasing, all in one value coding, fp32 or
  * fp64; possibly none).
  *
  * Errors: `errc::section_not_allowed` (a role, coding, tensor id or position the kind does not
  * allow), `errc::duplicate_tensor` (a section whose role and tensor id repeat those of an earlier
  * section, its role, codings and form being allowed; repeats are checked before the order of ids
- * and the residual / momentum pairing), and `errc::size_overflow`
+ * and the grouping), and `errc::size_overflow`
  * when the memory to remember the tensor ids seen cannot be allocated. Once an error was
  * reported, later calls are meaningless. The state section's payload is checked by
  * `check_state_words`, not here.
@@ -252,18 +253,16 @@ class kind_rules {
     }
   }
 
-  /// Checks what only the end of the message can tell (a momentum section missing after the
-  /// last residual section).
+  /// Checks what only the end of the message can tell (a last group of a compressor snapshot
+  /// without a role the others have, such as a momentum section after its residual).
   errc finish() const noexcept {
-    if (kind_ == message_kind::snapshot && form_ == form::compressor &&
-        momentum_ == momentum::with && prev_role_ == section_role::residual)
+    if (kind_ == message_kind::snapshot && form_ == form::compressor && pattern_ != 0 && group_ != pattern_)
       return errc::section_not_allowed;
     return errc::ok;
   }
 
  private:
   enum class form : std::uint8_t { undecided, compressor, aggregator };
-  enum class momentum : std::uint8_t { undecided, with, without };
 
   // Tensor ids accepted in increasing order: a sorted vector, so that "seen before" costs nothing
   // for an id above the last one and a binary search otherwise.
@@ -343,26 +342,44 @@ class kind_rules {
       ids_.add(s.tensor, count_);
       return errc::ok;
     }
-    if (s.role == section_role::residual) {
-      if (ids_.contains(s.tensor)) return errc::duplicate_tensor;
-      if (!ids_.ids.empty() && (s.tensor < ids_.ids.back() || s.values != coding_))
+    return group_section(s);
+  }
+
+  // A compressor snapshot's sections after the state: groups of one tensor each, in strictly
+  // increasing tensor id order, whose roles come in the order residual, momentum, factor (a
+  // momentum section only directly after its residual), every group with the same roles.
+  static int group_rank(section_role r) noexcept {
+    return r == section_role::residual ? 0 : r == section_role::momentum ? 1 : r == section_role::factor ? 2 : -1;
+  }
+  errc group_section(const section_header& s) {
+    const int rank = group_rank(s.role);
+    if (role_ids_[rank].contains(s.tensor)) return errc::duplicate_tensor;
+    if (groups_ != 0 && s.values != coding_) return errc::section_not_allowed;
+    const auto bit = static_cast<std::uint8_t>(1u << rank);
+    if (group_rank(prev_role_) >= 0 && s.tensor == prev_tensor_ && rank > group_rank(prev_role_)) {
+      // The group goes on.
+      if ((pattern_ != 0 && (pattern_ & bit) == 0) ||
+          (s.role == section_role::momentum && prev_role_ != section_role::residual))
         return errc::section_not_allowed;
-      if (prev_role_ == section_role::residual) {  // the previous residual had no momentum
-        if (momentum_ == momentum::with) return errc::section_not_allowed;
-        momentum_ = momentum::without;
-      }
-      coding_ = s.values;
-      ids_.add(s.tensor, count_);
-      return errc::ok;
+      group_ = static_cast<std::uint8_t>(group_ | bit);
+    } else {
+      // A new group: after the last one, which is complete.
+      if (s.role == section_role::momentum || (groups_ != 0 && s.tensor <= prev_tensor_))
+        return errc::section_not_allowed;
+      if (const errc e = close_group(); e != errc::ok) return e;
+      if (pattern_ != 0 && (pattern_ & -pattern_) != bit) return errc::section_not_allowed;
+      group_ = bit;
+      ++groups_;
     }
-    // momentum
-    if (momentum_ids_.contains(s.tensor)) return errc::duplicate_tensor;
-    if (prev_role_ != section_role::residual || prev_tensor_ != s.tensor ||
-        momentum_ == momentum::without || s.values != coding_)
-      return errc::section_not_allowed;
-    momentum_ = momentum::with;
-    momentum_ids_.add(s.tensor, count_);
+    coding_ = s.values;
+    role_ids_[rank].add(s.tensor, count_);
     return errc::ok;
+  }
+  // The group just ended: the first one sets the roles of all.
+  errc close_group() noexcept {
+    if (group_ == 0) return errc::ok;
+    if (pattern_ == 0) pattern_ = group_;
+    return group_ == pattern_ ? errc::ok : errc::section_not_allowed;
   }
 
   message_kind kind_;
@@ -372,14 +389,17 @@ class kind_rules {
   section_role prev_role_ = section_role::gradient;
   std::uint32_t prev_tensor_ = 0;
   // Gradient messages: ids seen, in a sorted vector while they increase, then in a tree.
-  // Snapshots: ids of the residual or receiver_momentum sections (always increasing).
+  // Aggregator snapshots: ids of the receiver_momentum sections (always increasing).
   increasing_ids ids_;
   bool unordered_ = false;
   std::set<std::uint32_t> unordered_ids_;
-  // Compressor snapshots.
+  // Compressor snapshots: the ids of each group role (residual, momentum, factor), the groups
+  // seen, the roles of the open group and of the first one (bit 0 residual, 1 momentum, 2 factor).
   form form_ = form::undecided;
-  momentum momentum_ = momentum::undecided;
-  increasing_ids momentum_ids_;
+  increasing_ids role_ids_[3];
+  std::uint32_t groups_ = 0;
+  std::uint8_t group_ = 0;
+  std::uint8_t pattern_ = 0;
   value_coding coding_ = value_coding::fp32;  // of the first residual / receiver_momentum
 };
 

@@ -98,6 +98,7 @@ enum class section_role : std::uint8_t {
   momentum = 2,           ///< A compressor's momentum buffer U (snapshots).
   receiver_momentum = 3,  ///< An aggregator's momentum buffer (snapshots).
   state = 4,              ///< A compressor's counters (snapshots).
+  factor = 5,             ///< A low-rank compressor's factor Q, its next step's start (snapshots).
 };
 
 /// Tensor id of a compressor snapshot's state section (docs/wire_format.md, "Snapshots"). No
@@ -146,9 +147,10 @@ enum class snapshot_selection : std::uint32_t {
   one_bit = 4,            ///< 1-bit SGD: every element as one bit, two values per column.
   qsgd = 5,               ///< QSGD: every element as a stochastic level of its bucket's norm.
   adacomp = 6,            ///< AdaComp: the elements each bin selects, as scaled signs.
+  powersgd = 7,           ///< PowerSGD: each compressed tensor as the product of two low-rank factors.
 };
 /// Number of `snapshot_selection` values of gradcomp's own methods.
-inline constexpr std::uint32_t snapshot_selection_count = 7;
+inline constexpr std::uint32_t snapshot_selection_count = 8;
 /// The first code of the methods outside gradcomp: a method of a program's own records a code in
 /// [`snapshot_selection_external`, 2^32) (`static_cast<snapshot_selection>(code)`), which a decoder
 /// accepts and only a compressor of the same code restores. Word `state_word::selection` is below
@@ -190,6 +192,7 @@ constexpr const char* to_string(section_role r) noexcept {
     case section_role::momentum: return "momentum";
     case section_role::receiver_momentum: return "receiver_momentum";
     case section_role::state: return "state";
+    case section_role::factor: return "factor";
   }
   return "unknown";
 }
