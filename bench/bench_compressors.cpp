@@ -12,7 +12,10 @@
 // in the demo), saef_topk and saef_sign (a Step-Ahead Error Feedback worker's step: its momentum,
 // then top-k at density 0.001 or scaled signs with error feedback), isgq (each weight matrix as its
 // factors over a batch of 32, dithered with s = 3, the biases fp32; the step takes eight factor
-// sets in turn: inputs with half their entries exact zeros, as after a ReLU, and Student-t errors).
+// sets in turn: inputs with half their entries exact zeros, as after a ReLU, and Student-t errors),
+// powersgd_r1, _r2, _r4 (PowerSGD of rank 1, 2, 4, the vectors summed dense: a step is both rounds
+// of one worker, the message its two round messages, the decode both added by their rounds'
+// aggregators).
 // Counters:
 //   items_per_second     model parameters per second
 //   message_bytes        the step's message, headers and checksum included
@@ -246,6 +249,104 @@ class isgq_model {
   std::size_t step_ = 0;
 };
 
+// PowerSGD (rank r) with the common interface's calls: a step is both rounds of one worker, each
+// round's average being this worker's own payload (the arithmetic of a step does not depend on
+// the other workers' values); the message is the step's two round messages one after the other,
+// and the receiver adds each into its round's aggregator.
+class powersgd_model {
+ public:
+  explicit powersgd_model(std::size_t rank) : c_(config(rank)) { add_model(c_, gradcomp::tensor_mode::automatic); }
+  gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& g) {
+    auto next = c_.begin_step(gradcomp::span<const gradcomp::span<const float>>(g.data(), g.size()));
+    for (std::size_t k = 0; next && !next->empty(); ++k) {
+      payloads_[k].assign(next->begin(), next->end());
+      next = c_.end_round(gradcomp::span<const float>(payloads_[k].data(), payloads_[k].size()));
+    }
+    if (!next) return gradcomp::fail(next.error());
+    return {};
+  }
+  gradcomp::result<void> stats() const { return {}; }
+  std::size_t max_message_bytes(const gradcomp::wire::encode_options& o) const {
+    std::size_t bytes = 0;
+    for (std::size_t k = 1; k <= 2; ++k) {
+      const auto s = sections(k, nullptr);
+      bytes += gradcomp::wire::max_encoded_bytes(gradcomp::span<const gradcomp::tensor_message<float>>(s.data(), s.size()), o)
+                   .value();
+    }
+    return bytes;
+  }
+  gradcomp::result<std::size_t> encode_message(const gradcomp::wire::encode_options& o, gradcomp::span<std::byte> out) {
+    std::size_t at = 0;
+    for (std::size_t k = 1; k <= 2; ++k) {
+      const auto s = sections(k, payloads_[k - 1].data());
+      const auto n = gradcomp::wire::encode_round(c_.round_kind(k),
+                                                  gradcomp::span<const gradcomp::tensor_message<float>>(s.data(), s.size()),
+                                                  o, out.subspan(at, out.size() - at));
+      if (!n) return n;
+      at += *n;
+      if (k == 1) first_bytes_ = *n;
+    }
+    return at;
+  }
+  // The two rounds' aggregators, taking the two messages of encode_message's last output (the
+  // first one `split` bytes long).
+  struct receiver_pair {
+    gradcomp::aggregator<float> first, second;
+    std::size_t split = 0;
+    void begin() {
+      first.begin();
+      second.begin();
+    }
+    gradcomp::result<void> add(gradcomp::span<const std::byte> both) {
+      if (split > both.size()) return gradcomp::fail(gradcomp::errc::truncated);
+      if (auto r = first.add(both.first(split)); !r) return r;
+      return second.add(both.subspan(split, both.size() - split));
+    }
+  };
+  receiver_pair make_receiver() const {
+    return {gradcomp::aggregator<float>(c_.round_kind(1), c_.round_layout(1)),
+            gradcomp::aggregator<float>(c_.round_kind(2), c_.round_layout(2)), first_bytes_};
+  }
+
+ private:
+  static gradcomp::powersgd_config config(std::size_t rank) {
+    gradcomp::powersgd_config cfg;
+    cfg.rank = rank;
+    return cfg;
+  }
+  // Round k's sections over `values` (null: sizes only), as encode_round writes them.
+  std::vector<gradcomp::tensor_message<float>> sections(std::size_t k, const float* values) const {
+    const auto layout = c_.round_layout(k);
+    std::vector<gradcomp::tensor_message<float>> out(layout.tensors.size());
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const std::size_t n = layout.tensors[i].info.numel;
+      out[i].tensor = static_cast<std::uint32_t>(i);
+      out[i].numel = n;
+      out[i].dense = true;
+      if (values != nullptr) out[i].values = gradcomp::span<const float>(values + at, n);
+      at += n;
+    }
+    return out;
+  }
+  gradcomp::powersgd_compressor<float> c_;
+  std::vector<float> payloads_[2];
+  std::size_t first_bytes_ = 0;
+};
+
+// The receiver of a compressor's messages: its aggregator, or the model's own.
+template <class C, class = void>
+struct has_own_receiver : std::false_type {};
+template <class C>
+struct has_own_receiver<C, std::void_t<decltype(std::declval<const C&>().make_receiver())>> : std::true_type {};
+template <class C>
+auto receiver_for(const C& c) {
+  if constexpr (has_own_receiver<C>::value)
+    return c.make_receiver();
+  else
+    return gradcomp::aggregator<float>(c.receiver());
+}
+
 // A compressor from `make()` after eight steps, its last one ready to encode.
 template <class Make>
 auto stepped(const Make& make) {
@@ -300,7 +401,7 @@ void register_mode(const std::string& mode, Make make) {
       state.SkipWithError("encode_message failed");
       return;
     }
-    gradcomp::aggregator<float> agg(c.receiver());
+    auto agg = receiver_for(c);
     const gradcomp::span<const std::byte> msg(out.data(), *size);
     bool ok = true;
     for (auto _ : state) {
@@ -382,6 +483,8 @@ const bool registered = [] {
     return saef_model<gradcomp::ef_signsgd_compressor<float>>(std::move(c));
   });
   register_mode("isgq", [] { return isgq_model(); });
+  for (const std::size_t r : {1, 2, 4})
+    register_mode("powersgd_r" + std::to_string(r), [r] { return powersgd_model(r); });
   return true;
 }();
 

@@ -6,7 +6,8 @@ figures bench_exchange measured with 2, 4 and 8 MPI ranks on this machine.
   scripts/scaling_table.py --results bench/results/scaling --markdown docs/scaling.md
 
 It replaces the lines between the markers <!-- model: begin --> and <!-- model: end -->, and
-likewise those of `scale`, `measured` and `paths`. scripts/run_scaling.sh runs the benchmark
+likewise those of `scale`, `measured`, `paths`, `powersgd` and `powersgd model` (PowerSGD's
+runs: powersgd_<N>.json). scripts/run_scaling.sh runs the benchmark
 and then this script.
 """
 import argparse
@@ -45,16 +46,18 @@ def seconds(x):
     return f"{x * 1e3:,.1f} ms" if x < 1 else f"{x:,.2f} s"
 
 
-def load_runs(directory):
-    """{ranks: {benchmark name: (ms, bytes_per_rank, bytes_received)}} from exchange_<N>.json."""
+def load_runs(directory, prefix):
+    """{ranks: {benchmark name: (ms, bytes_per_rank, bytes_received, payload_bytes or 0)}} from
+    <prefix>_<N>.json."""
     runs = {}
-    for path in sorted(glob.glob(os.path.join(directory, "exchange_*.json"))):
+    for path in sorted(glob.glob(os.path.join(directory, prefix + "_*.json"))):
         with open(path) as f:
             data = json.load(f)
         for b in data["benchmarks"]:
             ranks = int(b["ranks"])
             name = re.sub(r"/iterations:\d+/manual_time$", "", b["name"])
-            runs.setdefault(ranks, {})[name] = (b["real_time"], b["bytes_per_rank"], b["bytes_received"])
+            runs.setdefault(ranks, {})[name] = (b["real_time"], b["bytes_per_rank"], b["bytes_received"],
+                                                b.get("payload_bytes", 0.0))
     return runs
 
 
@@ -132,14 +135,45 @@ def paths(runs):
                                    f"{lib[0]:,.1f} ms | {ordered[0]:,.1f} ms")
 
 
+def powersgd(runs, exchange):
+    """PowerSGD's step (its two rounds) with reduce's own path against the forced allgather, next
+    to DGC's allgather, per rank count."""
+    merged = {n: {**exchange.get(n, {}), **runs[n]} for n in runs}
+    return per_ranks(
+        merged,
+        ["| ranks | PowerSGD r = 1: sent, received per rank | step | r = 4: sent, received | step "
+         "| r = 4, allgather forced: received | step | DGC 0.1% allgather: received |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|"],
+        ("BM_powersgd_step/1/2", "BM_powersgd_step/4/2", "BM_powersgd_step/4/0", "BM_dgc_allgather/1000"),
+        lambda r1, r4, g4, dgc: f"{mb(r1[1])}, {mb(r1[2])} | {seconds(r1[0] / 1e3)} | {mb(r4[1])}, {mb(r4[2])} | "
+                                f"{seconds(r4[0] / 1e3)} | {mb(g4[2])} | {seconds(g4[0] / 1e3)} | {mb(dgc[2])}")
+
+
+def powersgd_model(runs, dgc_bytes):
+    """Bytes per worker at larger N: PowerSGD's rounds as dense allreduces of its payload (measured),
+    against the allgather of DGC's messages and the dense gradient's ring allreduce."""
+    any_ranks = min(runs)
+    r1 = runs[any_ranks]["BM_powersgd_step/1/2"][3]
+    r4 = runs[any_ranks]["BM_powersgd_step/4/2"][3]
+    lines = ["| workers | dense ring allreduce | PowerSGD r = 1 | PowerSGD r = 4 | DGC 0.1% allgather |",
+             "|---:|---:|---:|---:|---:|"]
+    for n in WORKERS:
+        ring = 2.0 * (n - 1) / n
+        lines.append(f"| {n} | {mb(ring * DENSE)} | {mb(ring * r1)} | {mb(ring * r4)} | {mb((n - 1) * dgc_bytes)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", required=True, help="directory of exchange_<N>.json")
+    p.add_argument("--results", required=True, help="directory of exchange_<N>.json and powersgd_<N>.json")
     p.add_argument("--markdown", required=True, help="docs/scaling.md")
     a = p.parse_args()
-    runs = load_runs(a.results)
+    runs = load_runs(a.results, "exchange")
     if not runs:
         sys.exit(f"scaling_table.py: no exchange_*.json in {a.results}")
+    rounds = load_runs(a.results, "powersgd")
+    if not rounds:
+        sys.exit(f"scaling_table.py: no powersgd_*.json in {a.results}")
     dgc_bytes = runs[min(runs)]["BM_dgc_allgather/1000"][1]
     with open(a.markdown) as f:
         text = f.read()
@@ -147,6 +181,8 @@ def main():
     text = replace_block(text, "scale", at_scale(dgc_bytes))
     text = replace_block(text, "measured", measured(runs))
     text = replace_block(text, "paths", paths(runs))
+    text = replace_block(text, "powersgd", powersgd(rounds, runs))
+    text = replace_block(text, "powersgd model", powersgd_model(rounds, dgc_bytes))
     with open(a.markdown, "w") as f:
         f.write(text)
 

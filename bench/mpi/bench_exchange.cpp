@@ -9,14 +9,19 @@
 //   BM_dgc_aggregate/<ppm>        the same plus every rank's aggregation of the N messages
 //   BM_dgc_reduce/<ppm>/<path>    the whole step by mpi_exchange::reduce on one path (0: the
 //                                 allgather, 1: the dense rank-order allreduce), aggregation included
+//   BM_powersgd_step/<r>/<path>   one PowerSGD step of rank r by comm::exchange_rounds: its two rounds
+//                                 (P, then Q) each reduced on one path (0: the allgather, 1: the
+//                                 dense allreduce, 2: reduce's own choice), the compression included
 //   BM_dense_allreduce            MPI_Allreduce (sum) of the fp32 gradient
 //   BM_dense_rank_order           mpi_exchange::allreduce_sum of it in rank order (bitwise the
 //                                 same sum on every rank count's schedule)
 //
 // Every rank runs every benchmark for a fixed number of iterations (the collectives must match);
 // an iteration's time is the slowest rank's, after a barrier. Rank 0 reports; counters: `ranks`,
-// `bytes_per_rank` (what one rank sends) and `bytes_received` (what one rank receives).
+// `bytes_per_rank` (what one rank sends) and `bytes_received` (what one rank receives); PowerSGD's
+// also `payload_bytes` (the values its two rounds average).
 #include <gradcomp/comm/mpi.hpp>
+#include <gradcomp/comm/rounds.hpp>
 #include <gradcomp/gradcomp.hpp>
 
 #include <benchmark/benchmark.h>
@@ -156,6 +161,62 @@ void BM_dgc_reduce(benchmark::State& state) {
   report_bytes(state, moved, moved);
 }
 
+// One rank's PowerSGD step on ResNet-50, its two rounds through exchange_rounds on one path.
+// Per round, on the allgather path a rank sends its message and receives N - 1 messages; on the
+// dense path it sends and receives 2 (N - 1) / N of the round's values (a reduce-scatter and an
+// allgather of the sums).
+void BM_powersgd_step(benchmark::State& state) {
+  using gradcomp::comm::exchange_path;
+  gradcomp::powersgd_config cfg;
+  cfg.rank = static_cast<std::size_t>(state.range(0));
+  const exchange_path path = state.range(1) == 0   ? exchange_path::allgather
+                             : state.range(1) == 1 ? exchange_path::allreduce
+                                                   : exchange_path::automatic;
+  gradcomp::powersgd_compressor<float> c(cfg);
+  std::vector<std::vector<float>> grads;
+  std::mt19937 rng(17u + static_cast<unsigned>(world_rank()));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& t : resnet50()) {
+    c.add_tensor(t.name, t.shape);
+    grads.emplace_back(t.numel);
+    for (auto& x : grads.back()) x = normal(rng);
+  }
+  std::vector<gradcomp::span<const float>> views;
+  for (const auto& g : grads) views.emplace_back(g.data(), g.size());
+  const gradcomp::span<const gradcomp::span<const float>> all(views.data(), views.size());
+  gradcomp::comm::mpi_exchange ex(MPI_COMM_WORLD, path);
+  gradcomp::comm::round_buffers<float> buffers;
+  const double ranks = world_size();
+  double sent = 0.0, received = 0.0, payload = 0.0;
+  for (auto _ : state) {
+    // The messages of this step's rounds: a header, a section per vector, 4 bytes per value.
+    std::vector<double> message, values;
+    for (std::size_t k = 1; k <= c.rounds(); ++k) {
+      message.push_back(static_cast<double>(gradcomp::wire::message_header_bytes +
+                                            c.round_layout(k).tensors.size() * gradcomp::wire::section_header_bytes +
+                                            4 * c.round_size(k)));
+      values.push_back(4.0 * static_cast<double>(c.round_size(k)));
+    }
+    bool ok = true;
+    state.SetIterationTime(timed([&] { ok = gradcomp::comm::exchange_rounds(ex, c, all, buffers).has_value(); }));
+    if (!ok) {
+      state.SkipWithError("exchange_rounds failed");
+      break;
+    }
+    // Both rounds' messages are dense, so reduce's choice is the same for both: the last round's.
+    const bool dense = ex.last_path() == exchange_path::allreduce;
+    sent = received = 0.0;
+    for (std::size_t k = 0; k < message.size(); ++k) {
+      sent += dense ? 2.0 * (ranks - 1) / ranks * values[k] : message[k];
+      received += dense ? 2.0 * (ranks - 1) / ranks * values[k] : message[k] * (ranks - 1);
+    }
+    payload = 0.0;
+    for (const double v : values) payload += v;
+  }
+  report_bytes(state, sent, received);
+  state.counters["payload_bytes"] = payload;  // the values of both rounds, as a dense allreduce sums them
+}
+
 void BM_dgc_allgather(benchmark::State& state) { dgc_exchange(state, false); }
 void BM_dgc_aggregate(benchmark::State& state) { dgc_exchange(state, true); }
 
@@ -198,6 +259,13 @@ void BM_dense_rank_order(benchmark::State& state) {
 BENCHMARK(BM_dgc_allgather)->Arg(1000)->Arg(10000)->Iterations(8)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dgc_aggregate)->Arg(1000)->Arg(10000)->Iterations(8)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dgc_reduce)->Args({1000, 0})->Args({1000, 1})->Iterations(4)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_powersgd_step)
+    ->Args({1, 2})
+    ->Args({4, 2})
+    ->Args({4, 0})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dense_allreduce)->Iterations(4)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dense_rank_order)->Iterations(4)->UseManualTime()->Unit(benchmark::kMillisecond);
 

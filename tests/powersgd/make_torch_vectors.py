@@ -21,6 +21,7 @@ Usage: /usr/bin/python3 tests/powersgd/make_torch_vectors.py OUT_DIR
 FORMAT (one record a line, values as float32 in %.9g, which reads back exactly):
   torch <version>
   config rank R start_iter S min_compression_rate C error_feedback 0|1 warm_start 0|1 workers N steps K
+         batch_tensors_with_same_shape 0|1
   tensor <name> <n> <m> <rank> <compressed 0|1>          in the hook's (bucket) order
   q <step> <name> <m * rank values, row-major m x rank> each draw: compressed tensors, the hook's
                                                         drawing order
@@ -51,14 +52,17 @@ SHAPES = [
     ("fc1.bias", (12,)),
     ("fc2.weight", (5, 4)),
     ("fc3.weight", (16, 24)),
+    ("fc4.weight", (12, 40)),  # fc1.weight's shape: one batch with it where the hook batches
 ]
 
 CONFIGS = [
-    # (file stem, rank, start_iter, min_compression_rate, error_feedback, warm_start)
-    ("rank1", 1, 2, 2.0, True, True),
-    ("rank2", 2, 2, 2.0, True, True),
-    ("rank4", 4, 2, 2.0, True, True),
-    ("rank2_no_feedback_cold", 2, 2, 2.0, False, False),
+    # (file stem, rank, start_iter, min_compression_rate, error_feedback, warm_start,
+    #  batch_tensors_with_same_shape)
+    ("rank1", 1, 2, 2.0, True, True, False),
+    ("rank2", 2, 2, 2.0, True, True, False),
+    ("rank4", 4, 2, 2.0, True, True, False),
+    ("rank2_no_feedback_cold", 2, 2, 2.0, False, False, False),
+    ("rank2_batched", 2, 2, 2.0, True, True, True),
 ]
 
 
@@ -80,13 +84,13 @@ def gradient(step, worker, index, shape):
 
 
 def worker_main(rank, init_file, config, queue):
-    _, r, start_iter, rate, feedback, warm = config
+    _, r, start_iter, rate, feedback, warm, batch = config
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=WORKERS)
     model = DDP(Fixed())
     state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=r, start_powerSGD_iter=start_iter,
                                min_compression_rate=rate, use_error_feedback=feedback, warm_start=warm,
-                               random_seed=SEED)
+                               random_seed=SEED, batch_tensors_with_same_shape=batch)
     orders = []  # the hook's tensor order at each step, by parameter name
     names = {id(p): n for n, p in model.module.named_parameters()}
 
@@ -125,24 +129,30 @@ def matrix_shape(shape, r):
     return rows, cols, min(rows, cols, r)
 
 
-def compressed_in_draw_order(config, order):
-    """The compressed tensors as the hook draws their Qs: grouped by matrix shape, the groups in
-    the order their first tensor comes."""
-    _, r, _, rate, _, _ = config
+def compressed_groups(config, order):
+    """The compressed tensors grouped by matrix shape, the groups in the order their first tensor
+    comes: the hook's order of its Qs (and of its batches, where it batches)."""
+    _, r, _, rate = config[:4]
     shapes = {n.replace(".", "_"): s for n, s in SHAPES}
     groups = {}
     for n in order:
         rows, cols, rank = matrix_shape(shapes[n], r)
         if (rows + cols) * rank * rate < rows * cols:
             groups.setdefault((rows, cols), []).append(n)
-    return [n for group in groups.values() for n in group]
+    return list(groups.values())
+
+
+def compressed_in_draw_order(config, order):
+    """The compressed tensors as the hook draws their Qs."""
+    return [n for group in compressed_groups(config, order) for n in group]
 
 
 def draws(config, order):
     """The Qs the hook draws, step by step: at each step that draws (the first PowerSGD step with
     warm start, every PowerSGD step without), one seed from its NumPy generator, then torch.randn
-    for each compressed tensor in drawing order."""
-    _, r, start_iter, _, _, warm = config
+    for each compressed tensor in drawing order, or, where the hook batches tensors of the same
+    shape, one torch.randn for each group of them."""
+    _, r, start_iter, _, _, warm, batch = config
     shapes = {n.replace(".", "_"): s for n, s in SHAPES}
     rng = np.random.RandomState(SEED)
     out = {}
@@ -153,15 +163,18 @@ def draws(config, order):
         out[step] = {}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            for n in compressed_in_draw_order(config, order):
-                _, cols, rank = matrix_shape(shapes[n], r)
-                out[step][n] = torch.randn(1, cols, rank, dtype=torch.float32)[0]
+            for group in compressed_groups(config, order):
+                for part in ([group] if batch else [[n] for n in group]):
+                    _, cols, rank = matrix_shape(shapes[part[0]], r)
+                    drawn = torch.randn(len(part), cols, rank, dtype=torch.float32)
+                    for i, n in enumerate(part):
+                        out[step][n] = drawn[i].clone()
     return out
 
 
 def reference(config, order, drawn):
     """The algorithm in one process: every worker's matrices, the sums as all-reduce forms them."""
-    _, r, start_iter, rate, feedback, warm = config
+    _, r, start_iter, rate, feedback = config[:5]
     shapes = {n.replace(".", "_"): s for n, s in SHAPES}
     index = {n.replace(".", "_"): i for i, (n, _) in enumerate(SHAPES)}
     errors = [{n: torch.zeros(shapes[n]) for n in order} for _ in range(WORKERS)]
@@ -243,12 +256,13 @@ def run(config, out_dir):
         mean = sum(gradient(config[2], w, index[n], shapes[n]) for w in range(WORKERS)) / WORKERS
         if (outs[config[2]][n] - mean).abs().max().item() < 1e-3:
             raise SystemExit("%s: %s was not compressed" % (config[0], n))
-    stem, r, start_iter, rate, feedback, warm = config
+    stem, r, start_iter, rate, feedback, warm, batch = config
     path = os.path.join(out_dir, "torch_powersgd_%s.txt" % stem)
     with open(path, "w") as f:
         f.write("torch %s\n" % torch.__version__)
         f.write("config rank %d start_iter %d min_compression_rate %g error_feedback %d warm_start %d workers %d "
-                "steps %d\n" % (r, start_iter, rate, int(feedback), int(warm), WORKERS, STEPS))
+                "steps %d batch_tensors_with_same_shape %d\n" % (r, start_iter, rate, int(feedback), int(warm), WORKERS,
+                                                                STEPS, int(batch)))
         compressed = set(compressed_in_draw_order(config, order))
         for n in order:
             rows, cols, rank = matrix_shape(shapes[n], r)
