@@ -17,6 +17,11 @@
 //                                     each compressed as the method's policy decides) in one
 //                                     compress(): a whole model's step in a fixed number of
 //                                     launches, against the stream of all its elements.
+//   BM_cuda_powersgd_model/<r>  PowerSGD of rank r over ResNet-50: one worker's whole step (round 1,
+//                               its payload as the average, round 2 likewise: the update and the
+//                               error), against the 24-byte stream of all its elements (the step
+//                               itself reads M three times and writes it twice: about 32 bytes).
+//                               wire_bits_per_element: both rounds' payloads per element.
 //   BM_cuda_isgq_step/<n>  ISGQ, dithered (s = 3, buckets of 512): compress() of one layer of n
 //                          inputs and n outputs over a batch of 32 (X and Delta, 64 n elements):
 //                          the finiteness reads, one thread per bucket, the codes and scales
@@ -189,6 +194,44 @@ void BM_cuda_quantiser_model(benchmark::State& state) {
   with_method(state.range(0), 1, [&](auto& c, bool with_error, auto) { run_model(state, c, with_error); });
 }
 
+// args: r.
+void BM_cuda_powersgd_model(benchmark::State& state) {
+  if (!gradcomp_bench::have_device(state)) return;
+  std::vector<gradcomp_bench::tensor_spec> model;
+  if (!gradcomp_bench::load_resnet50(state, model)) return;
+  const backend b{};
+  gradcomp::powersgd_config cfg;
+  cfg.rank = static_cast<std::size_t>(state.range(0));
+  gradcomp::powersgd_compressor<float, backend> c(cfg, b);
+  std::vector<backend_buffer> buffers;
+  std::vector<gradcomp::backend_span<const float, backend>> grads;
+  for (const auto& t : model) {
+    c.add_tensor(t.name, t.shape);
+    buffers.push_back(gradcomp_bench::gaussian_gradient(b, t.numel));
+    grads.push_back(gradcomp::readonly(buffers.back().view()));
+  }
+  const std::size_t n = gradcomp_bench::model_numel(model);
+  bool ok = true;
+  double payload = 0.0;
+  auto step = [&] {
+    auto next = c.begin_step(gradcomp::span<const gradcomp::backend_span<const float, backend>>(grads.data(), grads.size()));
+    payload = 0.0;
+    while (next && !next->empty()) {
+      payload += static_cast<double>(next->size());
+      next = c.end_round(*next);  // a lone worker's average: its own payload
+    }
+    ok &= static_cast<bool>(next);
+    ops::synchronize(b);
+  };
+  stream_reference stream(b, n, true);
+  const double ratio = gradcomp_bench::timed_against(state, step, stream);
+  if (!ok) state.SkipWithError("step failed");
+  state.counters["ratio_to_stream"] = ratio;
+  state.counters["wire_bits_per_element"] = 32.0 * payload / static_cast<double>(n);
+  state.counters["elements_per_s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The streaming loop of an ISGQ step over `n` factor elements: a reduction over them, a byte
 // written per element, and those bytes copied to the host.
 struct to_byte {
@@ -253,4 +296,5 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_cuda_quantiser_step)->Apply(sizes)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cuda_quantiser_model)->DenseRange(0, 4)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cuda_powersgd_model)->Arg(1)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_cuda_isgq_step)->Arg(1 << 12)->Arg(1 << 14)->UseManualTime()->Unit(benchmark::kMicrosecond);

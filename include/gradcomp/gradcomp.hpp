@@ -29,6 +29,7 @@
 #include "onebit/separate_ops.hpp"
 #include "onebit/snapshot.hpp"
 #include "powersgd/compressor.hpp"
+#include "powersgd/separate_ops.hpp"
 #include "powersgd/snapshot.hpp"
 #include "qsgd/compressor.hpp"
 #include "qsgd/separate_ops.hpp"

@@ -21,6 +21,7 @@
 #include "ef_signsgd/separate_kernels.hpp"
 #include "isgq/separate_kernels.hpp"
 #include "onebit/separate_kernels.hpp"
+#include "powersgd/separate_kernels.hpp"
 #include "qsgd/separate_kernels.hpp"
 #include "saef/separate_kernels.hpp"
 #include "terngrad/separate_kernels.hpp"
@@ -34,6 +35,7 @@
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::ef_sign_separate_kernels, Kernels); \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::isgq_separate_kernels, Kernels);    \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::onebit_separate_kernels, Kernels);  \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::powersgd_separate_kernels, Kernels); \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::qsgd_separate_kernels, Kernels);    \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::saef_separate_kernels, Kernels);    \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::terngrad_separate_kernels, Kernels)

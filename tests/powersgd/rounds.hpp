@@ -22,10 +22,10 @@ gradcomp::wire::encode_options round_options() {
   return opt;
 }
 
-// A worker's open round as its message.
-template <class T>
-std::vector<std::byte> round_message(const gradcomp::powersgd_compressor<T>& c) {
-  const auto opt = round_options<T>();
+// A worker's open round as its message (a compressor on any backend).
+template <class C>
+std::vector<std::byte> round_message(const C& c) {
+  const auto opt = round_options<typename C::value_type>();
   std::vector<std::byte> msg(c.max_round_bytes(opt));
   const auto n = c.encode_round(opt, gradcomp::span<std::byte>(msg.data(), msg.size()));
   REQUIRE(n);

@@ -2,7 +2,7 @@
 // Thrust's or CUDA's include paths) runs the portable Thrust backend whose kernels one other
 // translation unit compiled (omp_kernels.cpp; for the CUDA variant, a .cu file), and gets the CPU
 // backend's results bit for bit: the conformance suite's DGC, EF-SignSGD, snapshot and aggregator
-// cases, and the public building blocks.
+// cases, every other method's parity (PowerSGD's included), and the public building blocks.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -15,6 +15,7 @@
 #include "backend/aggregator_conformance.hpp"
 #include "backend/conformance.hpp"
 #include "isgq/isgq_parity.hpp"
+#include "powersgd/powersgd_parity.hpp"
 #include "saef/saef_parity.hpp"
 #include "separate/kernels_tag.hpp"
 
@@ -59,6 +60,10 @@ TEST_CASE("separate backend: ISGQ's messages and SAEF's loop are the CPU backend
   gradcomp_test::saef_parity::check_against_cpu(b, [](const auto& on) { return gradcomp_test::saef_parity::topk(on); });
   gradcomp_test::saef_parity::check_against_cpu(
       b, [](const auto& on) { return gradcomp_test::saef_parity::scaled_sign(on); });
+}
+
+TEST_CASE("separate backend: PowerSGD's steps and snapshots are the CPU backend's") {
+  gradcomp_test::powersgd_parity::check_against_cpu(backend{}, gradcomp_test::powersgd_parity::config());
 }
 
 TEST_CASE("separate backend: the aggregator sums, guards and adds messages in its memory as on the CPU") {

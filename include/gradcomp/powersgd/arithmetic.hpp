@@ -1,25 +1,35 @@
-// PowerSGD's arithmetic on the host (docs/algorithms.md, "PowerSGD"): a tensor is a row-major
+// PowerSGD's arithmetic (docs/algorithms.md, "PowerSGD"): a tensor is a row-major
 // n x m matrix M, its factors P (n x r) and Q (m x r) row-major too. Every sum runs in double in
 // a fixed order (the matrix's elements in storage order), each product rounded before it is added
 // (detail::rounded: no fused multiply-add on any target), so every worker, run and build computes
-// the same bits from the same inputs; each result is rounded to T once.
+// the same bits from the same inputs; each result is rounded to T once. The host loops read M once
+// for all r columns; the element functions give a device's threads the same sums.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <vector>
 
+#include "../config.hpp"
 #include "../span.hpp"
 #include "../detail/rounded.hpp"
 
 namespace gradcomp {
 namespace detail {
 
+// PowerSGD's kernels on a backend (powersgd/cpu_ops.hpp, powersgd/thrust_ops.hpp), on one matrix
+// in its memory: copy (every bit, -0 included), orthogonalize, project (p = m q), project_back
+// (q = m^T p) and rebuild (p q^T, and the error), every backend with the bits of the functions
+// below.
+template <class Backend>
+struct powersgd_ops;
+
 // Modified Gram-Schmidt on the r columns of the rows x r matrix a, as PyTorch's hook does it:
 // column i is divided by its norm (plus epsilon), then its projection is taken out of every later
 // column. A column whose norm is 0 with epsilon 0 stays 0 (PyTorch's hook divides by zero there).
+// Sequential: one thread of a device runs it for a whole matrix, with these bits.
 template <class T>
-void powersgd_orthogonalize(span<T> a, std::size_t rows, std::size_t r, double epsilon) noexcept {
+GRADCOMP_HD void powersgd_orthogonalize(T* a, std::size_t rows, std::size_t r, double epsilon) noexcept {
   for (std::size_t i = 0; i < r; ++i) {
     double squares = 0.0;
     for (std::size_t k = 0; k < rows; ++k) {
@@ -38,6 +48,42 @@ void powersgd_orthogonalize(span<T> a, std::size_t rows, std::size_t r, double e
             static_cast<T>(static_cast<double>(a[k * r + j]) - rounded(dot * static_cast<double>(a[k * r + i])));
     }
   }
+}
+
+template <class T>
+void powersgd_orthogonalize(span<T> a, std::size_t rows, std::size_t r, double epsilon) noexcept {
+  powersgd_orthogonalize(a.data(), rows, r, epsilon);
+}
+
+// The products one element at a time, for a backend that gives each element a thread: each sum is
+// the one the host loops below form (the same terms, the same order, in double, rounded once).
+// p[i][c] = sum over j of m[i][j] q[j][c].
+template <class T>
+GRADCOMP_HD T powersgd_p_element(const T* m, std::size_t cols, const T* q, std::size_t r, std::size_t i,
+                                 std::size_t c) noexcept {
+  double s = 0.0;
+  for (std::size_t j = 0; j < cols; ++j)
+    s += rounded(static_cast<double>(m[i * cols + j]) * static_cast<double>(q[j * r + c]));
+  return static_cast<T>(s);
+}
+// q[j][c] = sum over i of m[i][j] p[i][c].
+template <class T>
+GRADCOMP_HD T powersgd_q_element(const T* m, std::size_t rows, std::size_t cols, const T* p, std::size_t r,
+                                 std::size_t j, std::size_t c) noexcept {
+  double s = 0.0;
+  for (std::size_t i = 0; i < rows; ++i)
+    s += rounded(static_cast<double>(m[i * cols + j]) * static_cast<double>(p[i * r + c]));
+  return static_cast<T>(s);
+}
+// out[i][j] = sum over c of p[i][c] q[j][c], and with error feedback (e not null) e = m - out.
+template <class T>
+GRADCOMP_HD void powersgd_rebuild_element(const T* p, const T* q, std::size_t cols, std::size_t r, std::size_t i,
+                                          std::size_t j, T* out, const T* m, T* e) noexcept {
+  double s = 0.0;
+  for (std::size_t c = 0; c < r; ++c) s += rounded(static_cast<double>(p[i * r + c]) * static_cast<double>(q[j * r + c]));
+  const T v = static_cast<T>(s);
+  out[i * cols + j] = v;
+  if (e != nullptr) e[i * cols + j] = static_cast<T>(m[i * cols + j] - v);
 }
 
 // p = m q: one read of m for all r columns.
@@ -76,14 +122,8 @@ template <class T>
 void powersgd_rebuild(span<const T> p, span<const T> q, std::size_t rows, std::size_t cols, std::size_t r, span<T> out,
                       span<const T> m, span<T> e) noexcept {
   for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t j = 0; j < cols; ++j) {
-      double s = 0.0;
-      for (std::size_t c = 0; c < r; ++c)
-        s += rounded(static_cast<double>(p[i * r + c]) * static_cast<double>(q[j * r + c]));
-      const T v = static_cast<T>(s);
-      out[i * cols + j] = v;
-      if (!e.empty()) e[i * cols + j] = static_cast<T>(m[i * cols + j] - v);
-    }
+    for (std::size_t j = 0; j < cols; ++j)
+      powersgd_rebuild_element(p.data(), q.data(), cols, r, i, j, out.data(), m.data(), e.empty() ? nullptr : e.data());
 }
 
 // A standard normal draw from two uniform draws in [0, 1) (Box-Muller; u1 taken as 1 - u so the

@@ -1,6 +1,6 @@
 /// @file powersgd/compressor.hpp
 /// @brief PowerSGD (Vogels, Karimireddy and Jaggi, "PowerSGD: Practical Low-Rank Gradient
-/// Compression for Distributed Optimization", NeurIPS 2019) on the CPU: `powersgd_config` and
+/// Compression for Distributed Optimization", NeurIPS 2019) on any backend: `powersgd_config` and
 /// `powersgd_compressor`, whose step is two rounds of averaging over the workers (an all-reduce
 /// each), the way PyTorch's `powerSGD_hook` runs it.
 ///
@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "../backend.hpp"
+#include "../cpu/ops.hpp"
 #include "../detail/philox.hpp"
 #include "../error.hpp"
 #include "../layout.hpp"
@@ -35,11 +37,14 @@
 #include "../wire/encode.hpp"
 #include "../wire/tensor_message.hpp"
 #include "arithmetic.hpp"
+#include "cpu_ops.hpp"
 
 namespace gradcomp {
 namespace detail {
+template <wire::snapshot_selection Method, bool Seeded>
+struct residual_snapshot_access;
 struct powersgd_snapshot_access;
-template <class T>
+template <class T, class Backend>
 struct powersgd_snapshot_trait;
 }  // namespace detail
 
@@ -66,8 +71,9 @@ struct powersgd_config {
 };
 
 /**
- * @brief The worker side of PowerSGD for a whole model, on the CPU (see the top of
- * powersgd/compressor.hpp): two rounds of averages over the workers per step.
+ * @brief The worker side of PowerSGD for a whole model (see the top of powersgd/compressor.hpp):
+ * two rounds of averages over the workers per step, on the CPU or on the Thrust backend
+ * (`<gradcomp/thrust.hpp>`), with the same bits on every backend.
  *
  * Tensors whose matrix is not worth compressing (PyTorch's rule, `powersgd_config`; vectors
  * always) are summed dense; `tensor_mode::dense` at registration sends one dense, and
@@ -82,21 +88,39 @@ struct powersgd_config {
  * rounding); the averages agree with the hook's up to the rounding of float32 products
  * (tests/powersgd/test_powersgd.cpp reproduces the hook's outputs from its own inputs).
  *
+ * Gradients, payloads, averages and the state live in the backend's memory; the draws of Q are made
+ * on the host (they need its `log` and `cos`) and copied there. On a backend whose work runs
+ * asynchronously, `begin_step` and `end_round` wait for it where they check values (a NaN, an
+ * overflow), and the views they return are ready once the backend's stream gets there (as
+ * `encode_round` waits for).
+ *
  * @tparam T float or double.
+ * @tparam Backend `cpu_backend` or `thrust_backend<System>` (or a separate backend).
  */
-template <class T>
+template <class T, class Backend = cpu_backend>
 class powersgd_compressor {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                 "powersgd_compressor supports float and double");
+  using ops = detail::ops<Backend>;
+  using kernels = detail::powersgd_ops<Backend>;
+  template <class U>
+  using buffer = typename ops::template buffer<U>;
 
  public:
   /// The element type.
   using value_type = T;
+  /// The backend.
+  using backend_type = Backend;
+  /// Where gradients, payloads and the state live.
+  using memory_space = memory_space_t<Backend>;
+  /// A view of `U`s in that memory.
+  template <class U>
+  using view = span<U, memory_space>;
   /// How `save_snapshot` and `restore_snapshot` reach the state (powersgd/snapshot.hpp).
-  using snapshot_trait = detail::powersgd_snapshot_trait<T>;
+  using snapshot_trait = detail::powersgd_snapshot_trait<T, Backend>;
 
   /// Validates `cfg`; throws `gradcomp::error` (`errc::invalid_argument`).
-  explicit powersgd_compressor(powersgd_config cfg) : cfg_(cfg) {
+  explicit powersgd_compressor(powersgd_config cfg, Backend backend = Backend{}) : cfg_(cfg), backend_(backend) {
     if (cfg_.rank == 0) throw error(errc::invalid_argument, "rank must be >= 1");
     if (!(cfg_.min_compression_rate > 0.0) || !std::isfinite(cfg_.min_compression_rate))
       throw error(errc::invalid_argument, "min_compression_rate must be finite and > 0");
@@ -121,13 +145,13 @@ class powersgd_compressor {
     const bool worth = static_cast<double>(t.rows + t.cols) * static_cast<double>(t.rank) * cfg_.min_compression_rate <
                        static_cast<double>(t.rows) * static_cast<double>(t.cols);
     t.info.compressed = t.rank != 0 && (mode == tensor_mode::compressed || (mode == tensor_mode::automatic && worth));
-    t.update.assign(t.info.numel, T(0));
+    t.update = zeros(t.info.numel);
     if (t.info.compressed) {
-      t.m.assign(t.info.numel, T(0));
-      if (cfg_.error_feedback) t.e.assign(t.info.numel, T(0));
-      t.p.assign(t.rows * t.rank, T(0));
-      t.q.assign(t.cols * t.rank, T(0));
-      t.qo.assign(t.cols * t.rank, T(0));
+      t.m = zeros(t.info.numel);
+      if (cfg_.error_feedback) t.e = zeros(t.info.numel);
+      t.p = zeros(t.rows * t.rank);
+      t.q = zeros(t.cols * t.rank);
+      t.qo = zeros(t.cols * t.rank);
     }
     tensors_.push_back(std::move(t));
     layout();
@@ -136,6 +160,8 @@ class powersgd_compressor {
 
   /// The configuration.
   const powersgd_config& config() const noexcept { return cfg_; }
+  /// The backend.
+  const Backend& backend() const noexcept { return backend_; }
   /// Registered tensors.
   std::size_t num_tensors() const noexcept { return tensors_.size(); }
   /// What registration recorded of tensor `id` (unchecked); `compressed` says whether PowerSGD
@@ -190,47 +216,47 @@ class powersgd_compressor {
    *         `errc::non_finite_input`, `errc::state_overflow`, `errc::invalid_argument` (a step
    *         is open): nothing changed then.
    */
-  [[nodiscard]] result<span<const T>> begin_step(span<const span<const T>> grads) {
+  [[nodiscard]] result<view<const T>> begin_step(span<const view<const T>> grads) {
     if (round_ != 0) return fail(errc::invalid_argument);
     if (const errc e = detail::check_gradients(tensors_, grads); e != errc::ok) return fail(e);
     for (const auto& g : grads)
-      for (const T x : g)
-        if (!std::isfinite(x)) return fail(errc::non_finite_input);
+      if (std::isnan(ops::largest_magnitude(backend_, g))) return fail(errc::non_finite_input);
     const bool compressing = compresses(false);
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       const tensor& s = tensors_[t];
-      if (!compressing || !s.info.compressed || s.e.empty()) continue;
-      for (std::size_t i = 0; i < s.info.numel; ++i)
-        if (!std::isfinite(static_cast<T>(grads[t][i] + s.e[i]))) return fail(errc::state_overflow);
+      if (!compressing || !s.info.compressed || s.e.view().empty()) continue;
+      // g + e, written nowhere: NaN where a sum leaves T's range.
+      if (std::isnan(ops::largest_magnitude_of_sum(backend_, readonly(s.e.view()), view<const std::uint32_t>(), grads[t])))
+        return fail(errc::state_overflow);
     }
     compressing_ = compressing;
-    payload_.assign(round_size(1), T(0));
+    const view<T> out = payload_buffer(0, round_size(1));
     std::size_t at = 0;
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
       tensor& s = tensors_[t];
       if (compressing && s.info.compressed) continue;
-      for (std::size_t i = 0; i < s.info.numel; ++i) payload_[at + i] = grads[t][i];
+      kernels::copy(backend_, grads[t], out.subspan(at, s.info.numel));
       at += s.info.numel;
     }
     for (std::size_t t = 0; t < tensors_.size() && compressing; ++t) {
       tensor& s = tensors_[t];
       if (!s.info.compressed) continue;
-      for (std::size_t i = 0; i < s.info.numel; ++i)
-        s.m[i] = s.e.empty() ? grads[t][i] : static_cast<T>(grads[t][i] + s.e[i]);
-      start_q(t, s.qo);
-      detail::powersgd_orthogonalize(span<T>(s.qo.data(), s.qo.size()), s.cols, s.rank, cfg_.orthogonalization_epsilon);
-      detail::powersgd_project(span<const T>(s.m.data(), s.m.size()), s.rows, s.cols,
-                               span<const T>(s.qo.data(), s.qo.size()), s.rank,
-                               span<T>(payload_.data() + at, s.p.size()));
-      at += s.p.size();
+      // M = g + e (a copy of g, then the sum of one rounding).
+      kernels::copy(backend_, grads[t], s.m.view());
+      if (!s.e.view().empty()) ops::add(backend_, readonly(s.e.view()), s.m.view());
+      start_q(t, s.qo.view());
+      kernels::orthogonalize(backend_, s.qo.view(), s.cols, s.rank, cfg_.orthogonalization_epsilon);
+      const view<T> p = out.subspan(at, s.rows * s.rank);
+      kernels::project(backend_, readonly(s.m.view()), s.rows, s.cols, readonly(s.qo.view()), s.rank, p);
+      at += p.size();
     }
     round_ = 1;
-    return span<const T>(payload_.data(), payload_.size());
+    return payload();
   }
 
   /// The open round's payload (empty when none is open), valid until the next call.
-  span<const T> payload() const noexcept {
-    return round_ == 0 ? span<const T>() : span<const T>(payload_.data(), payload_.size());
+  view<const T> payload() const noexcept {
+    return round_ == 0 ? view<const T>() : readonly(payloads_[round_ - 1].view()).first(payload_size_[round_ - 1]);
   }
 
   /// The largest `encode_round` message of any round of the open or the next step, in `opt`'s
@@ -254,7 +280,18 @@ class powersgd_compressor {
    */
   [[nodiscard]] result<std::size_t> encode_round(const wire::encode_options& opt, span<std::byte> out) const {
     if (round_ == 0) return fail(errc::invalid_argument);
-    const auto sections = round_sections(round(), payload_.data());
+    const T* values = nullptr;
+    const view<const T> pl = payload();
+    if constexpr (is_host_accessible_v<memory_space>) {
+      ops::synchronize(backend_);
+      values = pl.data();
+    } else {
+      host_payload_.resize(pl.size());
+      ops::copy_to_host(backend_, pl, span<T>(host_payload_.data(), host_payload_.size()));
+      ops::synchronize(backend_);
+      values = host_payload_.data();
+    }
+    const auto sections = round_sections(round(), values);
     return wire::encode_round(round_kind(round()), span<const tensor_message<T>>(sections.data(), sections.size()), opt,
                               out);
   }
@@ -268,13 +305,12 @@ class powersgd_compressor {
    * @return the next payload or an empty view, or `errc::size_mismatch`, `errc::non_finite_input`,
    *         `errc::invalid_argument` (no round open), which close the step with nothing changed.
    */
-  [[nodiscard]] result<span<const T>> end_round(span<const T> average) {
+  [[nodiscard]] result<view<const T>> end_round(view<const T> average) {
     if (round_ == 0) return fail(errc::invalid_argument);
     const int k = round_;
     round_ = 0;
-    if (average.size() != payload_.size()) return fail(errc::size_mismatch);
-    for (const T x : average)
-      if (!std::isfinite(x)) return fail(errc::non_finite_input);
+    if (average.size() != payload_size_[k - 1]) return fail(errc::size_mismatch);
+    if (std::isnan(ops::largest_magnitude(backend_, average))) return fail(errc::non_finite_input);
     return k == 1 ? end_first(average) : end_second(average);
   }
 
@@ -283,19 +319,17 @@ class powersgd_compressor {
   void cancel_step() noexcept { round_ = 0; }
 
   /// Tensor `id`'s averaged gradient from the last completed step (unchecked id).
-  span<const T> update(std::size_t id) const noexcept {
-    return {tensors_[id].update.data(), tensors_[id].update.size()};
-  }
+  view<const T> update(std::size_t id) const noexcept { return tensors_[id].update.view(); }
   /// Tensor `id`'s error e (unchecked id; empty for a tensor sent dense or without error feedback).
-  span<const T> error_feedback(std::size_t id) const noexcept { return {tensors_[id].e.data(), tensors_[id].e.size()}; }
+  view<const T> error_feedback(std::size_t id) const noexcept { return tensors_[id].e.view(); }
   /// Tensor `id`'s Q (unchecked id; m x r, row-major): after a step, the averaged Q the next one
   /// starts from with warm start.
-  span<const T> q(std::size_t id) const noexcept { return {tensors_[id].q.data(), tensors_[id].q.size()}; }
+  view<const T> q(std::size_t id) const noexcept { return tensors_[id].q.view(); }
 
   /**
-   * @brief Sets the Q (m x r, row-major, not yet orthogonalised) that compressed tensor `id`'s next
-   * compressing step starts from, instead of its draw or its warm start (to follow another
-   * implementation's draws, or to restore a saved state).
+   * @brief Sets the Q (m x r, row-major, not yet orthogonalised, in host memory) that compressed
+   * tensor `id`'s next compressing step starts from, instead of its draw or its warm start (to
+   * follow another implementation's draws, or to restore a saved state).
    * @return `errc::unknown_tensor`, `errc::invalid_argument` (a tensor sent dense, or a step open),
    *         `errc::size_mismatch`, `errc::non_finite_input`.
    */
@@ -303,26 +337,28 @@ class powersgd_compressor {
     if (id >= tensors_.size()) return fail(errc::unknown_tensor);
     tensor& s = tensors_[id];
     if (!s.info.compressed || round_ != 0) return fail(errc::invalid_argument);
-    if (q.size() != s.q.size()) return fail(errc::size_mismatch);
+    if (q.size() != s.q.view().size()) return fail(errc::size_mismatch);
     for (const T x : q)
       if (!std::isfinite(x)) return fail(errc::non_finite_input);
-    for (std::size_t k = 0; k < q.size(); ++k) s.q[k] = q[k];
+    ops::copy_to_backend(backend_, q, s.q.view());
+    ops::synchronize(backend_);
     s.q_set = true;
     return {};
   }
 
  private:
   friend struct detail::powersgd_snapshot_access;
+  friend struct detail::residual_snapshot_access<wire::snapshot_selection::powersgd, true>;
 
   struct tensor {
     tensor_info info;
     std::size_t rows = 0, cols = 0, rank = 0;
-    std::vector<T> m;       // this step's matrix: the gradient plus e
-    std::vector<T> e;       // the error (compressed tensors, with error feedback)
-    std::vector<T> p;       // n x r
-    std::vector<T> q;       // m x r: the last step's average, or set_q's
-    std::vector<T> qo;      // this step's Q, orthogonalised (read by begin_step only; a snapshot's staging)
-    std::vector<T> update;  // the last step's average
+    buffer<T> m;       // this step's matrix: the gradient plus e
+    buffer<T> e;       // the error (compressed tensors, with error feedback)
+    buffer<T> p;       // n x r
+    buffer<T> q;       // m x r: the last step's average, or set_q's
+    buffer<T> qo;      // this step's Q, orthogonalised (read by begin_step only; a snapshot's staging)
+    buffer<T> update;  // the last step's average
     bool q_warm = false;    // q holds the last step's averaged Q
     bool q_set = false;     // q holds set_q's
   };
@@ -334,15 +370,29 @@ class powersgd_compressor {
       if (!s.info.compressed) {
         dense_size_ += s.info.numel;
       } else {
-        p_size_ += s.p.size();
-        q_size_ += s.q.size();
+        p_size_ += s.p.view().size();
+        q_size_ += s.q.view().size();
       }
     }
+  }
+
+  buffer<T> zeros(std::size_t n) {
+    buffer<T> b = ops::template allocate<T>(backend_, n);
+    ops::fill_zero(backend_, b.view());
+    return b;
+  }
+  // Round k's payload buffer (0: round 1), n long: a buffer per round, so that an average given
+  // in the other round's buffer (a lone worker's own payload) is never overwritten while read.
+  view<T> payload_buffer(std::size_t k, std::size_t n) {
+    if (payloads_[k].view().size() < n) payloads_[k] = ops::template allocate<T>(backend_, n);
+    payload_size_[k] = n;
+    return payloads_[k].view().first(n);
   }
 
   // Q's draw for tensor t at step `step`: standard normal values keyed by (seed, step, tensor).
   void draw_q(std::size_t t, std::size_t step, std::vector<T>& q) const {
     const auto tensor = static_cast<std::uint32_t>(t);
+    q.resize(tensors_[t].q.view().size());
     for (std::size_t k = 0; k < q.size(); ++k) {
       const auto i = static_cast<std::uint32_t>(2 * k);
       const double u1 = detail::uniform_of_draw(detail::element_draw(cfg_.seed, step, tensor, i));
@@ -351,12 +401,17 @@ class powersgd_compressor {
     }
   }
 
-  // Compressed tensor t's Q of its next compressing step, before orthogonalisation, into `q`:
-  // set_q's or the warm start, else the draw of that step.
-  void start_q(std::size_t t, std::vector<T>& q) const {
+  // Compressed tensor t's Q of its next compressing step, before orthogonalisation, into `q` (the
+  // backend's memory): set_q's or the warm start, else the draw of that step, made on the host.
+  void start_q(std::size_t t, view<T> q) {
     const tensor& s = tensors_[t];
-    if (s.q_set || (cfg_.warm_start && s.q_warm)) q = s.q;
-    else draw_q(t, std::max(step_, cfg_.start_step), q);
+    if (s.q_set || (cfg_.warm_start && s.q_warm)) {
+      kernels::copy(backend_, readonly(s.q.view()), q);
+      return;
+    }
+    draw_q(t, std::max(step_, cfg_.start_step), drawn_);
+    ops::copy_to_backend(backend_, span<const T>(drawn_.data(), drawn_.size()), q);
+    ops::synchronize(backend_);  // the host's draws are reused for the next tensor
   }
 
   // Whether the open step (open: true) or the next one compresses.
@@ -392,55 +447,56 @@ class powersgd_compressor {
     return out;
   }
 
-  result<span<const T>> end_first(span<const T> average) {
+  result<view<const T>> end_first(view<const T> average) {
     std::size_t at = 0;
     for (tensor& s : tensors_) {
       if (compressing_ && s.info.compressed) continue;
-      for (std::size_t i = 0; i < s.info.numel; ++i) s.update[i] = average[at + i];
+      kernels::copy(backend_, average.subspan(at, s.info.numel), s.update.view());
       at += s.info.numel;
     }
     if (!compressing_ || q_size_ == 0) return finish();
-    payload_.assign(q_size_, T(0));
-    std::size_t out = 0;
+    const view<T> out = payload_buffer(1, q_size_);
+    std::size_t to = 0;
     for (tensor& s : tensors_) {
       if (!s.info.compressed) continue;
-      for (std::size_t k = 0; k < s.p.size(); ++k) s.p[k] = average[at + k];
-      at += s.p.size();
-      detail::powersgd_orthogonalize(span<T>(s.p.data(), s.p.size()), s.rows, s.rank, cfg_.orthogonalization_epsilon);
-      detail::powersgd_project_back(span<const T>(s.m.data(), s.m.size()), s.rows, s.cols,
-                                    span<const T>(s.p.data(), s.p.size()), s.rank,
-                                    span<T>(payload_.data() + out, s.q.size()), scratch_);
-      out += s.q.size();
+      kernels::copy(backend_, average.subspan(at, s.p.view().size()), s.p.view());
+      at += s.p.view().size();
+      kernels::orthogonalize(backend_, s.p.view(), s.rows, s.rank, cfg_.orthogonalization_epsilon);
+      const view<T> q = out.subspan(to, s.q.view().size());
+      kernels::project_back(backend_, readonly(s.m.view()), s.rows, s.cols, readonly(s.p.view()), s.rank, q);
+      to += q.size();
     }
     round_ = 2;
-    return span<const T>(payload_.data(), payload_.size());
+    return payload();
   }
 
-  result<span<const T>> end_second(span<const T> average) {
+  result<view<const T>> end_second(view<const T> average) {
     std::size_t at = 0;
     for (tensor& s : tensors_) {
       if (!s.info.compressed) continue;
-      for (std::size_t k = 0; k < s.q.size(); ++k) s.q[k] = average[at + k];
-      at += s.q.size();
+      kernels::copy(backend_, average.subspan(at, s.q.view().size()), s.q.view());
+      at += s.q.view().size();
       s.q_warm = true;
       s.q_set = false;
-      detail::powersgd_rebuild(span<const T>(s.p.data(), s.p.size()), span<const T>(s.q.data(), s.q.size()), s.rows,
-                               s.cols, s.rank, span<T>(s.update.data(), s.update.size()),
-                               span<const T>(s.m.data(), s.m.size()), span<T>(s.e.data(), s.e.size()));
+      kernels::rebuild(backend_, readonly(s.p.view()), readonly(s.q.view()), s.rows, s.cols, s.rank, s.update.view(),
+                       readonly(s.m.view()), s.e.view());
     }
     return finish();
   }
 
-  result<span<const T>> finish() {
+  result<view<const T>> finish() {
     ++step_;
     round_ = 0;
-    return span<const T>();
+    return view<const T>();
   }
 
   powersgd_config cfg_;
+  Backend backend_;
   std::vector<tensor> tensors_;
-  std::vector<T> payload_;
-  std::vector<double> scratch_;
+  buffer<T> payloads_[2];
+  std::size_t payload_size_[2] = {0, 0};
+  std::vector<T> drawn_;                 // the host's draws of one Q
+  mutable std::vector<T> host_payload_;  // encode_round's copy, where the host cannot read the backend's memory
   std::size_t dense_size_ = 0, p_size_ = 0, q_size_ = 0, total_size_ = 0;
   std::size_t step_ = 0;
   int round_ = 0;  // the round a step awaits (0: none open)

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../backend.hpp"
+#include "../common/residual_snapshot.hpp"
 #include "../snapshot.hpp"
 #include "../wire/format.hpp"
 #include "compressor.hpp"
@@ -30,68 +31,44 @@
 namespace gradcomp {
 namespace detail {
 
-struct powersgd_snapshot_access {
+// The counters (step, seed, method), their check and their restore are a seeded quantiser's
+// (common/residual_snapshot.hpp); the state sections and the restored Qs are PowerSGD's.
+struct powersgd_snapshot_access : residual_snapshot_access<wire::snapshot_selection::powersgd, true> {
+  using base = residual_snapshot_access<wire::snapshot_selection::powersgd, true>;
   template <class C>
-  static void wait(C&) noexcept {}
-  template <class C>
-  static const cpu_backend& backend(const C&) noexcept {
-    static const cpu_backend host{};
-    return host;
+  static void wait(C& c) {
+    detail::ops<typename C::backend_type>::synchronize(c.backend_);
   }
   // Each compressed tensor's e (with error feedback), then its starting Q, staged in the
   // tensor's scratch Q (which only begin_step reads): what save reads and restore writes.
   template <class C>
   static auto items(C& c) {
     using T = typename C::value_type;
-    std::vector<snapshot_item<T, host_space>> out;
+    std::vector<snapshot_item<T, typename C::memory_space>> out;
     for (std::size_t t = 0; t < c.tensors_.size(); ++t) {
       auto& s = c.tensors_[t];
       if (!s.info.compressed) continue;
-      if (!s.e.empty()) out.push_back(make_snapshot_item(wire::section_role::residual, t, span<T>(s.e.data(), s.e.size())));
-      c.start_q(t, s.qo);
-      out.push_back(make_snapshot_item(wire::section_role::factor, t, span<T>(s.qo.data(), s.qo.size())));
+      if (!s.e.view().empty()) out.push_back(make_snapshot_item(wire::section_role::residual, t, s.e.view()));
+      c.start_q(t, s.qo.view());
+      out.push_back(make_snapshot_item(wire::section_role::factor, t, s.qo.view()));
     }
     return out;
-  }
-  // The step counter, the seed (the key of the draws of Q) and the method.
-  template <class C>
-  static void counters(const C& c, double* words) {
-    for (std::size_t i = 0; i < snapshot_state_words; ++i) words[i] = 0.0;
-    const auto step = static_cast<std::uint64_t>(c.step_);
-    words[word::step_low] = static_cast<double>(step & 0xffffffffu);
-    words[word::step_high] = static_cast<double>(step >> 32);
-    words[word::seed_low] = static_cast<double>(c.cfg_.seed & 0xffffffffu);
-    words[word::seed_high] = static_cast<double>(c.cfg_.seed >> 32);
-    words[word::selection] = static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::powersgd));
-  }
-  template <class C>
-  static const char* config_difference(const C&, const double* words) {
-    if (words[word::selection] != static_cast<double>(static_cast<std::uint32_t>(wire::snapshot_selection::powersgd)))
-      return "selection";
-    if (words[word::momentum_correction] != 0.0) return "momentum_correction";
-    return nullptr;
   }
   // After the items were written: the counters, each restored Q as the next start, no open step.
   template <class C>
   static void set_counters(C& c, const double* words) {
-    c.step_ = static_cast<std::size_t>(static_cast<std::uint64_t>(words[word::step_low]) |
-                                       (static_cast<std::uint64_t>(words[word::step_high]) << 32));
-    c.cfg_.seed = static_cast<std::uint64_t>(words[word::seed_low]) |
-                  (static_cast<std::uint64_t>(words[word::seed_high]) << 32);
+    base::set_counters(c, words);
     for (auto& s : c.tensors_) {
       if (!s.info.compressed) continue;
-      s.q = s.qo;
+      powersgd_ops<typename C::backend_type>::copy(c.backend_, readonly(s.qo.view()), s.q.view());
       s.q_set = true;
       s.q_warm = false;
     }
     c.round_ = 0;
   }
-  // PowerSGD has no overflow bounds between steps: begin_step checks M = g + e.
-  template <class C>
-  static void set_bounds(C&, const std::vector<double>&) noexcept {}
 };
 
-template <class T>
+template <class T, class Backend>
 struct powersgd_snapshot_trait {
   using type = powersgd_snapshot_access;
   using value_type = T;

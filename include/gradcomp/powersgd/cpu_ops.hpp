@@ -1,0 +1,44 @@
+// detail::powersgd_ops<cpu_backend>: PowerSGD's products on the CPU (powersgd/arithmetic.hpp), each
+// pass reading M once for all r columns.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "../backend.hpp"
+#include "../span.hpp"
+#include "arithmetic.hpp"
+
+namespace gradcomp {
+namespace detail {
+
+template <>
+struct powersgd_ops<cpu_backend> {
+  template <class T>
+  static void copy(const cpu_backend&, span<const T> from, span<T> to) {
+    for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i];
+  }
+  template <class T>
+  static void orthogonalize(const cpu_backend&, span<T> a, std::size_t rows, std::size_t r, double epsilon) {
+    powersgd_orthogonalize(a, rows, r, epsilon);
+  }
+  template <class T>
+  static void project(const cpu_backend&, span<const T> m, std::size_t rows, std::size_t cols, span<const T> q,
+                      std::size_t r, span<T> p) {
+    powersgd_project(m, rows, cols, q, r, p);
+  }
+  template <class T>
+  static void project_back(const cpu_backend&, span<const T> m, std::size_t rows, std::size_t cols, span<const T> p,
+                           std::size_t r, span<T> q) {
+    std::vector<double> acc;
+    powersgd_project_back(m, rows, cols, p, r, q, acc);
+  }
+  template <class T>
+  static void rebuild(const cpu_backend&, span<const T> p, span<const T> q, std::size_t rows, std::size_t cols,
+                      std::size_t r, span<T> out, span<const T> m, span<T> e) {
+    powersgd_rebuild(p, q, rows, cols, r, out, m, e);
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp

@@ -1,0 +1,95 @@
+// detail::powersgd_ops<thrust_backend<System>>: PowerSGD's products on the portable Thrust backend,
+// a thread per element of the result (each of P's and Q's elements a sum over a row or a column
+// of M, each of the update's a sum over the r columns) and one thread per orthogonalised matrix,
+// with the element functions of powersgd/arithmetic.hpp: bitwise the CPU backend's results.
+#pragma once
+
+#include <cstddef>
+
+#include <thrust/copy.h>
+
+#include "../thrust/kernel_support.hpp"
+#include "arithmetic.hpp"
+
+namespace gradcomp {
+namespace detail {
+namespace thrust_impl {
+
+template <class T>
+struct powersgd_orthogonalize_op {
+  T* a;
+  std::size_t rows, r;
+  double epsilon;
+  GRADCOMP_HD void operator()(std::size_t) const { powersgd_orthogonalize(a, rows, r, epsilon); }
+};
+
+template <class T>
+struct powersgd_project_op {
+  const T *m, *q;
+  std::size_t cols, r;
+  T* p;
+  GRADCOMP_HD void operator()(std::size_t k) const { p[k] = powersgd_p_element(m, cols, q, r, k / r, k % r); }
+};
+
+template <class T>
+struct powersgd_project_back_op {
+  const T *m, *p;
+  std::size_t rows, cols, r;
+  T* q;
+  GRADCOMP_HD void operator()(std::size_t k) const { q[k] = powersgd_q_element(m, rows, cols, p, r, k / r, k % r); }
+};
+
+template <class T>
+struct powersgd_rebuild_op {
+  const T *p, *q;
+  std::size_t cols, r;
+  T* out;
+  const T* m;
+  T* e;
+  GRADCOMP_HD void operator()(std::size_t k) const {
+    powersgd_rebuild_element(p, q, cols, r, k / cols, k % cols, out, m, e);
+  }
+};
+
+}  // namespace thrust_impl
+
+/// PowerSGD's copies and products on the Thrust backend: each call one launch on the backend's stream.
+template <class System>
+struct powersgd_ops<thrust_backend<System>> {
+  using backend = thrust_backend<System>;
+  template <class U>
+  using view = thrust_view<U, System>;
+
+  template <class T>
+  static void copy(const backend& on, view<const T> from, view<T> to) {
+    thrust::copy_n(thrust_impl::exec<System>(on.stream), from.data(), from.size(), to.data());
+  }
+  template <class T>
+  static void orthogonalize(const backend& on, view<T> a, std::size_t rows, std::size_t r, double epsilon) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), 1,
+                       thrust_impl::powersgd_orthogonalize_op<T>{a.data(), rows, r, epsilon});
+  }
+  template <class T>
+  static void project(const backend& on, view<const T> m, std::size_t, std::size_t cols, view<const T> q,
+                      std::size_t r, view<T> p) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), p.size(),
+                       thrust_impl::powersgd_project_op<T>{m.data(), q.data(), cols, r, p.data()});
+  }
+  template <class T>
+  static void project_back(const backend& on, view<const T> m, std::size_t rows, std::size_t cols, view<const T> p,
+                           std::size_t r, view<T> q) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), q.size(),
+                       thrust_impl::powersgd_project_back_op<T>{m.data(), p.data(), rows, cols, r, q.data()});
+  }
+  template <class T>
+  static void rebuild(const backend& on, view<const T> p, view<const T> q, std::size_t, std::size_t cols,
+                      std::size_t r, view<T> out, view<const T> m, view<T> e) {
+    thrust::for_each_n(
+        thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), out.size(),
+        thrust_impl::powersgd_rebuild_op<T>{p.data(), q.data(), cols, r, out.data(), m.data(),
+                                            e.empty() ? nullptr : e.data()});
+  }
+};
+
+}  // namespace detail
+}  // namespace gradcomp
