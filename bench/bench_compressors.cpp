@@ -270,8 +270,8 @@ class powersgd_model {
     std::size_t bytes = 0;
     for (std::size_t k = 1; k <= 2; ++k) {
       const auto s = sections(k, nullptr);
-      bytes += gradcomp::wire::max_encoded_bytes(gradcomp::span<const gradcomp::tensor_message<float>>(s.data(), s.size()), o)
-                   .value();
+      const gradcomp::span<const gradcomp::tensor_message<float>> all(s.data(), s.size());
+      bytes += gradcomp::wire::max_encoded_bytes(all, o).value();
     }
     return bytes;
   }
@@ -279,9 +279,8 @@ class powersgd_model {
     std::size_t at = 0;
     for (std::size_t k = 1; k <= 2; ++k) {
       const auto s = sections(k, payloads_[k - 1].data());
-      const auto n = gradcomp::wire::encode_round(c_.round_kind(k),
-                                                  gradcomp::span<const gradcomp::tensor_message<float>>(s.data(), s.size()),
-                                                  o, out.subspan(at, out.size() - at));
+      const gradcomp::span<const gradcomp::tensor_message<float>> all(s.data(), s.size());
+      const auto n = gradcomp::wire::encode_round(c_.round_kind(k), all, o, out.subspan(at, out.size() - at));
       if (!n) return n;
       at += *n;
       if (k == 1) first_bytes_ = *n;

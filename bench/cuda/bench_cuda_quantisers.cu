@@ -214,7 +214,8 @@ void BM_cuda_powersgd_model(benchmark::State& state) {
   bool ok = true;
   double payload = 0.0;
   auto step = [&] {
-    auto next = c.begin_step(gradcomp::span<const gradcomp::backend_span<const float, backend>>(grads.data(), grads.size()));
+    using view = gradcomp::backend_span<const float, backend>;
+    auto next = c.begin_step(gradcomp::span<const view>(grads.data(), grads.size()));
     payload = 0.0;
     while (next && !next->empty()) {
       payload += static_cast<double>(next->size());

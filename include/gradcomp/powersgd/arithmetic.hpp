@@ -80,7 +80,8 @@ template <class T>
 GRADCOMP_HD void powersgd_rebuild_element(const T* p, const T* q, std::size_t cols, std::size_t r, std::size_t i,
                                           std::size_t j, T* out, const T* m, T* e) noexcept {
   double s = 0.0;
-  for (std::size_t c = 0; c < r; ++c) s += rounded(static_cast<double>(p[i * r + c]) * static_cast<double>(q[j * r + c]));
+  for (std::size_t c = 0; c < r; ++c)
+    s += rounded(static_cast<double>(p[i * r + c]) * static_cast<double>(q[j * r + c]));
   const T v = static_cast<T>(s);
   out[i * cols + j] = v;
   if (e != nullptr) e[i * cols + j] = static_cast<T>(m[i * cols + j] - v);

@@ -226,7 +226,8 @@ class powersgd_compressor {
       const tensor& s = tensors_[t];
       if (!compressing || !s.info.compressed || s.e.view().empty()) continue;
       // g + e, written nowhere: NaN where a sum leaves T's range.
-      if (std::isnan(ops::largest_magnitude_of_sum(backend_, readonly(s.e.view()), view<const std::uint32_t>(), grads[t])))
+      const view<const std::uint32_t> every;  // dense: no positions
+      if (std::isnan(ops::largest_magnitude_of_sum(backend_, readonly(s.e.view()), every, grads[t])))
         return fail(errc::state_overflow);
     }
     compressing_ = compressing;
