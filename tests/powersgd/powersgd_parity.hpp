@@ -15,6 +15,7 @@
 #include <gradcomp/powersgd/snapshot.hpp>
 
 #include "powersgd/rounds.hpp"
+#include "support/transfer.hpp"
 #include "thrust/data.hpp"
 
 namespace gradcomp_test {
@@ -52,22 +53,6 @@ inline std::vector<std::vector<std::vector<float>>> step_grads(std::uint64_t ste
   return g;
 }
 
-template <class B>
-std::vector<float> download(const B& b, gradcomp::backend_span<const float, B> v) {
-  std::vector<float> h(v.size());
-  REQUIRE(gradcomp::copy_to_host(b, v, gradcomp::span<float>(h.data(), h.size())));
-  gradcomp::synchronize(b);
-  return h;
-}
-
-template <class B>
-gradcomp::backend_buffer<float, B> upload(const B& b, const std::vector<float>& h) {
-  auto d = gradcomp::allocate_buffer<float>(b, h.size());
-  REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const float>(h.data(), h.size()), d.view()));
-  gradcomp::synchronize(b);
-  return d;
-}
-
 // One step of workers on B: the gradients uploaded, each round's messages averaged on the host,
 // the average uploaded and given back to every worker.
 template <class B>
@@ -80,20 +65,7 @@ void step_together(const B& b, std::vector<worker<B>>& ws, const std::vector<std
     REQUIRE(ws[w].begin_step(gradcomp::span<const gradcomp::backend_span<const float, B>>(views.data(), views.size())));
   }
   while (ws[0].round() != 0) {
-    const std::size_t k = ws[0].round();
-    gradcomp::aggregator<float> agg(worker<B>::round_kind(k), ws[0].round_layout(k));
-    agg.begin();
-    for (const auto& c : ws) {
-      const auto msg = round_message(c);
-      REQUIRE(agg.add(gradcomp::span<const std::byte>(msg.data(), msg.size())));
-    }
-    REQUIRE(agg.finish(ws.size()));
-    std::vector<float> average;
-    for (std::size_t t = 0; t < agg.num_tensors(); ++t) {
-      const auto u = agg.update(t);
-      average.insert(average.end(), u.begin(), u.end());
-    }
-    const auto d = upload(b, average);
+    const auto d = upload(b, round_average(ws));
     for (auto& c : ws) REQUIRE(c.end_round(readonly(d.view())));
   }
 }

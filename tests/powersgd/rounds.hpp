@@ -33,11 +33,13 @@ std::vector<std::byte> round_message(const C& c) {
   return msg;
 }
 
-// The workers' open round: every message averaged, the average given back to every worker.
-template <class T>
-void end_round_together(std::vector<gradcomp::powersgd_compressor<T>>& workers) {
+// The average of the workers' open round (compressors on any backend): every message added by a
+// host aggregator of the round in worker order, its updates one after the other.
+template <class C>
+std::vector<typename C::value_type> round_average(const std::vector<C>& workers) {
+  using T = typename C::value_type;
   const std::size_t k = workers[0].round();
-  gradcomp::aggregator<T> agg(gradcomp::powersgd_compressor<T>::round_kind(k), workers[0].round_layout(k));
+  gradcomp::aggregator<T> agg(C::round_kind(k), workers[0].round_layout(k));
   agg.begin();
   for (const auto& c : workers) {
     const auto msg = round_message(c);
@@ -49,6 +51,13 @@ void end_round_together(std::vector<gradcomp::powersgd_compressor<T>>& workers) 
     const auto u = agg.update(t);
     average.insert(average.end(), u.begin(), u.end());
   }
+  return average;
+}
+
+// The workers' open round: the average given back to every worker.
+template <class T>
+void end_round_together(std::vector<gradcomp::powersgd_compressor<T>>& workers) {
+  const std::vector<T> average = round_average(workers);
   for (auto& c : workers) REQUIRE(c.end_round(gradcomp::span<const T>(average.data(), average.size())));
 }
 

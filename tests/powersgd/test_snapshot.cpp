@@ -150,24 +150,27 @@ TEST_CASE("powersgd snapshot: refused with nothing changed") {
   const auto msg = save(a[0]);
   const span<const std::byte> m(msg.data(), msg.size());
 
-  auto refused = [&](worker& c, errc want) {
+  // Restores `bytes` (the snapshot above unless given) into c: refused with `want`, c unchanged;
+  // the refusal's detail.
+  auto refused = [&](worker& c, errc want, const std::vector<std::byte>& bytes) {
     const auto before = save(c);
-    const auto r = gradcomp::restore_snapshot(c, m);
+    const auto r = gradcomp::restore_snapshot(c, span<const std::byte>(bytes.data(), bytes.size()));
     REQUIRE(!r);
     CHECK(r.error() == want);
     CHECK(save(c) == before);
+    return std::string(r.detail());
   };
   SUBCASE("another rank: other sizes of Q") {
     gradcomp::powersgd_config other = cfg;
     other.rank = 3;
     auto b = workers(other, 1);
-    refused(b[0], errc::layout_mismatch);
+    refused(b[0], errc::layout_mismatch, msg);
   }
   SUBCASE("without error feedback: no residual sections expected") {
     gradcomp::powersgd_config other = cfg;
     other.error_feedback = false;
     auto b = workers(other, 1);
-    refused(b[0], errc::layout_mismatch);
+    refused(b[0], errc::layout_mismatch, msg);
   }
   SUBCASE("another method's snapshot") {
     auto plain = save(a[0], false);
@@ -176,22 +179,13 @@ TEST_CASE("powersgd snapshot: refused with nothing changed") {
     std::memcpy(plain.data() + gradcomp::wire::message_header_bytes + gradcomp::wire::section_header_bytes + 8 * 8, &ef,
                 8);
     auto b = workers(cfg, 1);
-    const auto before = save(b[0]);
-    const auto r = gradcomp::restore_snapshot(b[0], span<const std::byte>(plain.data(), plain.size()));
-    REQUIRE(!r);
-    CHECK(r.error() == errc::config_mismatch);
-    CHECK(std::string(r.detail()) == "selection");
-    CHECK(save(b[0]) == before);
+    CHECK(refused(b[0], errc::config_mismatch, plain) == "selection");
   }
   SUBCASE("a damaged snapshot") {
     auto bad = msg;
     bad[bad.size() / 2] ^= std::byte{0x10};
     auto b = workers(cfg, 1);
-    const auto before = save(b[0]);
-    const auto r = gradcomp::restore_snapshot(b[0], span<const std::byte>(bad.data(), bad.size()));
-    REQUIRE(!r);
-    CHECK(r.error() == errc::checksum_mismatch);
-    CHECK(save(b[0]) == before);
+    refused(b[0], errc::checksum_mismatch, bad);
   }
   SUBCASE("a refused restore leaves an open step open") {
     auto b = workers(cfg, 2);

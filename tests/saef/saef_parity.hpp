@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "support/quantiser_helpers.hpp"
+#include "support/transfer.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -47,21 +48,6 @@ gradcomp::ef_signsgd_compressor<float, B> scaled_sign(const B& b) {
   gradcomp::ef_signsgd_compressor<float, B> c(cfg, b);
   for (std::size_t t = 0; t < shapes().size(); ++t) c.add_tensor(tensor_name(t), shapes()[t]);
   return c;
-}
-
-template <class B>
-std::vector<float> download(const B& b, gradcomp::backend_span<const float, B> v) {
-  std::vector<float> h(v.size());
-  REQUIRE(gradcomp::copy_to_host(b, v, gradcomp::span<float>(h.data(), h.size())));
-  gradcomp::synchronize(b);
-  return h;
-}
-
-template <class B>
-gradcomp::backend_buffer<float, B> upload(const B& b, const std::vector<float>& h) {
-  auto d = gradcomp::allocate_buffer<float>(b, h.size());
-  REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const float>(h.data(), h.size()), d.view()));
-  return d;
 }
 
 template <class B>

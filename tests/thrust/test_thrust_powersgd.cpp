@@ -28,6 +28,8 @@ TEST_CASE_TEMPLATE("thrust: PowerSGD refuses what the CPU backend refuses, with 
                    GRADCOMP_THRUST_TEST_BACKENDS) {
   using namespace gradcomp_test::powersgd_parity;
   using gradcomp_test::bitwise_same;
+  using gradcomp_test::download;
+  using gradcomp_test::upload;
   const Backend b{};
   auto ws = workers(b, config(), 2);
   step_together(b, ws, step_grads(0, 2));
