@@ -439,11 +439,13 @@ int group_rank(wire::section_role r) {
 }
 
 // The roles (bit 0 residual, 1 momentum, 2 factor) of each group of sections 1 .. end-1 of a
-// compressor snapshot, in order.
+// compressor snapshot, in order. Sections of other roles (a message that broke a rule before its
+// end) are passed over.
 std::vector<unsigned> reference_groups(const std::vector<section_header>& all, std::size_t end) {
   std::vector<unsigned> groups;
   for (std::size_t j = 1; j < end; ++j) {
-    const bool continues = j > 1 && all[j - 1].tensor == all[j].tensor &&
+    if (group_rank(all[j].role) < 0) continue;
+    const bool continues = j > 1 && !groups.empty() && all[j - 1].tensor == all[j].tensor &&
                            group_rank(all[j].role) > group_rank(all[j - 1].role);
     if (!continues) groups.push_back(0);
     groups.back() |= 1u << group_rank(all[j].role);
