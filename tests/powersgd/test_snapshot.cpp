@@ -62,6 +62,19 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 std::vector<std::byte> save(const worker& c, bool checksum = true) { return gradcomp::save_snapshot(c, checksum); }
 
+gradcomp::powersgd_config rank2() {
+  gradcomp::powersgd_config cfg;
+  cfg.rank = 2;
+  return cfg;
+}
+
+// Two workers after their first step together.
+std::vector<worker> after_one_step(const gradcomp::powersgd_config& cfg) {
+  auto a = workers(cfg, 2);
+  gradcomp_test::step_together(a, step_grads(0, 2));
+  return a;
+}
+
 // Runs `before` steps, snapshots every worker, runs `after` more; workers restored from the
 // snapshots into fresh compressors run the same `after` steps: every update, e and Q bitwise equal.
 void check_continuation(const gradcomp::powersgd_config& cfg, std::uint64_t before, std::uint64_t after) {
@@ -114,10 +127,8 @@ TEST_CASE("powersgd snapshot: a restored worker continues bit for bit") {
 }
 
 TEST_CASE("powersgd snapshot: the state, then each compressed tensor's e and starting Q") {
-  gradcomp::powersgd_config cfg;
-  cfg.rank = 2;
-  auto a = workers(cfg, 2);
-  gradcomp_test::step_together(a, step_grads(0, 2));
+  const gradcomp::powersgd_config cfg = rank2();
+  const auto a = after_one_step(cfg);
   const auto msg = save(a[0]);
   CHECK(msg.size() == gradcomp::snapshot_bytes(a[0]));
   const span<const std::byte> m(msg.data(), msg.size());
@@ -143,10 +154,8 @@ TEST_CASE("powersgd snapshot: the state, then each compressed tensor's e and sta
 }
 
 TEST_CASE("powersgd snapshot: refused with nothing changed") {
-  gradcomp::powersgd_config cfg;
-  cfg.rank = 2;
-  auto a = workers(cfg, 2);
-  gradcomp_test::step_together(a, step_grads(0, 2));
+  const gradcomp::powersgd_config cfg = rank2();
+  const auto a = after_one_step(cfg);
   const auto msg = save(a[0]);
   const span<const std::byte> m(msg.data(), msg.size());
 

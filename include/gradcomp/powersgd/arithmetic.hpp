@@ -18,9 +18,9 @@ namespace gradcomp {
 namespace detail {
 
 // PowerSGD's kernels on a backend (powersgd/cpu_ops.hpp, powersgd/thrust_ops.hpp), on one matrix
-// in its memory: copy (every bit, -0 included), orthogonalize, project (p = m q), project_back
-// (q = m^T p) and rebuild (p q^T, and the error), every backend with the bits of the functions
-// below.
+// in its memory: copy (every bit, -0 included), form_m (m = g + e), orthogonalize, project
+// (p = m q), project_back (q = m^T p) and rebuild (p q^T, and the error), every backend with the
+// bits of the functions below.
 template <class Backend>
 struct powersgd_ops;
 

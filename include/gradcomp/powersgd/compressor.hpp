@@ -242,9 +242,7 @@ class powersgd_compressor {
     for (std::size_t t = 0; t < tensors_.size() && compressing; ++t) {
       tensor& s = tensors_[t];
       if (!s.info.compressed) continue;
-      // M = g + e (a copy of g, then the sum of one rounding).
-      kernels::copy(backend_, grads[t], s.m.view());
-      if (!s.e.view().empty()) ops::add(backend_, readonly(s.e.view()), s.m.view());
+      kernels::form_m(backend_, grads[t], readonly(s.e.view()), s.m.view());
       start_q(t, s.qo.view());
       kernels::orthogonalize(backend_, s.qo.view(), s.cols, s.rank, cfg_.orthogonalization_epsilon);
       const view<T> p = out.subspan(at, s.rows * s.rank);

@@ -18,6 +18,14 @@ struct powersgd_ops<cpu_backend> {
   static void copy(const cpu_backend&, span<const T> from, span<T> to) {
     for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i];
   }
+  // m = g + e, one rounding each (g where e is empty): one pass.
+  template <class T>
+  static void form_m(const cpu_backend&, span<const T> g, span<const T> e, span<T> m) {
+    if (e.empty())
+      for (std::size_t i = 0; i < g.size(); ++i) m[i] = g[i];
+    else
+      for (std::size_t i = 0; i < g.size(); ++i) m[i] = static_cast<T>(g[i] + e[i]);
+  }
   template <class T>
   static void orthogonalize(const cpu_backend&, span<T> a, std::size_t rows, std::size_t r, double epsilon) {
     powersgd_orthogonalize(a, rows, r, epsilon);

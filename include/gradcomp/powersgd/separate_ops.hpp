@@ -14,6 +14,7 @@ namespace detail {
 // The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
 #define GRADCOMP_DETAIL_POWERSGD_SEPARATE(X)                                                                       \
   X(copy, (const backend& on, view<const T> from, view<T> to), (on, from, to))                                     \
+  X(form_m, (const backend& on, view<const T> g, view<const T> e, view<T> m), (on, g, e, m))                       \
   X(orthogonalize, (const backend& on, view<T> a, std::size_t rows, std::size_t r, double epsilon),                \
     (on, a, rows, r, epsilon))                                                                                     \
   X(project,                                                                                                       \
@@ -34,8 +35,9 @@ GRADCOMP_SEPARATE_KERNELS(powersgd_separate_kernels, GRADCOMP_DETAIL_POWERSGD_SE
 template <class Kernels>
 struct powersgd_ops<separate_backend<Kernels>> : separate_method_ops<powersgd_separate_kernels, Kernels> {
   using base = separate_method_ops<powersgd_separate_kernels, Kernels>;
-  using base::f::copy, base::d::copy, base::f::orthogonalize, base::d::orthogonalize, base::f::project,
-      base::d::project, base::f::project_back, base::d::project_back, base::f::rebuild, base::d::rebuild;
+  using base::f::copy, base::d::copy, base::f::form_m, base::d::form_m, base::f::orthogonalize,
+      base::d::orthogonalize, base::f::project, base::d::project, base::f::project_back, base::d::project_back,
+      base::f::rebuild, base::d::rebuild;
 };
 
 }  // namespace detail

@@ -16,6 +16,13 @@ namespace detail {
 namespace thrust_impl {
 
 template <class T>
+struct powersgd_form_m_op {
+  const T *g, *e;
+  T* m;
+  GRADCOMP_HD void operator()(std::size_t i) const { m[i] = e == nullptr ? g[i] : static_cast<T>(g[i] + e[i]); }
+};
+
+template <class T>
 struct powersgd_orthogonalize_op {
   T* a;
   std::size_t rows, r;
@@ -63,6 +70,11 @@ struct powersgd_ops<thrust_backend<System>> {
   template <class T>
   static void copy(const backend& on, view<const T> from, view<T> to) {
     thrust::copy_n(thrust_impl::exec<System>(on.stream), from.data(), from.size(), to.data());
+  }
+  template <class T>
+  static void form_m(const backend& on, view<const T> g, view<const T> e, view<T> m) {
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), g.size(),
+                       thrust_impl::powersgd_form_m_op<T>{g.data(), e.empty() ? nullptr : e.data(), m.data()});
   }
   template <class T>
   static void orthogonalize(const backend& on, view<T> a, std::size_t rows, std::size_t r, double epsilon) {
