@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/mpi_rounds_support.hpp"
 #include "comm/mpi_support.hpp"
 #include "powersgd/rounds.hpp"
 #include "thrust/data.hpp"
@@ -23,32 +24,11 @@ using namespace gradcomp_test;
 
 namespace {
 
-powersgd_config rounds_config() {
-  powersgd_config cfg;
-  cfg.rank = 2;
-  cfg.seed = 11;
-  return cfg;
-}
+using mpi_rounds::gradients;
+using mpi_rounds::same_bits;
+using mpi_rounds::views;
 
-powersgd_compressor<float> model(const powersgd_config& cfg) {
-  powersgd_compressor<float> c(cfg);
-  c.add_tensor("w", {24, 30});
-  c.add_tensor("bias", {24});
-  c.add_tensor("conv", {6, 2, 3, 3});
-  return c;
-}
-
-// Worker `rank`'s gradients of `step`.
-std::vector<std::vector<float>> gradients(std::size_t step, int rank) {
-  const std::uint64_t key = 1000 * step + static_cast<std::uint64_t>(rank);
-  return {gaussian<float>(720, key), gaussian<float>(24, key + 500), gaussian<float>(108, key + 700)};
-}
-
-std::vector<span<const float>> views(const std::vector<std::vector<float>>& g) {
-  std::vector<span<const float>> v;
-  for (const auto& x : g) v.emplace_back(x.data(), x.size());
-  return v;
-}
+powersgd_config rounds_config() { return mpi_rounds::config(); }
 
 wire::encode_options round_options() { return gradcomp_test::round_options<float>(); }
 
@@ -56,7 +36,7 @@ wire::encode_options round_options() { return gradcomp_test::round_options<float
 struct one_process {
   std::vector<powersgd_compressor<float>> workers;
   explicit one_process(const powersgd_config& cfg) {
-    for (int r = 0; r < world_size(); ++r) workers.push_back(model(cfg));
+    for (int r = 0; r < world_size(); ++r) workers.push_back(mpi_rounds::model(cfg));
   }
   void step(std::size_t s) {
     std::vector<std::vector<std::vector<float>>> g;
@@ -69,24 +49,15 @@ struct one_process {
 struct rank_worker {
   comm::mpi_exchange ex;
   comm::round_buffers<float> buffers;
-  powersgd_compressor<float> c = model(rounds_config());
+  powersgd_compressor<float> c = mpi_rounds::model(rounds_config());
   explicit rank_worker(comm::exchange_path path) : ex(MPI_COMM_WORLD, path) {}
 };
 
-bool same_bits(span<const float> a, span<const float> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
 // A checksum of every update, to compare across ranks.
 int update_hash(const powersgd_compressor<float>& c) {
-  std::uint32_t h = 2166136261u;
-  for (std::size_t t = 0; t < c.num_tensors(); ++t)
-    for (const float x : c.update(t)) {
-      std::uint32_t b = 0;
-      std::memcpy(&b, &x, 4);
-      h = (h ^ b) * 16777619u;
-    }
-  return static_cast<int>(h & 0x7fffffff);
+  std::vector<span<const float>> u;
+  for (std::size_t t = 0; t < c.num_tensors(); ++t) u.push_back(c.update(t));
+  return mpi_rounds::hash(u);
 }
 
 }  // namespace
@@ -150,20 +121,9 @@ TEST_CASE("mpi: a refused PowerSGD step, a damaged round message and the other r
       aggregator<float>& agg = buffers.aggregator_for(1, wire::message_kind::first_round, c.round_layout(1));
       auto msg = round_message(c);
       if (rank == 1 && !damaged) {
-        const auto layout = c.round_layout(1);
-        const auto payload = c.payload();
-        std::vector<tensor_message<float>> sections;
-        std::size_t at = 0;
-        for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
-          const std::size_t n = layout.tensors[i].info.numel;
-          sections.push_back({i, n, true, {}, payload.subspan(at, n)});
-          at += n;
-        }
-        const auto written = wire::encode_round(wire::message_kind::second_round,
-                                                span<const tensor_message<float>>(sections.data(), sections.size()),
-                                                opt, span<std::byte>(msg.data(), msg.size()));
-        REQUIRE(written);
-        REQUIRE(*written == msg.size());
+        const auto as_second = mpi_rounds::first_round_as_second(c, opt);
+        REQUIRE(as_second.size() == msg.size());
+        msg = as_second;
       }
       if (rank == 1 && damaged) msg[msg.size() / 2] ^= std::byte{0x10};
       const auto r = ex.reduce(span<const std::byte>(msg.data(), msg.size()), agg);

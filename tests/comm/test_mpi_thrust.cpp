@@ -2,9 +2,12 @@
 // comm::nccl_exchange runs on the GPU), here on Thrust's OpenMP system under MPI: messages stay
 // in the backend's memory and are added there by the device decoder, the dense path sums there.
 // Every outcome — the updates on both paths, and every error with its rank — is bitwise or
-// exactly the host exchange's for the same messages.
+// exactly the host exchange's for the same messages; PowerSGD's rounds (comm::exchange_rounds)
+// run in the backend's memory as comm::nccl_exchange runs them on GPUs.
 #include <gradcomp/comm/mpi.hpp>
+#include <gradcomp/comm/rounds.hpp>
 #include <gradcomp/comm/thrust_memory.hpp>
+#include <gradcomp/powersgd/thrust_ops.hpp>
 
 #include <doctest/doctest.h>
 
@@ -17,7 +20,10 @@
 #include <vector>
 
 #include "backend/conformance.hpp"
+#include "comm/mpi_rounds_support.hpp"
 #include "comm/mpi_support.hpp"
+#include "powersgd/rounds.hpp"
+#include "support/transfer.hpp"
 #include "support/inputs.hpp"
 
 namespace {
@@ -165,4 +171,108 @@ TEST_CASE("mpi + thrust memory: allreduce_sum of a tensor in the backend's memor
     CHECK(dev.allreduce_sum(d.view(), order).error() == errc::non_finite_input);
     CHECK(dev.failed_rank() == 0);
   }
+}
+
+namespace {
+
+namespace mr = gradcomp_test::mpi_rounds;
+using device_powersgd = gradcomp::powersgd_compressor<float, omp_backend>;
+using device_view = gradcomp::span<const float, device_space>;
+
+// This rank's gradients of `step` in the backend's memory.
+struct device_gradients {
+  std::vector<gradcomp::backend_buffer<float, omp_backend>> buffers;
+  std::vector<device_view> views;
+  device_gradients(std::size_t step, int rank) {
+    for (const auto& g : mr::gradients(step, rank)) buffers.push_back(gradcomp_test::upload(omp_backend{}, g));
+    for (const auto& b : buffers) views.push_back(gradcomp::readonly(b.view()));
+  }
+  gradcomp::span<const device_view> all() const { return {views.data(), views.size()}; }
+};
+
+gradcomp::span<const float> host_view(const std::vector<float>& v) { return {v.data(), v.size()}; }
+
+std::vector<gradcomp::span<const float>> host_views(const std::vector<std::vector<float>>& v) {
+  std::vector<gradcomp::span<const float>> out;
+  for (const auto& x : v) out.emplace_back(x.data(), x.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("mpi + thrust memory: PowerSGD's rounds in the backend's memory are bitwise the host exchange's step") {
+  const int rank = gradcomp_test::world_rank();
+  const auto opt = gradcomp_test::round_options<float>();
+  for (const exchange_path path : {exchange_path::allgather, exchange_path::allreduce}) {
+    CAPTURE(gradcomp_test::path_name(path));
+    device_exchange dev(MPI_COMM_WORLD, path);
+    host_exchange host(MPI_COMM_WORLD, path);
+    auto dc = mr::model(mr::config(), omp_backend{});
+    auto hc = mr::model(mr::config());
+    gradcomp::comm::round_buffers<float, omp_backend> dbuf;
+    gradcomp::comm::round_buffers<float> hbuf;
+    REQUIRE(hc.info(0).compressed);
+    for (std::size_t s = 0; s < 3; ++s) {
+      CAPTURE(s);
+      const device_gradients dg(s, rank);
+      const auto hg = mr::gradients(s, rank);
+      const auto hv = mr::views(hg);
+      REQUIRE(gradcomp::comm::exchange_rounds(dev, dc, dg.all(), dbuf, opt));
+      const gradcomp::span<const gradcomp::span<const float>> host_grads(hv.data(), hv.size());
+      REQUIRE(gradcomp::comm::exchange_rounds(host, hc, host_grads, hbuf, opt));
+      CHECK(dev.last_path() == path);
+      std::vector<std::vector<float>> updates;
+      for (std::size_t t = 0; t < hc.num_tensors(); ++t) {
+        CAPTURE(t);
+        updates.push_back(gradcomp_test::download(omp_backend{}, dc.update(t)));
+        CHECK(mr::same_bits(host_view(updates.back()), hc.update(t)));
+        const auto e = gradcomp_test::download(omp_backend{}, dc.error_feedback(t));
+        CHECK(mr::same_bits(host_view(e), hc.error_feedback(t)));
+        const auto q = gradcomp_test::download(omp_backend{}, dc.q(t));
+        CHECK(mr::same_bits(host_view(q), hc.q(t)));
+      }
+      CHECK(dc.step() == s + 1);
+      CHECK(gradcomp_test::same_on_every_rank(mr::hash(host_views(updates))));
+    }
+  }
+}
+
+TEST_CASE("mpi + thrust memory: a refused PowerSGD step and a round of the other kind fail on every rank") {
+  const int rank = gradcomp_test::world_rank(), n = gradcomp_test::world_size();
+  const auto opt = gradcomp_test::round_options<float>();
+  device_exchange dev(MPI_COMM_WORLD, exchange_path::allgather);
+  auto dc = mr::model(mr::config(), omp_backend{});
+  auto twin = mr::model(mr::config());  // the same state on the host, for rank 1's wrong message
+  gradcomp::comm::round_buffers<float, omp_backend> buffers;
+
+  // The last rank's gradient holds a NaN: its step is refused, and every rank's fails.
+  auto g = mr::gradients(0, rank);
+  if (rank == n - 1) g[0][17] = std::nanf("");
+  const auto bad = gradcomp_test::upload(omp_backend{}, g[0]);
+  device_gradients dg(0, rank);
+  dg.views[0] = gradcomp::readonly(bad.view());
+  const auto refused = gradcomp::comm::exchange_rounds(dev, dc, dg.all(), buffers, opt);
+  REQUIRE(!refused);
+  CHECK(refused.error() == errc::peer_failed);
+  CHECK(dev.failed_rank() == n - 1);
+  CHECK(dc.round() == 0);
+  CHECK(dc.step() == 0);
+
+  // The last rank sends its first round as the second round's kind: refused on every rank.
+  const device_gradients good(0, rank);
+  REQUIRE(dc.begin_step(good.all()));
+  const auto hg = mr::gradients(0, rank);
+  const auto hv = mr::views(hg);
+  REQUIRE(twin.begin_step(gradcomp::span<const gradcomp::span<const float>>(hv.data(), hv.size())));
+  auto& agg = buffers.aggregator_for(1, gradcomp::wire::message_kind::first_round, dc.round_layout(1));
+  const auto msg = rank == n - 1 ? mr::first_round_as_second(twin, opt) : gradcomp_test::round_message(dc);
+  const auto r = dev.reduce(device_bytes(msg).view(), agg);
+  REQUIRE(!r);
+  CHECK(r.error() == errc::layout_mismatch);
+  CHECK(dev.failed_rank() == n - 1);
+  dc.cancel_step();
+
+  // The step then goes through on every rank.
+  REQUIRE(gradcomp::comm::exchange_rounds(dev, dc, good.all(), buffers, opt));
+  CHECK(dc.step() == 1);
 }

@@ -2,13 +2,17 @@
 // rank: DGC messages of every rank, uploaded to each rank's GPU, exchanged on each path and with
 // each way of gathering, must give every rank bitwise the update one process computes on the host
 // by adding the same messages in rank order; a damaged message must be the same error, with the
-// same rank, everywhere; a dense tensor summed in rank order must be the host's sum, bitwise.
-// Without a CUDA device it exits 77 (ctest: skipped). One GPU runs it with one rank; the
-// exchange's collectives between ranks need two GPUs or more.
+// same rank, everywhere; a dense tensor summed in rank order must be the host's sum, bitwise;
+// PowerSGD on each rank's GPU, its two rounds through comm::exchange_rounds, must end every step
+// with bitwise the update of every rank's worker run on the host. Without a CUDA device it exits
+// 77 (ctest: skipped). One GPU runs it with one rank; the exchange's collectives between ranks
+// need two GPUs or more.
 // The shared test helpers use doctest's macros; this program reports on its own.
 #define DOCTEST_CONFIG_DISABLE
 #include <gradcomp/comm/nccl.hpp>
+#include <gradcomp/comm/rounds.hpp>
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/thrust.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -91,8 +95,103 @@ struct device_bytes {
   }
 };
 
+// PowerSGD: a compressed matrix at rank 2 and a bias sent dense.
+template <class B>
+gradcomp::powersgd_compressor<float, B> powersgd_model(const B& on) {
+  gradcomp::powersgd_config cfg;
+  cfg.rank = 2;
+  cfg.seed = 5;
+  gradcomp::powersgd_compressor<float, B> c(cfg, on);
+  c.add_tensor("w", {48, 40});
+  c.add_tensor("bias", {48});
+  return c;
+}
+
+// Rank r's gradients of step s.
+std::vector<std::vector<float>> powersgd_gradients(int s, int r) {
+  std::vector<std::vector<float>> g{std::vector<float>(48 * 40), std::vector<float>(48)};
+  for (std::size_t t = 0; t < g.size(); ++t)
+    for (std::size_t i = 0; i < g[t].size(); ++i)
+      g[t][i] = static_cast<float>((i * 2654435761u + t * 40503u + static_cast<std::size_t>(s * 31 + r) * 977u) %
+                                   2003) / 1001.0f - 1.0f;
+  return g;
+}
+
+gradcomp::wire::encode_options round_options() {
+  gradcomp::wire::encode_options opt;
+  opt.dense_values = gradcomp::wire::value_coding::fp32;
+  opt.checksum = true;
+  return opt;
+}
+
+// Every rank's PowerSGD worker on the host, each round's messages added in rank order: the
+// updates every rank must end each step with.
+std::vector<updates_t> powersgd_expected(int ranks) {
+  std::vector<gradcomp::powersgd_compressor<float>> ws;
+  for (int r = 0; r < ranks; ++r) ws.push_back(powersgd_model(gradcomp::cpu_backend{}));
+  gradcomp::comm::round_buffers<float> buffers;
+  std::vector<updates_t> out;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<std::vector<std::vector<float>>> g;
+    for (int r = 0; r < ranks; ++r) {
+      g.push_back(powersgd_gradients(s, r));
+      std::vector<gradcomp::span<const float>> v;
+      for (const auto& x : g.back()) v.emplace_back(x.data(), x.size());
+      auto& w = ws[static_cast<std::size_t>(r)];
+      if (!w.begin_step(gradcomp::span<const gradcomp::span<const float>>(v.data(), v.size()))) ++failures;
+    }
+    for (std::size_t k = 1; ws[0].round() != 0; ++k) {
+      auto& agg = buffers.aggregator_for(k, ws[0].round_kind(k), ws[0].round_layout(k));
+      agg.begin();
+      for (auto& w : ws) {
+        const auto msg = buffers.message(w.max_round_bytes(round_options()));
+        const auto n = w.encode_round(round_options(), msg);
+        if (!n || !agg.add(gradcomp::span<const std::byte>(msg.data(), *n))) ++failures;
+      }
+      if (!agg.finish(ws.size())) ++failures;
+      for (auto& w : ws)
+        if (!w.end_round(buffers.averages_of(agg))) ++failures;
+    }
+    updates_t u;
+    for (std::size_t t = 0; t < ws[0].num_tensors(); ++t)
+      u.emplace_back(ws[0].update(t).begin(), ws[0].update(t).end());
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+// This rank's PowerSGD worker on its GPU, through the exchange's rounds.
+void run_powersgd(int rank, const cuda_backend& on, gradcomp::comm::nccl_exchange& ex,
+                  const std::vector<updates_t>& expected) {
+  auto c = powersgd_model(on);
+  gradcomp::comm::round_buffers<float, cuda_backend> buffers(on);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<gradcomp::backend_buffer<float, cuda_backend>> d;
+    std::vector<gradcomp::span<const float, device_space>> v;
+    for (const auto& g : powersgd_gradients(s, rank)) {
+      d.push_back(gradcomp::allocate_buffer<float>(on, g.size()));
+      (void)gradcomp::copy_to_backend(on, gradcomp::span<const float>(g.data(), g.size()), d.back().view());
+      v.push_back(gradcomp::readonly(d.back().view()));
+    }
+    const auto done = gradcomp::comm::exchange_rounds(
+        ex, c, gradcomp::span<const gradcomp::span<const float, device_space>>(v.data(), v.size()), buffers,
+        round_options());
+    expect(static_cast<bool>(done), "PowerSGD's rounds", rank, s);
+    updates_t u;
+    for (std::size_t t = 0; t < c.num_tensors(); ++t) {
+      std::vector<float> h(c.update(t).size());
+      (void)gradcomp::copy_to_host(on, c.update(t), gradcomp::span<float>(h.data(), h.size()));
+      gradcomp::synchronize(on);
+      u.push_back(std::move(h));
+    }
+    expect(gradcomp_test::bitwise_equal(u, expected[static_cast<std::size_t>(s)]),
+           "PowerSGD's update bitwise the host's", rank, s);
+  }
+}
+
 void run_rank(int rank, int ranks, ncclComm_t comm, exchange_path path, nccl_gather gather,
-              const std::vector<std::vector<std::vector<std::byte>>>& m, const std::vector<updates_t>& expected) {
+              const std::vector<std::vector<std::vector<std::byte>>>& m, const std::vector<updates_t>& expected,
+              const std::vector<updates_t>& powersgd) {
   cudaSetDevice(rank);
   cudaStream_t stream = nullptr;
   cudaStreamCreate(&stream);
@@ -134,6 +233,7 @@ void run_rank(int rank, int ranks, ncclComm_t comm, exchange_path path, nccl_gat
     (void)gradcomp::copy_to_host(on, gradcomp::readonly(d.view()), gradcomp::span<float>(h.data(), h.size()));
     gradcomp::synchronize(on);
     expect(std::memcmp(h.data(), sum.data(), h.size() * sizeof(float)) == 0, "allreduce_sum bitwise the host's", rank, -1);
+    run_powersgd(rank, on, ex, powersgd);
   }
   cudaStreamDestroy(stream);
 }
@@ -157,12 +257,13 @@ int main() {
   const auto m = messages(ranks);
   const worker layout(config(), gradcomp::cpu_backend{});
   const auto expected = host_updates(m, layout);
+  const auto powersgd = powersgd_expected(ranks);
   for (const nccl_gather gather : {nccl_gather::grouped, nccl_gather::padded})
     for (const exchange_path path : {exchange_path::allgather, exchange_path::allreduce, exchange_path::automatic}) {
       std::vector<std::thread> threads;
       for (int r = 0; r < ranks; ++r)
         threads.emplace_back(run_rank, r, ranks, comms[static_cast<std::size_t>(r)], path, gather, std::cref(m),
-                             std::cref(expected));
+                             std::cref(expected), std::cref(powersgd));
       for (auto& t : threads) t.join();
     }
   for (auto c : comms) ncclCommDestroy(c);

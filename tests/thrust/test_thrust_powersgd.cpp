@@ -1,7 +1,7 @@
-// PowerSGD on the Thrust backend: its products (a thread per element of P, Q and the update, a
-// thread per orthogonalised matrix) bitwise the CPU backend's over several steps, with and without
-// error feedback and warm start; snapshots the same bytes and restored across backends; the same
-// refusals.
+// PowerSGD on the Thrust backend: its products (a thread per row of M for P, per column for Q, per
+// element of the update; a thread per orthogonalised matrix) bitwise the CPU backend's over
+// several steps, with and without error feedback and warm start, at a rank whose columns take two
+// reads of M; snapshots the same bytes and restored across backends; the same refusals.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -20,6 +20,14 @@ TEST_CASE_TEMPLATE("thrust: PowerSGD's steps and snapshots are bitwise the CPU b
   using namespace gradcomp_test::powersgd_parity;
   auto cfg = config();
   SUBCASE("warm start, error feedback") { check_against_cpu(Backend{}, cfg); }
+  SUBCASE("rank 10: the products read M once per group of 8 columns") {
+    cfg.rank = 10;                    // fc (12 x 40) at rank 10: groups of 8 and 2; conv at rank 8
+    cfg.min_compression_rate = 0.25;  // so that both are compressed
+    const auto ws = workers(gradcomp::cpu_backend{}, cfg, 1);
+    REQUIRE(ws[0].rank(0) == 8);
+    REQUIRE(ws[0].rank(2) == 10);
+    check_against_cpu(Backend{}, cfg);
+  }
   SUBCASE("neither") {
     cfg.warm_start = false;
     cfg.error_feedback = false;

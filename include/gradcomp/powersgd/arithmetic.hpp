@@ -2,8 +2,8 @@
 // n x m matrix M, its factors P (n x r) and Q (m x r) row-major too. Every sum runs in double in
 // a fixed order (the matrix's elements in storage order), each product rounded before it is added
 // (detail::rounded: no fused multiply-add on any target), so every worker, run and build computes
-// the same bits from the same inputs; each result is rounded to T once. The host loops read M once
-// for all r columns; the element functions give a device's threads the same sums.
+// the same bits from the same inputs; each result is rounded to T once. Each pass reads M once
+// for all r columns (r <= 8; in groups of 8 beyond), on the host and in a device's threads.
 #pragma once
 
 #include <cmath>
@@ -55,25 +55,44 @@ void powersgd_orthogonalize(span<T> a, std::size_t rows, std::size_t r, double e
   powersgd_orthogonalize(a.data(), rows, r, epsilon);
 }
 
-// The products one element at a time, for a backend that gives each element a thread: each sum is
-// the one the host loops below form (the same terms, the same order, in double, rounded once).
-// p[i][c] = sum over j of m[i][j] q[j][c].
+// The products a row or a column at a time, for a backend that gives each a thread: each sum is
+// the one the host loops below form (the same terms, the same order, in double, rounded once),
+// up to powersgd_columns_per_pass of the r columns from one read of M (a larger r takes a read
+// per group of that many).
+inline constexpr std::size_t powersgd_columns_per_pass = 8;
+
+// p[i][c0 + c] = sum over j of m[i][j] q[j][c0 + c], for c < n <= powersgd_columns_per_pass.
 template <class T>
-GRADCOMP_HD T powersgd_p_element(const T* m, std::size_t cols, const T* q, std::size_t r, std::size_t i,
-                                 std::size_t c) noexcept {
-  double s = 0.0;
-  for (std::size_t j = 0; j < cols; ++j)
-    s += rounded(static_cast<double>(m[i * cols + j]) * static_cast<double>(q[j * r + c]));
-  return static_cast<T>(s);
+GRADCOMP_HD void powersgd_p_row(const T* m, std::size_t cols, const T* q, std::size_t r, std::size_t i,
+                                std::size_t c0, std::size_t n, T* p) noexcept {
+  double acc[powersgd_columns_per_pass] = {};
+  const T* row = m + i * cols;
+  for (std::size_t j = 0; j < cols; ++j) {
+    const double x = static_cast<double>(row[j]);
+    for (std::size_t c = 0; c < n; ++c) acc[c] += rounded(x * static_cast<double>(q[j * r + c0 + c]));
+  }
+  for (std::size_t c = 0; c < n; ++c) p[i * r + c0 + c] = static_cast<T>(acc[c]);
 }
-// q[j][c] = sum over i of m[i][j] p[i][c].
+// q[j][c0 + c] = sum over i of m[i][j] p[i][c0 + c], for c < n <= powersgd_columns_per_pass.
 template <class T>
-GRADCOMP_HD T powersgd_q_element(const T* m, std::size_t rows, std::size_t cols, const T* p, std::size_t r,
-                                 std::size_t j, std::size_t c) noexcept {
-  double s = 0.0;
-  for (std::size_t i = 0; i < rows; ++i)
-    s += rounded(static_cast<double>(m[i * cols + j]) * static_cast<double>(p[i * r + c]));
-  return static_cast<T>(s);
+GRADCOMP_HD void powersgd_q_column(const T* m, std::size_t rows, std::size_t cols, const T* p, std::size_t r,
+                                   std::size_t j, std::size_t c0, std::size_t n, T* q) noexcept {
+  double acc[powersgd_columns_per_pass] = {};
+  for (std::size_t i = 0; i < rows; ++i) {
+    const double x = static_cast<double>(m[i * cols + j]);
+    for (std::size_t c = 0; c < n; ++c) acc[c] += rounded(x * static_cast<double>(p[i * r + c0 + c]));
+  }
+  for (std::size_t c = 0; c < n; ++c) q[j * r + c0 + c] = static_cast<T>(acc[c]);
+}
+// The groups of columns one read of M serves: ceil(r / powersgd_columns_per_pass).
+GRADCOMP_HD inline std::size_t powersgd_column_groups(std::size_t r) noexcept {
+  return (r + powersgd_columns_per_pass - 1) / powersgd_columns_per_pass;
+}
+// Group g's first column and its count.
+GRADCOMP_HD inline std::size_t powersgd_group_first(std::size_t g) noexcept { return g * powersgd_columns_per_pass; }
+GRADCOMP_HD inline std::size_t powersgd_group_size(std::size_t r, std::size_t g) noexcept {
+  return r - g * powersgd_columns_per_pass < powersgd_columns_per_pass ? r - g * powersgd_columns_per_pass
+                                                                       : powersgd_columns_per_pass;
 }
 // out[i][j] = sum over c of p[i][c] q[j][c], and with error feedback (e not null) e = m - out.
 template <class T>
@@ -87,20 +106,13 @@ GRADCOMP_HD void powersgd_rebuild_element(const T* p, const T* q, std::size_t co
   if (e != nullptr) e[i * cols + j] = static_cast<T>(m[i * cols + j] - v);
 }
 
-// p = m q: one read of m for all r columns.
+// p = m q: one read of m's rows for up to powersgd_columns_per_pass columns.
 template <class T>
 void powersgd_project(span<const T> m, std::size_t rows, std::size_t cols, span<const T> q, std::size_t r,
-                      span<T> p) {
-  std::vector<double> acc(r);
-  for (std::size_t i = 0; i < rows; ++i) {
-    for (std::size_t c = 0; c < r; ++c) acc[c] = 0.0;
-    const T* row = m.data() + i * cols;
-    for (std::size_t j = 0; j < cols; ++j) {
-      const double x = static_cast<double>(row[j]);
-      for (std::size_t c = 0; c < r; ++c) acc[c] += rounded(x * static_cast<double>(q[j * r + c]));
-    }
-    for (std::size_t c = 0; c < r; ++c) p[i * r + c] = static_cast<T>(acc[c]);
-  }
+                      span<T> p) noexcept {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t g = 0; g < powersgd_column_groups(r); ++g)
+      powersgd_p_row(m.data(), cols, q.data(), r, i, powersgd_group_first(g), powersgd_group_size(r, g), p.data());
 }
 
 // q = m^T p: one read of m, in storage order, into a cols x r accumulator.

@@ -192,15 +192,12 @@ class powersgd_compressor {
    */
   receiver_layout round_layout(std::size_t k) const {
     receiver_layout r;
-    if (k == 0 || k > rounds()) return r;
-    const bool compressing = compresses(step_open());
-    for (int pass = 0; pass < 2 && k == 1; ++pass)
-      for (const tensor& s : tensors_) {
-        if ((pass == 0) == (compressing && s.info.compressed)) continue;
-        r.tensors.push_back({pass == 0 ? dense_info(s.info) : factor_info(s, "/P", s.rows), true, false, 0});
-      }
-    for (const tensor& s : tensors_)
-      if (k == 2 && s.info.compressed) r.tensors.push_back({factor_info(s, "/Q", s.cols), true, false, 0});
+    for_each_round_vector(k, step_open(), [&](const tensor& s, char factor) {
+      r.tensors.push_back({factor == 0   ? dense_info(s.info)
+                           : factor == 'P' ? factor_info(s, "/P", s.rows)
+                                           : factor_info(s, "/Q", s.cols),
+                           true, false, 0});
+    });
     return r;
   }
   /// The message kind of round `k`: `first_round` or `second_round`.
@@ -310,7 +307,35 @@ class powersgd_compressor {
     round_ = 0;
     if (average.size() != payload_size_[k - 1]) return fail(errc::size_mismatch);
     if (std::isnan(ops::largest_magnitude(backend_, average))) return fail(errc::non_finite_input);
-    return k == 1 ? end_first(average) : end_second(average);
+    pieces_.clear();
+    std::size_t at = 0;
+    for_each_round_vector(static_cast<std::size_t>(k), true, [&](const tensor& s, char factor) {
+      pieces_.push_back(average.subspan(at, vector_size(s, factor)));
+      at += pieces_.back().size();
+    });
+    return end_pieces(k, span<const view<const T>>(pieces_.data(), pieces_.size()));
+  }
+
+  /**
+   * @brief `end_round` with the average as one view per vector of `round_layout(round())`, in
+   * order: an aggregator's `update(t)` for each of its tensors, read where they are (no copy into
+   * one buffer, in any backend's memory).
+   * @return as `end_round(average)`; `errc::size_mismatch` also for another number of views.
+   */
+  [[nodiscard]] result<view<const T>> end_round(span<const view<const T>> averages) {
+    if (round_ == 0) return fail(errc::invalid_argument);
+    const int k = round_;
+    std::size_t i = 0;
+    bool sizes = true;
+    for_each_round_vector(static_cast<std::size_t>(k), true, [&](const tensor& s, char factor) {
+      sizes = sizes && i < averages.size() && averages[i].size() == vector_size(s, factor);
+      ++i;
+    });
+    round_ = 0;
+    if (!sizes || i != averages.size()) return fail(errc::size_mismatch);
+    for (const auto& a : averages)
+      if (std::isnan(ops::largest_magnitude(backend_, a))) return fail(errc::non_finite_input);
+    return end_pieces(k, averages);
   }
 
   /// Closes the open step with nothing changed (its exchange failed); the workers then begin the
@@ -422,6 +447,23 @@ class powersgd_compressor {
     return info;
   }
   // The info of a compressed tensor's P (rows: n) or Q (rows: m), rows x r.
+  // Calls f(tensor, factor) for each vector of round k's layout, in order, of the open step (open)
+  // or the next: factor 0 for a tensor sent dense as itself, 'P' or 'Q' for a compressed tensor's
+  // factor.
+  template <class F>
+  void for_each_round_vector(std::size_t k, bool open, F&& f) const {
+    const bool compressing = compresses(open);
+    if (k == 0 || k > (compressing && q_size_ != 0 ? 2u : 1u)) return;
+    for (int pass = 0; pass < 2 && k == 1; ++pass)
+      for (const tensor& s : tensors_)
+        if ((pass == 0) != (compressing && s.info.compressed)) f(s, pass == 0 ? char(0) : 'P');
+    for (const tensor& s : tensors_)
+      if (k == 2 && s.info.compressed) f(s, 'Q');
+  }
+  static std::size_t vector_size(const tensor& s, char factor) noexcept {
+    return factor == 0 ? s.info.numel : (factor == 'P' ? s.rows : s.cols) * s.rank;
+  }
+
   static tensor_info factor_info(const tensor& s, const char* suffix, std::size_t rows) {
     tensor_info info;
     info.name = s.info.name + suffix;
@@ -446,20 +488,22 @@ class powersgd_compressor {
     return out;
   }
 
-  result<view<const T>> end_first(view<const T> average) {
+  // Round k's averages, one per vector of its layout (end_round checked them).
+  result<view<const T>> end_pieces(int k, span<const view<const T>> averages) {
+    return k == 1 ? end_first(averages) : end_second(averages);
+  }
+  result<view<const T>> end_first(span<const view<const T>> averages) {
     std::size_t at = 0;
     for (tensor& s : tensors_) {
       if (compressing_ && s.info.compressed) continue;
-      kernels::copy(backend_, average.subspan(at, s.info.numel), s.update.view());
-      at += s.info.numel;
+      kernels::copy(backend_, averages[at++], s.update.view());
     }
     if (!compressing_ || q_size_ == 0) return finish();
     const view<T> out = payload_buffer(1, q_size_);
     std::size_t to = 0;
     for (tensor& s : tensors_) {
       if (!s.info.compressed) continue;
-      kernels::copy(backend_, average.subspan(at, s.p.view().size()), s.p.view());
-      at += s.p.view().size();
+      kernels::copy(backend_, averages[at++], s.p.view());
       kernels::orthogonalize(backend_, s.p.view(), s.rows, s.rank, cfg_.orthogonalization_epsilon);
       const view<T> q = out.subspan(to, s.q.view().size());
       kernels::project_back(backend_, readonly(s.m.view()), s.rows, s.cols, readonly(s.p.view()), s.rank, q);
@@ -469,12 +513,11 @@ class powersgd_compressor {
     return payload();
   }
 
-  result<view<const T>> end_second(view<const T> average) {
+  result<view<const T>> end_second(span<const view<const T>> averages) {
     std::size_t at = 0;
     for (tensor& s : tensors_) {
       if (!s.info.compressed) continue;
-      kernels::copy(backend_, average.subspan(at, s.q.view().size()), s.q.view());
-      at += s.q.view().size();
+      kernels::copy(backend_, averages[at++], s.q.view());
       s.q_warm = true;
       s.q_set = false;
       kernels::rebuild(backend_, readonly(s.p.view()), readonly(s.q.view()), s.rows, s.cols, s.rank, s.update.view(),
@@ -496,6 +539,7 @@ class powersgd_compressor {
   std::size_t payload_size_[2] = {0, 0};
   std::vector<T> drawn_;                 // the host's draws of one Q
   mutable std::vector<T> host_payload_;  // encode_round's copy, where the host cannot read the backend's memory
+  std::vector<view<const T>> pieces_;    // end_round's average, split by its layout
   std::size_t dense_size_ = 0, p_size_ = 0, q_size_ = 0, total_size_ = 0;
   std::size_t step_ = 0;
   int round_ = 0;  // the round a step awaits (0: none open)

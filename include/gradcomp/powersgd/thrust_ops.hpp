@@ -1,6 +1,7 @@
 // detail::powersgd_ops<thrust_backend<System>>: PowerSGD's products on the portable Thrust backend,
-// a thread per element of the result (each of P's and Q's elements a sum over a row or a column
-// of M, each of the update's a sum over the r columns) and one thread per orthogonalised matrix,
+// a thread per row of M for P and per column of M for Q (each reading its row or column once for
+// up to 8 of the r columns), a thread per element of the update (a sum over the r columns) and
+// one thread per orthogonalised matrix,
 // with the element functions of powersgd/arithmetic.hpp: bitwise the CPU backend's results.
 #pragma once
 
@@ -30,20 +31,28 @@ struct powersgd_orthogonalize_op {
   GRADCOMP_HD void operator()(std::size_t) const { powersgd_orthogonalize(a, rows, r, epsilon); }
 };
 
+// A thread per row of M and group of columns (powersgd_column_groups): p's elements of both.
 template <class T>
 struct powersgd_project_op {
   const T *m, *q;
-  std::size_t cols, r;
+  std::size_t cols, r, groups;
   T* p;
-  GRADCOMP_HD void operator()(std::size_t k) const { p[k] = powersgd_p_element(m, cols, q, r, k / r, k % r); }
+  GRADCOMP_HD void operator()(std::size_t k) const {
+    const std::size_t g = k % groups;
+    powersgd_p_row(m, cols, q, r, k / groups, powersgd_group_first(g), powersgd_group_size(r, g), p);
+  }
 };
 
+// A thread per column of M and group of columns of P: q's elements of both.
 template <class T>
 struct powersgd_project_back_op {
   const T *m, *p;
-  std::size_t rows, cols, r;
+  std::size_t rows, cols, r, groups;
   T* q;
-  GRADCOMP_HD void operator()(std::size_t k) const { q[k] = powersgd_q_element(m, rows, cols, p, r, k / r, k % r); }
+  GRADCOMP_HD void operator()(std::size_t k) const {
+    const std::size_t g = k % groups;
+    powersgd_q_column(m, rows, cols, p, r, k / groups, powersgd_group_first(g), powersgd_group_size(r, g), q);
+  }
 };
 
 template <class T>
@@ -82,16 +91,18 @@ struct powersgd_ops<thrust_backend<System>> {
                        thrust_impl::powersgd_orthogonalize_op<T>{a.data(), rows, r, epsilon});
   }
   template <class T>
-  static void project(const backend& on, view<const T> m, std::size_t, std::size_t cols, view<const T> q,
+  static void project(const backend& on, view<const T> m, std::size_t rows, std::size_t cols, view<const T> q,
                       std::size_t r, view<T> p) {
-    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), p.size(),
-                       thrust_impl::powersgd_project_op<T>{m.data(), q.data(), cols, r, p.data()});
+    const std::size_t groups = powersgd_column_groups(r);
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), rows * groups,
+                       thrust_impl::powersgd_project_op<T>{m.data(), q.data(), cols, r, groups, p.data()});
   }
   template <class T>
   static void project_back(const backend& on, view<const T> m, std::size_t rows, std::size_t cols, view<const T> p,
                            std::size_t r, view<T> q) {
-    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), q.size(),
-                       thrust_impl::powersgd_project_back_op<T>{m.data(), p.data(), rows, cols, r, q.data()});
+    const std::size_t groups = powersgd_column_groups(r);
+    thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0), cols * groups,
+                       thrust_impl::powersgd_project_back_op<T>{m.data(), p.data(), rows, cols, r, groups, q.data()});
   }
   template <class T>
   static void rebuild(const backend& on, view<const T> p, view<const T> q, std::size_t, std::size_t cols,
