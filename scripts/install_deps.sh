@@ -41,6 +41,12 @@ packages=(
   python3-matplotlib
   # The libtorch example (examples/libtorch): libtorch's headers, libraries and CMake package.
   libtorch-dev
+  # The PyTorch DDP hook (examples/pytorch): torch for Python with gloo, pybind11 and Python's
+  # headers for its extension module, pytest for its tests.
+  python3-torch
+  python3-dev
+  pybind11-dev
+  python3-pytest
   # The arith.aarch64 test (tests/arith): the bitwise tests cross-compiled for aarch64 (the cross
   # compiler, its C library and binutils) and run under qemu-user.
   g++-aarch64-linux-gnu

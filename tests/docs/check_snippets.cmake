@@ -1,11 +1,12 @@
-# Every C++ code block in README.md and docs/*.md must be a verbatim excerpt of a file in
-# examples/, which CI compiles and runs, so documentation cannot drift from working code.
+# Every C++ and Python code block in README.md and docs/*.md must be a verbatim excerpt of a file
+# in examples/, which CI compiles and runs, so documentation cannot drift from working code.
 #   cmake -DSOURCE_DIR=<repository root> -P check_snippets.cmake
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "pass -DSOURCE_DIR=<repository root>")
 endif()
 
-file(GLOB _examples "${SOURCE_DIR}/examples/*.cpp" "${SOURCE_DIR}/examples/*/*.cpp" "${SOURCE_DIR}/examples/*/*.cu")
+file(GLOB _examples "${SOURCE_DIR}/examples/*.cpp" "${SOURCE_DIR}/examples/*/*.cpp" "${SOURCE_DIR}/examples/*/*.cu"
+     "${SOURCE_DIR}/examples/*/*.py")
 set(_corpus "")
 foreach(_f IN LISTS _examples)
   file(READ "${_f}" _text)
@@ -23,7 +24,7 @@ foreach(_doc IN LISTS _docs)
   set(_lineno 0)
   foreach(_line IN LISTS _lines)
     math(EXPR _lineno "${_lineno} + 1")
-    if(NOT _in_block AND _line MATCHES "^```(cpp|c\\+\\+)[ \t]*$")
+    if(NOT _in_block AND _line MATCHES "^```(cpp|c\\+\\+|python)[ \t]*$")
       set(_in_block ON)
       set(_block "")
       set(_start ${_lineno})
@@ -32,7 +33,7 @@ foreach(_doc IN LISTS _docs)
       math(EXPR _checked "${_checked} + 1")
       string(FIND "${_corpus}" "${_block}" _pos)
       if(_pos EQUAL -1)
-        message(SEND_ERROR "${_doc}:${_start}: C++ block is not an excerpt of any examples/ file")
+        message(SEND_ERROR "${_doc}:${_start}: code block is not an excerpt of any examples/ file")
         math(EXPR _failed "${_failed} + 1")
       endif()
     elseif(_in_block)
@@ -41,6 +42,6 @@ foreach(_doc IN LISTS _docs)
   endforeach()
 endforeach()
 if(_checked EQUAL 0)
-  message(FATAL_ERROR "no C++ blocks found in README.md or docs/: nothing was checked")
+  message(FATAL_ERROR "no code blocks found in README.md or docs/: nothing was checked")
 endif()
-message(STATUS "${_checked} C++ block(s) checked, ${_failed} not found in examples/")
+message(STATUS "${_checked} code block(s) checked, ${_failed} not found in examples/")
