@@ -10,59 +10,24 @@ examples/pytorch; or: PYTHONPATH=build/examples/pytorch:examples/pytorch python3
 
 import copy
 import io
-import os
-import socket
-import traceback
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import fashion_cnn
 import gradcomp_torch
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _entry(fn, rank, world, port, args, results):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    try:
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        results.put((rank, fn(rank, world, *args), None))
-    except BaseException:  # reported to the parent, which fails the test
-        results.put((rank, None, traceback.format_exc()))
+import spawn_world
 
 
 def run(fn, world, *args, timeout=240):
-    """fn(rank, world, *args) on `world` processes; their results by rank. A process that does
-    not finish within `timeout` seconds fails the test (a hang)."""
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_entry, args=(fn, r, world, port, args, results)) for r in range(world)]
-    for p in procs:
-        p.start()
-    out = {}
+    """fn(rank, world, *args) on `world` processes; a failure or a hang fails the test."""
     try:
-        for _ in range(world):
-            rank, value, error = results.get(timeout=timeout)
-            assert error is None, f"rank {rank} failed:\n{error}"
-            out[rank] = value
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-    return [out[r] for r in range(world)]
+        return spawn_world.run(fn, world, *args, timeout=timeout)
+    except (RuntimeError, TimeoutError) as e:
+        pytest.fail(str(e))
 
 
 def _batch(step, rank, n=8):

@@ -25,6 +25,7 @@ give ``model=`` so that a bucket's compressor is keyed by the names of the param
 the model's order).
 """
 
+import time
 import zlib
 
 import torch
@@ -95,6 +96,10 @@ class State:
         self._buckets = {}
         self._pending = {}
         self.steps = 0
+        #: Seconds spent so far: "compress" in gradcomp's C++ code (compressing, encoding, decoding
+        #: and adding), "exchange" in torch.distributed's collectives, "hook" in the hook in all
+        #: (the rest of it is the hook's own overhead: Python, tensor wrapping, padding).
+        self.timings = {"compress": 0.0, "exchange": 0.0, "hook": 0.0}
 
     def _rank_and_size(self):
         return dist.get_rank(self.process_group), dist.get_world_size(self.process_group)
@@ -154,7 +159,8 @@ def _agree(state, status, length, fingerprint):
     rank, size = state._rank_and_size()
     mine = torch.tensor([status, length, fingerprint], dtype=torch.int64)
     every = [torch.empty(3, dtype=torch.int64) for _ in range(size)]
-    dist.all_gather(every, mine, group=state.process_group)
+    with _timed(state, "exchange"):
+        dist.all_gather(every, mine, group=state.process_group)
     table = torch.stack(every)
     for r in range(size):
         if table[r, _FINGERPRINT] != table[0, _FINGERPRINT]:
@@ -168,7 +174,8 @@ def _agree(state, status, length, fingerprint):
 
 def _messages(state, compressor, grads, fingerprint):
     rank, size = state._rank_and_size()
-    status = compressor.compress(grads)
+    with _timed(state, "compress"):
+        status = compressor.compress(grads)
     message = compressor.message() if status == 0 else torch.empty(0, dtype=torch.uint8)
     if status == 0 and state.message_filter is not None:
         message = state.message_filter(message)
@@ -177,28 +184,39 @@ def _messages(state, compressor, grads, fingerprint):
     padded = torch.zeros(longest, dtype=torch.uint8)
     padded[: message.numel()] = message
     every = torch.empty(size, longest, dtype=torch.uint8)
-    dist.all_gather(list(every.unbind(0)), padded, group=state.process_group)
-    code, at = compressor.reduce(every, lengths, grads)
+    with _timed(state, "exchange"):
+        dist.all_gather(list(every.unbind(0)), padded, group=state.process_group)
+    with _timed(state, "compress"):
+        code, at = compressor.reduce(every, lengths, grads)
     if code != 0:
         raise GradcompError(at, _core.error_name(code))
 
 
 def _rounds(state, compressor, grads, fingerprint):
     _, size = state._rank_and_size()
-    status, payload = compressor.begin_step(grads)
+    with _timed(state, "compress"):
+        status, payload = compressor.begin_step(grads)
     _agree(state, status, 0, fingerprint)
     while payload is not None and payload.numel() > 0:
-        dist.all_reduce(payload, group=state.process_group)
+        with _timed(state, "exchange"):
+            dist.all_reduce(payload, group=state.process_group)
         payload.mul_(1.0 / size)
-        status, payload = compressor.end_round(payload)
+        with _timed(state, "compress"):
+            status, payload = compressor.end_round(payload)
         if status != 0:  # the same average on every rank: the same refusal
             raise GradcompError(-1, _core.error_name(status))
-    compressor.write_update(grads)
+    with _timed(state, "compress"):
+        compressor.write_update(grads)
 
 
 def hook(state, bucket):
     """The DDP communication hook: the bucket's gradients averaged over the ranks by the state's
     method; the returned future holds the bucket's buffer with the averaged update."""
+    with _timed(state, "hook"):
+        return _hook(state, bucket)
+
+
+def _hook(state, bucket):
     compressor, grads, fingerprint = state._bucket(bucket)
     if compressor.rounds:
         _rounds(state, compressor, grads, fingerprint)
@@ -214,6 +232,19 @@ def hook(state, bucket):
     future = torch.futures.Future()
     future.set_result(buffer)
     return future
+
+
+class _timed:
+    """Adds the time a block takes to state.timings[what]."""
+
+    def __init__(self, state, what):
+        self.state, self.what = state, what
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.state.timings[self.what] += time.perf_counter() - self.start
 
 
 def _offsets(grads):
