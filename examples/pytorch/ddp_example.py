@@ -40,6 +40,7 @@ def train(rank, world, steps, port):
     if rank == 0:
         test_images, test_labels = fashion_cnn.load(False, limit=2000)
         print(f"dgc: {steps} steps, test accuracy {fashion_cnn.accuracy(model, test_images, test_labels):.3f}")
+    dist.barrier()  # no process leaves the group while another still works
     dist.destroy_process_group()
 
 
