@@ -105,16 +105,23 @@ METHODS = {
 STEPS, BATCH = 150, 32
 
 
-def _train_case(rank, world, method, options, steps, seed=1):
+def _hooked(method, options, seed):
+    """The CNN from `seed` in DDP with the method's hook, and SGD with momentum 0.9 (in the
+    optimizer, or none there for a method that carries it)."""
     torch.manual_seed(seed)
-    images, labels = fashion_cnn.load(True, limit=STEPS * BATCH * world)
-    test_images, test_labels = fashion_cnn.load(False, limit=2000)
     model = fashion_cnn.FashionCNN()
     ddp = DDP(model)
     carries = gradcomp_torch._core.methods()[method][1]
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.0 if carries else 0.9)
     state = gradcomp_torch.State(method, optimizer=opt, model=ddp, **options)
     ddp.register_comm_hook(state, gradcomp_torch.hook)
+    return model, ddp, opt, state
+
+
+def _train_case(rank, world, method, options, steps, seed=1):
+    images, labels = fashion_cnn.load(True, limit=STEPS * BATCH * world)
+    test_images, test_labels = fashion_cnn.load(False, limit=2000)
+    model, ddp, opt, _ = _hooked(method, options, seed)
     for step in range(steps):
         at = (step * world + rank) * BATCH % len(images)
         opt.zero_grad()
@@ -191,14 +198,7 @@ def _steps(ddp, opt, rank, first, last):
 
 def _checkpoint_case(rank, world, method, options):
     def fresh():
-        torch.manual_seed(0)
-        model = fashion_cnn.FashionCNN()
-        ddp = DDP(model)
-        carries = gradcomp_torch._core.methods()[method][1]
-        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.0 if carries else 0.9)
-        state = gradcomp_torch.State(method, optimizer=opt, model=ddp, **options)
-        ddp.register_comm_hook(state, gradcomp_torch.hook)
-        return model, ddp, opt, state
+        return _hooked(method, options, 0)
 
     model, ddp, opt, state = fresh()
     _steps(ddp, opt, rank, 0, 4)
