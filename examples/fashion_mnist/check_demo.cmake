@@ -3,12 +3,13 @@
 # JSON (one object per mode with the documented keys) and the per-epoch CSV; with PYTHON set,
 # also turns the CSV into a PNG with plot_training.py.
 #
-# TRAIN_LIMIT (default 2048) sets the training images; MIN_ACCURACY (default 0.5) each mode's
-# least test accuracy, which the sanitizer build, whose run is about memory and undefined
-# behaviour, sets to 0 on half the images (the optimised build checks the accuracy).
+# TRAIN_LIMIT (default 2048) sets the training images, TEST_LIMIT (default 1000) the test images;
+# MIN_ACCURACY (default 0.5) each mode's least test accuracy, which the sanitizer build, whose
+# run is about memory and undefined behaviour, sets to 0 on fewer images (the optimised build
+# checks the accuracy).
 #
 #   cmake -DDEMO=<train_fashion_mnist> -DWORKDIR=<dir> [-DPYTHON=<python3> -DPLOT=<script>]
-#         [-DTRAIN_LIMIT=<n>] [-DMIN_ACCURACY=<a>] -P check_demo.cmake
+#         [-DTRAIN_LIMIT=<n>] [-DTEST_LIMIT=<n>] [-DMIN_ACCURACY=<a>] -P check_demo.cmake
 foreach(_var DEMO WORKDIR)
   if(NOT DEFINED ${_var})
     message(FATAL_ERROR "check_demo.cmake: ${_var} is not set")
@@ -22,11 +23,14 @@ set(_epochs 2)
 if(NOT DEFINED TRAIN_LIMIT)
   set(TRAIN_LIMIT 2048)
 endif()
+if(NOT DEFINED TEST_LIMIT)
+  set(TEST_LIMIT 1000)
+endif()
 if(NOT DEFINED MIN_ACCURACY)
   set(MIN_ACCURACY 0.5)
 endif()
 execute_process(
-  COMMAND "${DEMO}" --train-limit ${TRAIN_LIMIT} --test-limit 1000 --workers ${_workers} --epochs ${_epochs}
+  COMMAND "${DEMO}" --train-limit ${TRAIN_LIMIT} --test-limit ${TEST_LIMIT} --workers ${_workers} --epochs ${_epochs}
           --warmup-epochs 0.5 --summary-json summary.json --csv epochs.csv
   WORKING_DIRECTORY "${WORKDIR}"
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)

@@ -6,7 +6,7 @@ include("${CMAKE_CURRENT_LIST_DIR}/../../tests/fingerprints/fingerprints.cmake")
 file(REMOVE_RECURSE "${WORKDIR}")
 file(MAKE_DIRECTORY "${WORKDIR}")
 execute_process(
-  COMMAND "${TRAINER}" --portable --workers 2 --train-limit 512 --test-limit 100 --epochs 3
+  COMMAND "${TRAINER}" --portable --workers 2 --train-limit 512 --test-limit 100 --epochs 2
           --warmup-epochs 0.5 --json runs.jsonl --cache "${CACHE}"
   WORKING_DIRECTORY "${WORKDIR}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
 message("${_out}${_err}")

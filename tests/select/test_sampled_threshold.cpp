@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "support/inputs.hpp"
+#include "support/sanitized.hpp"
 
 using gradcomp::cpu_backend;
 using gradcomp::errc;
@@ -43,6 +44,9 @@ TEST_CASE("sampled selection keeps between 0.8k and k of the largest, on large G
           "heavy-tailed inputs") {
   std::uint64_t seed = 7;
   for (std::size_t n : {std::size_t(100000), std::size_t(1000000), std::size_t(10000000)}) {
+    // The statistics at 1e7 elements are the optimised build's to check; under the sanitizers
+    // the same code's reads and writes are checked at 1e5 and 1e6.
+    if (gradcomp_test::sanitized && n == 10000000) continue;
     for (dist d : {dist::gaussian, dist::student_t, dist::log_normal}) {
       const auto v = random_vector<float>(n, d, ++seed);
       for (double density : {0.001, 0.01}) {

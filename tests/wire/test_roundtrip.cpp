@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/inputs.hpp"
+#include "support/sanitized.hpp"
 #include "wire/forge.hpp"
 
 using namespace gradcomp;
@@ -104,6 +105,10 @@ TEST_CASE("round trip of every index coding x value coding over densities and si
   std::uint64_t seed = 1;
   for (std::uint32_t n : sizes) {
     for (double d : densities) {
+      // Under the sanitizers, which check the same reads and writes at 65537 elements, the
+      // 1e7-element tensor keeps only its sparse cases (indices past 2^23, up to 1e5 kept); they
+      // come last, so the other cases' seeds are the same.
+      if (gradcomp_test::sanitized && n == 10000000 && d > 1e-2) continue;
       const auto k = static_cast<std::size_t>(std::ceil(d * n));
       const auto idx = random_positions(n, k, ++seed);
       auto val = gradcomp_test::random_vector<float>(k, gradcomp_test::dist::student_t, seed);
