@@ -86,8 +86,8 @@ inline std::vector<std::string> split_list(const std::string& s) {
 
 /**
  * The options both trainers take: --modes, --batch, --lr, --density, --warmup-epochs,
- * --train-limit, --test-limit and --max-steps, into `modes` and `o` (`value()` reads the option's
- * value). Returns false for any other option.
+ * --min-kept, --small-tensors, --train-limit, --test-limit and --max-steps, into `modes` and `o`
+ * (`value()` reads the option's value). Returns false for any other option.
  */
 template <class Value>
 bool training_option(const command_line& cmd, const std::string& a, Value&& value, std::vector<std::string>& modes,
@@ -97,6 +97,13 @@ bool training_option(const command_line& cmd, const std::string& a, Value&& valu
   else if (a == "--lr") o.lr = cmd.number(a, value());
   else if (a == "--density") o.final_density = cmd.number(a, value());
   else if (a == "--warmup-epochs") o.warmup_epochs = cmd.number(a, value());
+  else if (a == "--min-kept") o.small_tensors.min_kept = cmd.count(a, value());
+  else if (a == "--small-tensors") {
+    const std::string v = value();
+    if (v == "floor") o.small_tensors.action = gradcomp::small_tensor_action::floor;
+    else if (v == "dense") o.small_tensors.action = gradcomp::small_tensor_action::dense;
+    else cmd.error("--small-tensors must be 'floor' or 'dense', not '" + v + "'");
+  }
   else if (a == "--train-limit") o.train_limit = cmd.count(a, value());
   else if (a == "--test-limit") o.test_limit = cmd.count(a, value());
   else if (a == "--max-steps") o.max_steps = cmd.count(a, value());

@@ -574,6 +574,7 @@ inline mode_spec dgc_base(const std::string& name, const train_options& o) {
   m.config.num_workers = o.workers;
   m.config.seed = o.seed;
   m.config.policy.compress_vectors = o.compress_vectors;
+  m.config.small_tensors = o.small_tensors;
   return m;
 }
 // A compressor template of the library with its configuration, on the backend `o.backend`
@@ -618,6 +619,7 @@ gradcomp::dgc_compressor<float, Backend> saef_topk(const train_options& o, std::
   cfg.selection = gradcomp::selection_method::exact_topk;
   cfg.schedule = warmup(o, steps_per_epoch);
   cfg.policy.compress_vectors = o.compress_vectors;
+  cfg.small_tensors = o.small_tensors;
   return gradcomp::dgc_compressor<float, Backend>(cfg, backend);
 }
 // Scaled signs with error feedback on its input (learning rate 1: the input is eta * M).

@@ -41,6 +41,9 @@ struct train_options {
   double warmup_epochs = 1.0;         ///< length of DGC's warm-up (4 stages)
   double clip_norm = 5.0;             ///< DGC's global clipping threshold (local: / sqrt(N))
   bool compress_vectors = true;       ///< sparsify biases too (see README: small tensors)
+  /// The top-k modes' rule for tensors their density leaves with few elements (--min-kept,
+  /// --small-tensors; docs/algorithms.md, "Tensors too small to sparsify"); off by default.
+  gradcomp::small_tensor_policy small_tensors{};
   std::uint64_t seed = 1;
   std::string backend = "cpu";        ///< where compression and the sums run (backend_names())
   /// How messages are encoded: smallest index coding per tensor, fp32 values, CRC-32C.

@@ -57,6 +57,9 @@ const char* usage_text =
     "  --lr X               peak learning rate, cosine decay to 0 (default 0.1)\n"
     "  --density D          final density of DGC modes (default 0.001 = 99.9% sparsity)\n"
     "  --warmup-epochs W    length of the warm-up to that density (default 1)\n"
+    "  --min-kept N         the top-k modes keep at least N elements of a tensor that their density\n"
+    "                       leaves fewer (default 0: none)\n"
+    "  --small-tensors A    what such a tensor does: floor (keeps N) or dense (is sent whole)\n"
     "  --clip X             DGC's gradient clipping threshold (default 5)\n"
     "  --dense-biases       send bias vectors dense instead of sparsifying them\n"
     "  --train-limit N      train on the first N images only (default: all 60000)\n"
@@ -259,8 +262,12 @@ int main(int argc, char** argv) {
       std::printf("\n%zu workers%s x batch %zu, %zu epochs of %zu steps, lr %g (cosine), momentum %g, backend %s\n",
                   o.workers, c.mpi ? " (one per MPI process)" : "", o.batch, o.epochs, steps_per_epoch, o.lr,
                   o.momentum, o.backend.c_str());
-      std::printf("DGC: final density %g, warm-up %g epoch(s), clip %g, biases %s; modes:", o.final_density,
+      std::printf("DGC: final density %g, warm-up %g epoch(s), clip %g, biases %s", o.final_density,
                   o.warmup_epochs, o.clip_norm, o.compress_vectors ? "sparsified" : "dense");
+      if (o.small_tensors.min_kept > 0)
+        std::printf(", tensors that keep fewer than %zu elements %s", o.small_tensors.min_kept,
+                    o.small_tensors.action == gradcomp::small_tensor_action::dense ? "sent dense" : "keep that many");
+      std::printf("; modes:");
       for (const auto& m : c.modes) std::printf(" %s", m.c_str());
       std::printf("\n\n");
       std::fflush(stdout);

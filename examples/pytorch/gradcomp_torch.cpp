@@ -161,6 +161,17 @@ gradcomp::warmup_schedule schedule(double density, std::size_t warmup_steps) {
   return gradcomp::warmup_schedule::paper(density, 4, gradcomp::schedule_unit::step, (warmup_steps + 3) / 4);
 }
 
+// The top-k methods' rule for tensors their density leaves with fewer than `min_kept` elements.
+gradcomp::small_tensor_policy small_tensors(options& o) {
+  gradcomp::small_tensor_policy p;
+  p.min_kept = o.get<std::size_t>("min_kept", 0);
+  const auto action = o.get<std::string>("small_tensors", "floor");
+  if (action != "floor" && action != "dense")
+    throw py::value_error("gradcomp_torch: small_tensors is 'floor' or 'dense'");
+  p.action = action == "dense" ? gradcomp::small_tensor_action::dense : gradcomp::small_tensor_action::floor;
+  return p;
+}
+
 gradcomp::compression_policy policy(options& o, gradcomp::compression_policy p) {
   p.compress_vectors = o.get<bool>("compress_vectors", p.compress_vectors);
   p.min_compressed_elements = o.get<std::size_t>("min_compressed_elements", p.min_compressed_elements);
@@ -200,7 +211,8 @@ const std::map<std::string, method_entry>& registry() {
       {"dgc",
        {"Deep Gradient Compression: momentum correction and masking, local clipping, warm-up to `density`; "
         "options density (0.001), warmup_steps (0), momentum (0.9), nesterov (False), clip_norm (0: off), "
-        "selection ('sampled' or 'exact'), compress_vectors (False), min_compressed_elements (0)",
+        "selection ('sampled' or 'exact'), compress_vectors (False), min_compressed_elements (0), min_kept (0), "
+        "small_tensors ('floor' or 'dense')",
         true,
         [](options& o, const world& w) -> std::unique_ptr<method> {
           gradcomp::dgc_config cfg;
@@ -215,11 +227,12 @@ const std::map<std::string, method_entry>& registry() {
           cfg.selection = sel == "exact" ? gradcomp::selection_method::exact_topk
                                          : gradcomp::selection_method::sampled_threshold;
           cfg.policy = policy(o, cfg.policy);
+          cfg.small_tensors = small_tensors(o);
           return std::make_unique<message_method<gradcomp::dgc_compressor<float>>>(gradcomp::dgc_compressor<float>(cfg));
         }}},
       {"topk",
        {"exact top-k with error feedback on the gradient; options density (0.001), warmup_steps (0), "
-        "compress_vectors (False), min_compressed_elements (0)",
+        "compress_vectors (False), min_compressed_elements (0), min_kept (0), small_tensors ('floor' or 'dense')",
         false,
         [](options& o, const world&) -> std::unique_ptr<method> {
           gradcomp::dgc_config cfg;
@@ -229,6 +242,7 @@ const std::map<std::string, method_entry>& registry() {
           cfg.selection = gradcomp::selection_method::exact_topk;
           cfg.schedule = schedule(o.get<double>("density", 0.001), o.get<std::size_t>("warmup_steps", 0));
           cfg.policy = policy(o, cfg.policy);
+          cfg.small_tensors = small_tensors(o);
           return std::make_unique<message_method<gradcomp::dgc_compressor<float>>>(gradcomp::dgc_compressor<float>(cfg));
         }}},
       {"ef_signsgd",

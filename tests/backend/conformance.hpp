@@ -140,7 +140,9 @@ bool same_selection(const gradcomp::selection_result<T>& a, const gradcomp::sele
 }
 
 // The configurations the suite covers: both selections, the three momentum forms, no clipping,
-// global and per-tensor clipping, with a warm-up schedule so k changes from step to step.
+// global and per-tensor clipping, with a warm-up schedule so k changes from step to step; and the
+// small-tensor rule, "tiny" (42 elements: 11, 5, 1 kept) raised to 8 in the later stages by each
+// selection, or sent dense.
 inline std::vector<gradcomp::dgc_config> conformance_configs() {
   std::vector<gradcomp::dgc_config> out;
   for (const auto selection : {gradcomp::selection_method::sampled_threshold, gradcomp::selection_method::exact_topk})
@@ -157,6 +159,13 @@ inline std::vector<gradcomp::dgc_config> conformance_configs() {
         cfg.seed = 42;
         out.push_back(cfg);
       }
+  for (const auto selection : {gradcomp::selection_method::sampled_threshold, gradcomp::selection_method::exact_topk})
+    for (const auto action : {gradcomp::small_tensor_action::floor, gradcomp::small_tensor_action::dense}) {
+      gradcomp::dgc_config cfg = out[selection == gradcomp::selection_method::exact_topk ? 13 : 4];
+      cfg.small_tensors.min_kept = 8;
+      cfg.small_tensors.action = action;
+      out.push_back(cfg);
+    }
   return out;
 }
 

@@ -62,6 +62,8 @@ TEST_CASE_TEMPLATE("conformance: DGC steps are bitwise the CPU backend's in ever
     CAPTURE(cfg.nesterov);
     CAPTURE(cfg.clip_norm);
     CAPTURE(static_cast<int>(cfg.clipping));
+    CAPTURE(cfg.small_tensors.min_kept);
+    CAPTURE(static_cast<int>(cfg.small_tensors.action));
     gradcomp_test::check_dgc_against_cpu<float>(cfg, 7, backend_for_test<Backend>());
   }
   gradcomp_test::check_dgc_against_cpu<double>(gradcomp_test::conformance_configs().front(), 5,

@@ -5,8 +5,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -371,6 +373,85 @@ TEST_CASE("the compression policy: rank-1 and small tensors dense, overrides, pr
   dgc_compressor<float> p(cfg);
   CHECK(p.info(p.add_tensor("conv1.weight", {16, 3, 3, 3})).compressed);
   CHECK_FALSE(p.info(p.add_tensor("fc.weight", {10, 1000})).compressed);
+}
+
+TEST_CASE("small tensors: the floor keeps min_kept, the largest; other tensors are as without the rule") {
+  dgc_config cfg;
+  cfg.selection = gradcomp::selection_method::exact_topk;
+  cfg.momentum_correction = false;  // the accumulator is the gradient at the first step
+  cfg.schedule = warmup_schedule::from_list({0.05, 0.001}, gradcomp::schedule_unit::step, 1);
+  dgc_config floored = cfg;
+  floored.small_tensors.min_kept = 8;
+  dgc_compressor<float> plain(cfg), with_floor(floored);
+  // 200 elements keep 10 at 5% and 1 at 0.1%; 5 elements keep 1 at both; 100000 keep 5000, 100.
+  for (auto* c : {&plain, &with_floor}) {
+    c->add_tensor("conv1", {8, 25});
+    c->add_tensor("odd", {5, 1});
+    c->add_tensor("fc", {100, 1000});
+  }
+  CHECK(with_floor.receiver().tensors[0].max_kept == 10);
+  CHECK(with_floor.receiver().tensors[1].max_kept == 5);
+  const std::size_t want_small[] = {10, 8};  // the floor lifts only the second stage
+  for (std::size_t s = 0; s < 2; ++s) {
+    CAPTURE(s);
+    const auto conv1 = random_vector<float>(200, dist::gaussian, 70 + s);
+    const auto odd = random_vector<float>(5, dist::gaussian, 80 + s);
+    const auto fc = random_vector<float>(100000, dist::student_t, 90 + s);
+    const std::vector<span<const float>> g{span<const float>(conv1.data(), conv1.size()),
+                                           span<const float>(odd.data(), odd.size()),
+                                           span<const float>(fc.data(), fc.size())};
+    const auto a = gradcomp_test::compress_step(plain, g);
+    const auto b = gradcomp_test::compress_step(with_floor, g);
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(b->target_elements == want_small[s] + 5 + (s == 0 ? 5000 : 100));
+    const auto small = with_floor.message(0);
+    REQUIRE(small.indices.size() == want_small[s]);
+    // The kept entries are the largest magnitudes (residual + gradient: the gradient at step 0).
+    if (s == 0) {
+      std::vector<float> sorted(conv1);
+      for (auto& x : sorted) x = std::fabs(x);
+      std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+      for (const std::uint32_t i : small.indices) CHECK(std::fabs(conv1[i]) >= sorted[want_small[s] - 1]);
+    }
+    CHECK(with_floor.message(1).indices.size() == 5);  // fewer elements than the floor: all of them
+    // A tensor the density leaves enough is the same with or without the rule, bit for bit.
+    const auto fa = plain.message(2);
+    const auto fb = with_floor.message(2);
+    CHECK(fa.indices.size() == fb.indices.size());
+    CHECK(std::equal(fa.indices.begin(), fa.indices.end(), fb.indices.begin(), fb.indices.end()));
+    CHECK(std::memcmp(fa.values.data(), fb.values.data(), fa.values.size() * sizeof(float)) == 0);
+    CHECK(plain.message(0).indices.size() == (s == 0 ? 10u : 1u));
+  }
+}
+
+TEST_CASE("small tensors sent dense: decided at registration from the smallest density") {
+  dgc_config cfg;
+  cfg.small_tensors.min_kept = 8;
+  cfg.small_tensors.action = gradcomp::small_tensor_action::dense;  // paper schedule: 0.1% at the end
+  dgc_compressor<float> c(cfg);
+  CHECK_FALSE(c.info(c.add_tensor("conv1", {8, 25})).compressed);     // 1 at 0.1%
+  CHECK_FALSE(c.info(c.add_tensor("edge", {7, 1000})).compressed);    // 7 at 0.1%
+  CHECK(c.info(c.add_tensor("enough", {8, 1000})).compressed);        // 8 at 0.1%
+  CHECK(c.info(c.add_tensor("forced", {8, 25}, tensor_mode::compressed)).compressed);  // override kept
+  CHECK_FALSE(c.info(c.add_tensor("bias", {50000})).compressed);      // the policy's rank-1 rule
+  const auto layout = c.receiver();
+  CHECK(layout.tensors[0].dense);
+  CHECK(layout.tensors[0].max_kept == 0);
+  CHECK_FALSE(layout.tensors[2].dense);
+  CHECK(layout.tensors[3].max_kept == 50);  // 25% of 200, no floor with the dense action
+
+  cfg.small_tensors.action = static_cast<gradcomp::small_tensor_action>(7);
+  CHECK_THROWS_AS(dgc_compressor<float>{cfg}, gradcomp::error);
+}
+
+TEST_CASE("kept_rule: kept_count raised to the floor, never above n") {
+  CHECK(gradcomp::kept_rule{0.001, 8}(200) == 8);
+  CHECK(gradcomp::kept_rule{0.001, 8}(5) == 5);
+  CHECK(gradcomp::kept_rule{0.001, 8}(0) == 0);
+  CHECK(gradcomp::kept_rule{0.001, 8}(100000) == 100);
+  CHECK(gradcomp::kept_rule{0.05, 8}(200) == 10);
+  for (std::size_t n : {1u, 7u, 999u, 1001u, 123457u}) CHECK(gradcomp::kept_rule{0.001, 0}(n) == gradcomp::kept_count(n, 0.001));
 }
 
 TEST_CASE("the warm-up schedule drives the number of kept elements") {

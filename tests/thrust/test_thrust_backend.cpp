@@ -268,6 +268,8 @@ TEST_CASE_TEMPLATE("conformance (thrust): DGC steps are bitwise the CPU backend'
     CAPTURE(cfg.nesterov);
     CAPTURE(cfg.clip_norm);
     CAPTURE(static_cast<int>(cfg.clipping));
+    CAPTURE(cfg.small_tensors.min_kept);
+    CAPTURE(static_cast<int>(cfg.small_tensors.action));
     gradcomp_test::check_dgc_against_cpu<float>(cfg, 7, Backend{});
     gradcomp_test::check_dgc_against_cpu<double>(cfg, 3, Backend{});
   }

@@ -93,6 +93,10 @@ struct dgc_config {
   /// 1, the default, uses only the calling thread. Results are bitwise the same for every value.
   std::size_t threads = 1;
   compression_policy policy{};      ///< Which tensors are compressed.
+  /// Compressed tensors that the schedule's densities leave with fewer than `min_kept` elements:
+  /// they keep `min_kept` each step, or are sent dense (docs/algorithms.md, "Tensors too small to
+  /// sparsify"). Off by default.
+  small_tensor_policy small_tensors{};
 
   /// The momentum form the sender accumulates (`none` without momentum correction).
   momentum_kind sender_momentum() const noexcept {
@@ -183,6 +187,8 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
       throw error(errc::invalid_argument, "selection is not a selection_method");
     if (cfg_.clipping != clip_scope::global_norm && cfg_.clipping != clip_scope::per_tensor)
       throw error(errc::invalid_argument, "clipping is not a clip_scope");
+    if (cfg_.small_tensors.action != small_tensor_action::floor && cfg_.small_tensors.action != small_tensor_action::dense)
+      throw error(errc::invalid_argument, "small_tensors.action is not a small_tensor_action");
     validate(cfg_.sampling).value();
   }
 
@@ -214,6 +220,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
     momenta_.reserve(momenta_.size() + 1);
     guides_.reserve(guides_.size() + 1);
     compressed_order_.reserve(compressed_order_.size() + 1);
+    if (mode == tensor_mode::automatic && small_and_dense(shape)) mode = tensor_mode::dense;
     const std::size_t id = this->add(
         std::move(name), std::move(shape), mode, cfg_.policy,
         [&](record&, const tensor_info& info) {
@@ -221,7 +228,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
           // Kernels that select every tensor at once keep their own scratch: no per-slot workspace.
           if (info.compressed && !base::whole_model)
             for (double d : cfg_.schedule.stages()) {
-              const std::size_t k = kept_count(n, d);
+              const std::size_t k = kept_at(d)(n);
               ws_bytes = std::max(ws_bytes, cfg_.selection == selection_method::sampled_threshold
                                                 ? kernels::template workspace_bytes<T>(this->backend_, cfg_.sampling, n, k)
                                                 : ops::template exact_topk_workspace_bytes<T>(this->backend_, n, k));
@@ -242,7 +249,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
         [](const tensor_info&) { return wire::coding_parameters{}; },
         [&](const tensor_info& info) {
           std::size_t cap = 0;
-          for (double d : cfg_.schedule.stages()) cap = std::max(cap, kept_count(info.numel, d));
+          for (double d : cfg_.schedule.stages()) cap = std::max(cap, kept_at(d)(info.numel));
           return cap;
         });
     // Nothing below throws (the vectors have their room).
@@ -326,10 +333,10 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
       kernels::dense_steps(on, model, records, readonly(step));
       kernels::accumulate(on, tensor_plan, model, records, readonly(step));
       if (tensor_plan.exact)
-        kernels::select_exact(on, tensor_plan, density_, model, records, readonly(step));
+        kernels::select_exact(on, tensor_plan, kept_at(density_), model, records, readonly(step));
       else
-        kernels::select_sampled(on, tensor_plan, cfg_.sampling, density_, cfg_.seed, this->step_, model, records,
-                                readonly(step));
+        kernels::select_sampled(on, tensor_plan, cfg_.sampling, kept_at(density_), cfg_.seed, this->step_, model,
+                                records, readonly(step));
       kernels::commit(on, records, step);
       this->issued(on);
       return {};
@@ -386,7 +393,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
       rt.info = st.info;
       rt.dense = !st.info.compressed;
       rt.momentum = !st.info.compressed || !corrected;
-      rt.max_kept = st.info.compressed ? kept_count(st.info.numel, cfg_.schedule.max_density()) : 0;
+      rt.max_kept = st.info.compressed ? kept_at(cfg_.schedule.max_density())(st.info.numel) : 0;
       r.tensors.push_back(std::move(rt));
     }
     return r;
@@ -409,10 +416,24 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
  private:
   friend struct detail::dgc_snapshot_access;
 
+  // A compressed tensor's kept count at `density`: kept_count, raised to the small-tensor floor.
+  kept_rule kept_at(double density) const noexcept {
+    const bool floor = cfg_.small_tensors.action == small_tensor_action::floor;
+    return kept_rule{density, floor ? cfg_.small_tensors.min_kept : 0};
+  }
+  // Whether a tensor of this shape is small and sent dense by the small-tensor policy: fewer than
+  // min_kept elements at the schedule's smallest density.
+  bool small_and_dense(const std::vector<std::size_t>& shape) const noexcept {
+    if (cfg_.small_tensors.action != small_tensor_action::dense || cfg_.small_tensors.min_kept == 0) return false;
+    std::size_t n = 1;
+    for (std::size_t d : shape) n *= d;
+    return kept_count(n, cfg_.schedule.min_density()) < cfg_.small_tensors.min_kept;
+  }
+
   // Tensor t's plan in this step: the step's, with its k of the density and its sampling seed.
   detail::dgc_tensor_plan<T> plan_of(const detail::dgc_tensor_plan<T>& step_plan, std::size_t t) const noexcept {
     detail::dgc_tensor_plan<T> p = step_plan;
-    p.k = kept_count(this->tensors_[t].info.numel, density_);
+    p.k = kept_at(density_)(this->tensors_[t].info.numel);
     p.seed = detail::derive_seed(cfg_.seed, t, this->step_);
     return p;
   }
@@ -433,7 +454,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
 
   std::size_t step_bound(std::size_t t) const noexcept {
     const tensor_info& info = this->tensors_[t].info;
-    return info.compressed ? kept_count(info.numel, density_) : info.numel;
+    return info.compressed ? kept_at(density_)(info.numel) : info.numel;
   }
   void finish_stats(step_stats& s, const detail::dgc_step_record& verdict, const record* r) const noexcept {
     s.stage = stage_;
@@ -443,7 +464,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
     for (std::size_t t = 0; t < this->tensors_.size(); ++t) {
       const tensor_info& info = this->tensors_[t].info;
       if (cfg_.clipping == clip_scope::per_tensor) s.clip_coefficient = std::min(s.clip_coefficient, r[t].coef);
-      if (info.compressed) s.target_elements += kept_count(info.numel, density_);
+      if (info.compressed) s.target_elements += kept_at(density_)(info.numel);
     }
   }
 

@@ -267,15 +267,9 @@ struct model_accumulate_op {
   }
 };
 
-// A compressed tensor's k at the step's density (kept_count), on the host and the device.
-struct dgc_kept {
-  double density;
-  GRADCOMP_HD std::size_t operator()(std::size_t n) const { return kept_count(n, density); }
-};
-
-// A compressed tensor's exact top-k at the step's density: cpu::exact_topk's path.
+// A compressed tensor's exact top-k at the step's kept_rule: cpu::exact_topk's path.
 struct dgc_exact_mode {
-  dgc_kept k_of;
+  kept_rule k_of;
   template <class T>
   GRADCOMP_HD model_topk_mode operator()(const model_tensor<T>&, std::uint32_t, std::size_t n) const {
     return model_topk_mode{k_of(n), model_topk_kind::planned, 0};
@@ -395,29 +389,28 @@ struct dgc_ops<thrust_backend<System>> {
     m.for_each_item(on.stream, 1, thrust_impl::model_accumulate_op<T>{p.kind, p.momentum, records.data(), step.data()});
   }
 
-  // Every compressed tensor's exact top-k of its accumulator at the step's density
+  // Every compressed tensor's exact top-k of its accumulator, k by the step's rule
   // (thrust/model_select.hpp), the selected entries moved out and momentum factor masking: a fixed
   // number of launches whatever the tensors; every part obeys the verdict on the device.
   template <class T>
-  static void select_exact(const backend& on, const dgc_tensor_plan<T>& p, double density, const model<T>& m,
+  static void select_exact(const backend& on, const dgc_tensor_plan<T>& p, kept_rule k_of, const model<T>& m,
                            view<dgc_tensor_record<T>> records, view<const dgc_step_record> step) {
     using mode = thrust_impl::dgc_exact_mode;
-    thrust_impl::model_topk<T, System, mode> topk(on.stream, m, 1, mode{thrust_impl::dgc_kept{density}});
+    thrust_impl::model_topk<T, System, mode> topk(on.stream, m, 1, mode{k_of});
     topk.issue(on.stream, m, &step.data()->status);
     topk.for_each_selected(on.stream, m, thrust_impl::model_take_op<T>{p.masking});
     m.for_each_tensor(on.stream,
                       thrust_impl::model_publish_op<T>{topk.tensors(), thrust_impl::record_sink<T>{records.data()}});
   }
-  // Every compressed tensor's sampled threshold of its accumulator at the step's density
+  // Every compressed tensor's sampled threshold of its accumulator, k by the step's rule
   // (thrust/model_sampled.hpp; seeds derived from `seed`, the tensor and `step_number`), the
   // selected entries moved out and momentum factor masking: a fixed number of launches whatever the
   // tensors; every part obeys the verdict on the device.
   template <class T>
   static void select_sampled(const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg,
-                             double density, std::uint64_t seed, std::uint64_t step_number, const model<T>& m,
+                             kept_rule k_of, std::uint64_t seed, std::uint64_t step_number, const model<T>& m,
                              view<dgc_tensor_record<T>> records, view<const dgc_step_record> step) {
-    thrust_impl::model_sampled<T, System, thrust_impl::dgc_kept> selection(on.stream, m, 1,
-                                                                            thrust_impl::dgc_kept{density}, cfg);
+    thrust_impl::model_sampled<T, System, kept_rule> selection(on.stream, m, 1, k_of, cfg);
     selection.issue(on.stream, m, seed, step_number, &step.data()->status,
                     thrust_impl::record_sink<T>{records.data()}, thrust_impl::model_take_op<T>{p.masking});
   }

@@ -105,6 +105,10 @@ class warmup_schedule {
   double max_density() const noexcept {
     return *std::max_element(densities_.begin(), densities_.end());
   }
+  /// The smallest density of any stage.
+  double min_density() const noexcept {
+    return *std::min_element(densities_.begin(), densities_.end());
+  }
   /// All stage densities; the last is the final density.
   const std::vector<double>& stages() const noexcept { return densities_; }
   /// What advances the stage.
@@ -135,5 +139,36 @@ GRADCOMP_HD inline std::size_t kept_count(std::size_t n, double density) noexcep
   const std::size_t k = static_cast<std::size_t>(ceil(x * (1.0 - 1e-12)));
   return k < 1 ? 1 : k > n ? n : k;
 }
+
+/// What a compressed tensor that a density leaves with few elements does
+/// (docs/algorithms.md, "Tensors too small to sparsify").
+enum class small_tensor_action : unsigned char {
+  floor = 0,  ///< It keeps `min_kept` elements (all of them where it has fewer) each step.
+  dense = 1,  ///< It is sent dense, every step (decided at registration).
+};
+
+/**
+ * @brief The rule for compressed tensors too small for their density: a tensor is small where
+ * `kept_count(numel, d)` is below `min_kept` at the schedule's smallest density d. `min_kept` 0
+ * (the default) has no small tensors: every tensor keeps `kept_count(numel, density)`.
+ */
+struct small_tensor_policy {
+  std::size_t min_kept = 0;                                ///< Fewest elements a tensor keeps.
+  small_tensor_action action = small_tensor_action::floor;  ///< What a small tensor does.
+};
+
+/// The elements a compressed tensor of n keeps at `density`: `kept_count(n, density)`, raised to
+/// `floor` (or to n, where n is smaller) where that is fewer. The same on the host and in device
+/// code.
+struct kept_rule {
+  double density = 1.0;   ///< The step's density.
+  std::size_t floor = 0;  ///< The fewest elements kept (`small_tensor_policy::min_kept`).
+  /// The kept count of a tensor of `n` elements.
+  GRADCOMP_HD std::size_t operator()(std::size_t n) const noexcept {
+    const std::size_t k = kept_count(n, density);
+    if (k >= floor) return k;
+    return floor < n ? floor : n;
+  }
+};
 
 }  // namespace gradcomp
