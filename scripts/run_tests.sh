@@ -16,8 +16,8 @@
 #   GRADCOMP_CMAKE_ARGS        extra arguments for the configuration (CI: -DGRADCOMP_REQUIRE_NCCL_TESTS=ON)
 #   GRADCOMP_CUDA_ARCHITECTURES  nvcc's architectures (default: 90 with a GPU, else 90-virtual)
 #   GRADCOMP_CCACHE=0          do not compile through ccache
-#   GRADCOMP_ARITH_TESTS=1     run the arith.* tests too (left out by default: .ci/run runs them as a
-#                              stage of their own)
+#   GRADCOMP_ARITH_TESTS=1     run the arith.* tests too (left out by default; .ci/run sets it, and
+#                              ctest starts them first)
 #   GRADCOMP_STAGE_TIMES       a file to which the configure, build and ctest times are appended
 #                              ("<seconds>\t<stage>" lines, read by scripts/ci_times.py)
 set -euo pipefail
