@@ -6,9 +6,27 @@
 # prints the table of docs/algorithms.md from them (about 10 minutes on 2 cores).
 #   scripts/measure_small_tensors.sh [BUILD_DIR]     (default build/, as scripts/run_tests.sh leaves it)
 #   scripts/measure_small_tensors.sh --table         the table from the committed results only
+#   scripts/measure_small_tensors.sh --long [BUILD_DIR]
+#       the longer probe instead: the CNN, 8 workers, 10 epochs, lr 0.05, one epoch of warm-up,
+#       seed 1: dense, DGC, and DGC with floors of 4 and 8, two runs at a time (about 10 minutes),
+#       into docs/results/small_tensors/long_8_workers.jsonl
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$root/docs/results/small_tensors"
+if [[ "${1:-}" == "--long" ]]; then
+  build="${2:-$root/build}"
+  cache="$(mktemp -d)"
+  trap 'rm -rf "$cache"' EXIT
+  long=(--workers 8 --epochs 10 --lr 0.05 --warmup-epochs 1 --seeds 1 --threads 1 --cache "$cache/idx")
+  rm -f "$out/long_8_workers.jsonl"
+  "$build/examples/libtorch/train_libtorch" --modes dense "${long[@]}" --json "$out/long_8_workers.jsonl" &
+  "$build/examples/libtorch/train_libtorch" --modes dgc "${long[@]}" --json "$out/long_8_workers.jsonl"
+  wait
+  "$build/examples/libtorch/train_libtorch" --modes dgc --min-kept 4 "${long[@]}" --json "$out/long_8_workers.jsonl" &
+  "$build/examples/libtorch/train_libtorch" --modes dgc --min-kept 8 "${long[@]}" --json "$out/long_8_workers.jsonl"
+  wait
+  exit 0
+fi
 settings=("0 floor" "4 floor" "8 floor" "16 floor" "32 floor" "8 dense" "16 dense")
 if [[ "${1:-}" != "--table" ]]; then
   build="${1:-$root/build}"
