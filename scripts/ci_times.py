@@ -6,14 +6,12 @@
 --stages names a file of lines "<seconds>\t<stage>" (.ci/run writes it as each stage ends).
 Each BUILD_DIR is a CMake build tree: its translation units come from Ninja's own log
 (.ninja_log, the last build of each object file) and its tests from ctest's log of the last run
-(Testing/Temporary/LastTest.log, and the LastTest_<name>.log copies that .ci/run keeps of
-earlier runs in the same tree). A build tree without either is skipped. Prints three Markdown
+(Testing/Temporary/LastTest.log). A build tree without either is skipped. Prints three Markdown
 tables and, when the stages together exceed --budget, says so (the exit status stays 0: the
 budget is a warning, CI's hard limit is its own).
 """
 
 import argparse
-import glob
 import os
 import re
 import sys
@@ -60,11 +58,9 @@ TEST_TIME = re.compile(r"^Test time =\s*([0-9.]+) sec")
 
 
 def test_times(build_dir):
-    """[(seconds, test name)] of ctest's last runs in build_dir: LastTest.log and the copies of
-    earlier runs' logs kept beside it (LastTest_<name>.log), each test once (its latest time)."""
+    """[(seconds, test name)] of ctest's last run in build_dir (LastTest.log), each test once."""
     folder = os.path.join(build_dir, "Testing", "Temporary")
-    logs = sorted(glob.glob(os.path.join(folder, "LastTest_*.log")))
-    logs += [p for p in [os.path.join(folder, "LastTest.log")] if os.path.exists(p)]
+    logs = [p for p in [os.path.join(folder, "LastTest.log")] if os.path.exists(p)]
     times = {}
     for log in logs:
         current = None

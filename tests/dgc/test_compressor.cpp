@@ -378,7 +378,7 @@ TEST_CASE("the compression policy: rank-1 and small tensors dense, overrides, pr
 TEST_CASE("small tensors: the floor keeps min_kept, the largest; other tensors are as without the rule") {
   dgc_config cfg;
   cfg.selection = gradcomp::selection_method::exact_topk;
-  cfg.momentum_correction = false;  // the accumulator is the gradient at the first step
+  cfg.momentum_correction = false;  // plain error feedback: the accumulator is residual + gradient
   cfg.schedule = warmup_schedule::from_list({0.05, 0.001}, gradcomp::schedule_unit::step, 1);
   dgc_config floored = cfg;
   floored.small_tensors.min_kept = 8;
@@ -400,6 +400,9 @@ TEST_CASE("small tensors: the floor keeps min_kept, the largest; other tensors a
     const std::vector<span<const float>> g{span<const float>(conv1.data(), conv1.size()),
                                            span<const float>(odd.data(), odd.size()),
                                            span<const float>(fc.data(), fc.size())};
+    std::vector<float> accumulated(200);
+    const auto residual = with_floor.residual(0);
+    for (std::size_t i = 0; i < 200; ++i) accumulated[i] = residual[i] + conv1[i];
     const auto a = gradcomp_test::compress_step(plain, g);
     const auto b = gradcomp_test::compress_step(with_floor, g);
     REQUIRE(a);
@@ -407,12 +410,14 @@ TEST_CASE("small tensors: the floor keeps min_kept, the largest; other tensors a
     CHECK(b->target_elements == want_small[s] + 5 + (s == 0 ? 5000 : 100));
     const auto small = with_floor.message(0);
     REQUIRE(small.indices.size() == want_small[s]);
-    // The kept entries are the largest magnitudes (residual + gradient: the gradient at step 0).
-    if (s == 0) {
-      std::vector<float> sorted(conv1);
-      for (auto& x : sorted) x = std::fabs(x);
-      std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-      for (const std::uint32_t i : small.indices) CHECK(std::fabs(conv1[i]) >= sorted[want_small[s] - 1]);
+    // The kept entries are the largest magnitudes of the accumulator, sent as they are.
+    std::vector<float> sorted(accumulated);
+    for (auto& x : sorted) x = std::fabs(x);
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    for (std::size_t j = 0; j < small.indices.size(); ++j) {
+      const std::uint32_t i = small.indices[j];
+      CHECK(std::fabs(accumulated[i]) >= sorted[want_small[s] - 1]);
+      CHECK(small.values[j] == accumulated[i]);
     }
     CHECK(with_floor.message(1).indices.size() == 5);  // fewer elements than the floor: all of them
     // A tensor the density leaves enough is the same with or without the rule, bit for bit.
