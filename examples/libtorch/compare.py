@@ -41,14 +41,25 @@ def run(args, runs_path):
         subprocess.run(cmd, check=True)
 
 
+def label(run):
+    """The mode, and the small-tensor rule where the run set one: dgc_floor8, topk_ef_dense16."""
+    kept = run.get("min_kept", 0)
+    return f"{run['mode']}_{run['small_tensors']}{kept}" if kept else run["mode"]
+
+
+def order(name):
+    """Rows in MODES order, a mode's small-tensor variants after it."""
+    base = max((m for m in MODES if name == m or name.startswith(m + "_")), key=len, default=None)
+    return (MODES.index(base), name != base, name) if base else (len(MODES), False, name)
+
+
 def summarize(runs_path):
     runs = [json.loads(line) for line in open(runs_path) if line.strip()]
     groups = {}
     for r in runs:
-        groups.setdefault((r["workers"], r["mode"]), []).append(r)
+        groups.setdefault((r["workers"], label(r)), []).append(r)
     rows = []
-    for (workers, mode), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], MODES.index(kv[0][1])
-                                                                     if kv[0][1] in MODES else 99)):
+    for (workers, mode), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], order(kv[0][1]))):
         acc = [100.0 * r["final_accuracy"] for r in rs]
         mean = lambda key: statistics.fmean(r[key] for r in rs)
         rows.append({
@@ -64,31 +75,32 @@ def summarize(runs_path):
 
 
 def write_table(rows, path):
+    dense = {r["workers"]: r["accuracy_mean"] for r in rows if r["mode"] == "dense"}
     with open(path, "w") as f:
-        f.write("| workers | mode | test accuracy % (mean ± sd, min–max) | bytes/step | ratio | "
+        f.write("| workers | mode | seeds | test accuracy % (mean ± sd, min–max) | vs dense | bytes/step | ratio | "
                 "compute ms | compress ms | exchange ms |\n")
-        f.write("|---:|---|---|---:|---:|---:|---:|---:|\n")
+        f.write("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
         for r in rows:
-            f.write(f"| {r['workers']} | {r['mode']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} "
-                    f"({r['accuracy_min']:.2f}–{r['accuracy_max']:.2f}) | {r['bytes_per_step']:,.0f} | "
+            gap = (f"{r['accuracy_mean'] - dense[r['workers']]:+.2f}"
+                   if r["workers"] in dense and r["mode"] != "dense" else "")
+            f.write(f"| {r['workers']} | {r['mode']} | {r['seeds']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} "
+                    f"({r['accuracy_min']:.2f}–{r['accuracy_max']:.2f}) | {gap} | {r['bytes_per_step']:,.0f} | "
                     f"{r['ratio']:,.1f}x | {r['compute_ms']:.1f} | {r['compress_ms']:.2f} | "
                     f"{r['exchange_ms']:.2f} |\n")
 
 
-BEGIN, END = "<!-- libtorch-table: begin -->", "<!-- libtorch-table: end -->"
-
-
-def update_docs(table, paths):
+def update_docs(table, paths, marker):
+    begin, end = f"<!-- {marker}: begin -->", f"<!-- {marker}: end -->"
     for path in paths:
         text = open(path).read()
-        if BEGIN not in text or END not in text:
-            sys.exit(f"{path}: no {BEGIN} ... {END} markers")
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        open(path, "w").write(head + BEGIN + "\n" + table + END + tail)
+        if begin not in text or end not in text:
+            sys.exit(f"{path}: no {begin} ... {end} markers")
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        open(path, "w").write(head + begin + "\n" + table + end + tail)
 
 
-def plot(rows, path):
+def plot(rows, path, title):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -115,7 +127,7 @@ def plot(rows, path):
         ax.set_title(f"{workers} workers")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("final test accuracy % (mean ± sd over seeds)")
-    fig.suptitle("libtorch CNN on Fashion-MNIST: accuracy against bytes sent")
+    fig.suptitle(f"{title}: accuracy against bytes sent")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -133,6 +145,10 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
     p.add_argument("--lr", type=float, default=0.05, help="peak learning rate (default 0.05)")
     p.add_argument("--docs", nargs="*", default=[], help="files whose table markers to update")
+    p.add_argument("--marker", default="libtorch-table",
+                   help="the table goes between <!-- MARKER: begin --> and <!-- MARKER: end --> (default libtorch-table)")
+    p.add_argument("--plot", help="the plot's path (default IMAGES/libtorch_compressors.png)")
+    p.add_argument("--title", default="libtorch CNN on Fashion-MNIST", help="the plot's title")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.images, exist_ok=True)
@@ -146,9 +162,9 @@ def main():
         json.dump(rows, f, indent=1)
     table_path = os.path.join(args.out, "libtorch_table.md")
     write_table(rows, table_path)
-    plot(rows, os.path.join(args.images, "libtorch_compressors.png"))
+    plot(rows, args.plot or os.path.join(args.images, "libtorch_compressors.png"), args.title)
     table = open(table_path).read()
-    update_docs(table, args.docs)
+    update_docs(table, args.docs, args.marker)
     print(table)
 
 

@@ -135,15 +135,22 @@ std::string json_line(const fmnist::run_result& r, std::size_t seed, const fmnis
                 "\"dense_bytes\": %.0f, \"bytes_per_step\": %.1f, \"bytes_per_step_final\": %.1f, "
                 "\"ratio\": %.2f, \"ratio_final\": %.2f, \"compute_ms\": %.4f, \"compress_ms\": %.4f, "
                 "\"exchange_ms\": %.4f, \"step_ms\": %.4f, \"min_kept\": %zu, \"small_tensors\": \"%s\", "
-                "\"weights_fnv1a\": \"%016llx\"}",
+                "\"lr\": %g, \"warmup_epochs\": %g, \"density\": %g, \"weights_fnv1a\": \"%016llx\"",
                 r.mode.c_str(), r.workers, seed, o.epochs, r.steps, o.batch, r.parameters, r.final_accuracy,
                 r.best_accuracy, r.dense_bytes, r.bytes_per_step_run, r.bytes_per_step_final, r.ratio_run,
                 r.ratio_final, 1e3 * r.compute_seconds / steps,
                 1e3 * (r.compress_seconds - r.exchange_seconds) / steps, 1e3 * r.exchange_seconds / steps,
                 1e3 * r.step_seconds / steps, o.small_tensors.min_kept,
-                o.small_tensors.action == gradcomp::small_tensor_action::dense ? "dense" : "floor",
-                static_cast<unsigned long long>(r.weights_fnv1a));
-  return buf;
+                o.small_tensors.action == gradcomp::small_tensor_action::dense ? "dense" : "floor", o.lr,
+                o.warmup_epochs, o.final_density, static_cast<unsigned long long>(r.weights_fnv1a));
+  // The test accuracy after each epoch: where the run stopped improving.
+  std::string line = buf;
+  line += ", \"epoch_accuracy\": [";
+  for (std::size_t e = 0; e < r.epochs.size(); ++e) {
+    std::snprintf(buf, sizeof buf, "%s%.4f", e ? ", " : "", r.epochs[e].test_accuracy);
+    line += buf;
+  }
+  return line + "]}";
 }
 
 }  // namespace
