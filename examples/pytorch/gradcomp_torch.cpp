@@ -14,8 +14,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -78,6 +80,16 @@ class method {
   virtual gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>&) {
     return gradcomp::fail(errc::invalid_argument);
   }
+  // Methods whose workers agree on a scale per tensor first (TernGrad's scale sharing): this
+  // worker's scales, to be replaced by the largest over the workers before `compress_shared`.
+  virtual bool shares_scales() const { return false; }
+  virtual gradcomp::result<std::vector<float>> local_scales(const std::vector<gradcomp::span<const float>>&) {
+    return gradcomp::fail(errc::invalid_argument);
+  }
+  virtual gradcomp::result<void> compress_shared(const std::vector<gradcomp::span<const float>>&,
+                                                 gradcomp::span<const float>) {
+    return gradcomp::fail(errc::invalid_argument);
+  }
   virtual std::size_t max_message_bytes() const { return 0; }
   virtual gradcomp::result<std::size_t> encode(gradcomp::span<std::byte>) { return gradcomp::fail(errc::invalid_argument); }
   virtual gradcomp::receiver_layout receiver() const { return {}; }
@@ -101,21 +113,37 @@ gradcomp::wire::encode_options wire_options() {
   return w;
 }
 
-// Any compressor of one message per step.
+// Compressors whose workers can share their scales (`local_scales`, then `compress(grads, shared)`).
+template <class C, class = void>
+struct has_shared_scales : std::false_type {};
+template <class C>
+struct has_shared_scales<C, std::void_t<decltype(std::declval<C&>().local_scales(
+                                std::declval<gradcomp::span<const gradcomp::span<const float>>>()))>>
+    : std::true_type {};
+
+// Any compressor of one message per step; with `share_scales`, one that shares its scales.
 template <class C>
 class message_method final : public method {
  public:
-  explicit message_method(C c, gradcomp::tensor_mode mode = gradcomp::tensor_mode::automatic)
-      : c_(std::move(c)), mode_(mode) {}
+  explicit message_method(C c, gradcomp::tensor_mode mode = gradcomp::tensor_mode::automatic, bool share_scales = false)
+      : c_(std::move(c)), mode_(mode), share_scales_(share_scales) {
+    if (share_scales && !has_shared_scales<C>::value) throw py::value_error("gradcomp_torch: no scales to share");
+  }
   void add_tensor(const std::string& name, const std::vector<std::size_t>& shape) override {
     c_.add_tensor(name, shape, mode_);
   }
   gradcomp::result<void> compress(const std::vector<gradcomp::span<const float>>& g) override {
-    const auto done = c_.compress(gradcomp::span<const gradcomp::span<const float>>(g.data(), g.size()));
-    if (!done) return done;
-    const auto stats = c_.stats();  // the step's verdict
-    if (!stats) return gradcomp::fail(stats.error());
-    return {};
+    return verdict(c_.compress(all(g)));
+  }
+  bool shares_scales() const override { return share_scales_; }
+  gradcomp::result<std::vector<float>> local_scales(const std::vector<gradcomp::span<const float>>& g) override {
+    if constexpr (has_shared_scales<C>::value) return c_.local_scales(all(g));
+    return method::local_scales(g);
+  }
+  gradcomp::result<void> compress_shared(const std::vector<gradcomp::span<const float>>& g,
+                                         gradcomp::span<const float> shared) override {
+    if constexpr (has_shared_scales<C>::value) return verdict(c_.compress(all(g), shared));
+    return method::compress_shared(g, shared);
   }
   std::size_t max_message_bytes() const override { return c_.max_message_bytes(wire_options()); }
   gradcomp::result<std::size_t> encode(gradcomp::span<std::byte> out) override {
@@ -126,8 +154,20 @@ class message_method final : public method {
   gradcomp::result<void> restore(gradcomp::span<const std::byte> s) override { return gradcomp::restore_snapshot(c_, s); }
 
  private:
+  static gradcomp::span<const gradcomp::span<const float>> all(const std::vector<gradcomp::span<const float>>& g) {
+    return {g.data(), g.size()};
+  }
+  // An issued step's outcome: its refusal (a NaN, an overflow) or none.
+  gradcomp::result<void> verdict(const gradcomp::result<void>& issued) {
+    if (!issued) return issued;
+    const auto stats = c_.stats();
+    if (!stats) return gradcomp::fail(stats.error());
+    return {};
+  }
+
   C c_;
   gradcomp::tensor_mode mode_;
+  bool share_scales_;
 };
 
 class powersgd_method final : public method {
@@ -257,14 +297,18 @@ const std::map<std::string, method_entry>& registry() {
               gradcomp::ef_signsgd_compressor<float>(cfg));
         }}},
       {"terngrad",
-       {"TernGrad: stochastic ternary gradients, 2 bits per element; options clip_sigmas (2.5), seed", false,
+       {"TernGrad: stochastic ternary gradients, 2 bits per element; options clip_sigmas (2.5), seed, "
+        "share_scales (True: every rank sends each tensor with the largest of the ranks' scales, agreed by an "
+        "all_reduce with max of one float per tensor, as in the paper)",
+        false,
         [](options& o, const world& w) -> std::unique_ptr<method> {
           auto cfg = quantiser<gradcomp::terngrad_config>(o);
           cfg.clip_sigmas = o.get<double>("clip_sigmas", cfg.clip_sigmas);
           cfg.seed = o.get<std::uint64_t>("seed", cfg.seed);
           cfg.rank = w.rank;
           return std::make_unique<message_method<gradcomp::terngrad_compressor<float>>>(
-              gradcomp::terngrad_compressor<float>(cfg));
+              gradcomp::terngrad_compressor<float>(cfg), gradcomp::tensor_mode::automatic,
+              o.get<bool>("share_scales", true));
         }}},
       {"onebit_sgd",
        {"1-bit SGD: one bit per element and two values per column, error feedback", false,
@@ -351,11 +395,30 @@ class bucket {
 
   bool rounds() const { return m_->rounds(); }
 
-  // One message per step: compresses the gradients (read in place) and encodes the message.
-  int compress(const std::vector<torch::Tensor>& grads) {
+  bool shares_scales() const { return m_->shares_scales(); }
+  // Scale sharing: (status, this rank's scale of every tensor, to be replaced by the largest over
+  // the ranks and given to `compress`).
+  std::pair<int, torch::Tensor> local_scales(const std::vector<torch::Tensor>& grads) {
     const auto views = gradient_views(grads);
+    gradcomp::result<std::vector<float>> s = gradcomp::fail(errc::invalid_argument);
+    {
+      py::gil_scoped_release unlocked;
+      s = m_->local_scales(views);
+    }
+    if (!s) return {static_cast<int>(s.error()), torch::Tensor()};
+    return payload(gradcomp::span<const float>(s->data(), s->size()));
+  }
+
+  // One message per step: compresses the gradients (read in place), with the ranks' shared scales
+  // where the method shares them, and encodes the message.
+  int compress(const std::vector<torch::Tensor>& grads, const std::optional<torch::Tensor>& shared) {
+    const auto views = gradient_views(grads);
+    if (shared.has_value() != m_->shares_scales())
+      throw py::value_error(m_->shares_scales() ? "gradcomp_torch: this method compresses with shared scales"
+                                                : "gradcomp_torch: this method shares no scales");
+    const auto scales = shared ? float_view(*shared, "the shared scales") : gradcomp::span<float>();
     py::gil_scoped_release unlocked;
-    const auto done = m_->compress(views);
+    const auto done = shared ? m_->compress_shared(views, scales) : m_->compress(views);
     if (!done) return status(done);
     const auto n = m_->encode(byte_view(message_, "message"));
     if (!n) return static_cast<int>(n.error());
@@ -504,7 +567,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("method"), py::arg("options"), py::arg("names"), py::arg("shapes"), py::arg("rank"),
            py::arg("world_size"))
       .def_property_readonly("rounds", &bucket::rounds)
-      .def("compress", &bucket::compress)
+      .def_property_readonly("shares_scales", &bucket::shares_scales)
+      .def("local_scales", &bucket::local_scales)
+      .def("compress", &bucket::compress, py::arg("grads"), py::arg("shared") = py::none())
       .def("message", &bucket::message)
       .def("reduce", &bucket::reduce)
       .def("begin_step", &bucket::begin_step)

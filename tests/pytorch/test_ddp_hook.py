@@ -89,6 +89,44 @@ def test_dense_is_the_rank_order_mean_bitwise_and_reads_the_bucket_in_place(worl
         assert seen and all(same and inside for same, inside in seen)
 
 
+# --- TernGrad: every rank sends with the largest of the ranks' scales ------------------------
+
+def _terngrad_case(rank, world, share):
+    """The averaged update of each weight matrix over s / world, where s is the largest of the
+    ranks' max |g| (no clipping): whole numbers where every rank sent with s. The ranks' gradients
+    differ in size (rank r's loss is scaled by r + 1), so their own scales differ."""
+    torch.manual_seed(0)
+    model = fashion_cnn.FashionCNN()
+    ddp = DDP(model)
+    state = gradcomp_torch.State("terngrad", model=ddp, clip_sigmas=0.0, share_scales=share)
+    shared = []
+
+    def probe(state, bucket):
+        scales = torch.stack([g.abs().max() for g in bucket.gradients()])
+        dist.all_reduce(scales, op=dist.ReduceOp.MAX)
+        shared.extend(zip([p.data_ptr() for p in bucket.parameters()], scales.tolist()))
+        return gradcomp_torch.hook(state, bucket)
+
+    ddp.register_comm_hook(state, probe)
+    x, y = _batch(0, rank)
+    (F.cross_entropy(ddp(x), y) * (rank + 1)).backward()
+    scale = dict(shared)
+    off = 0
+    for p in model.parameters():
+        if p.dim() < 2:  # vectors are sent whole
+            continue
+        k = p.grad * (world / scale[p.data_ptr()])
+        off += int(((k - k.round()).abs() > 1e-3).sum())
+    return off
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_terngrad_ranks_send_with_the_largest_scale(world):
+    assert run(_terngrad_case, world, True) == [0] * world
+    # Each rank with its own scale: the same check finds the sums of unequal scales.
+    assert all(off > 0 for off in run(_terngrad_case, world, False))
+
+
 # --- every method trains the CNN -------------------------------------------------------------
 
 METHODS = {
@@ -150,12 +188,12 @@ def test_every_method_trains_the_cnn():
 
 # --- faults: every rank's error, no hang ----------------------------------------------------
 
-def _fault_case(rank, world, fault):
+def _fault_case(rank, world, fault, method):
     torch.manual_seed(0)
     model = fashion_cnn.FashionCNN()
     ddp = DDP(model)
     last = world - 1
-    options = {"density": 0.01}
+    options = {"density": 0.01} if method == "dgc" else {}
     if fault == "options" and rank == last:
         options = {"density": 0.02}
     flip = None
@@ -164,7 +202,7 @@ def _fault_case(rank, world, fault):
             m = message.clone()
             m[m.numel() // 2] ^= 0x10
             return m
-    state = gradcomp_torch.State("dgc", model=ddp, message_filter=flip, **options)
+    state = gradcomp_torch.State(method, model=ddp, message_filter=flip, **options)
     ddp.register_comm_hook(state, gradcomp_torch.hook)
     x, y = _batch(0, rank)
     if fault == "nan" and rank == last:
@@ -176,12 +214,13 @@ def _fault_case(rank, world, fault):
     return "no error"
 
 
-@pytest.mark.parametrize("fault,reason", [("nan", "non_finite_input"),
-                                          ("options", "another method, other options"),
-                                          ("damaged", "checksum_mismatch")])
-def test_a_fault_is_the_same_error_on_every_rank(fault, reason):
+@pytest.mark.parametrize("fault,reason,method", [("nan", "non_finite_input", "dgc"),
+                                                 ("nan", "non_finite_input", "terngrad"),  # before the scales' max
+                                                 ("options", "another method, other options", "dgc"),
+                                                 ("damaged", "checksum_mismatch", "dgc")])
+def test_a_fault_is_the_same_error_on_every_rank(fault, reason, method):
     world = 4
-    messages = run(_fault_case, world, fault, timeout=120)
+    messages = run(_fault_case, world, fault, method, timeout=120)
     for text in messages:
         assert f"gradcomp: rank {world - 1}: {reason}" in text, text
 

@@ -9,7 +9,9 @@ DDP rebuilds its buckets), which reads the bucket's gradients where they are. Me
 message per step (``dense``, ``dgc``, ``topk``, ``ef_signsgd``, ``terngrad``, ``onebit_sgd``,
 ``qsgd``, ``adacomp``) exchange their wire messages with ``all_gather`` (the lengths first, then
 the messages padded to the longest, as gloo needs equal sizes) and every rank adds them in rank
-order, so every rank holds bitwise the same averaged update. ``powersgd`` averages its two rounds
+order, so every rank holds bitwise the same averaged update; ``terngrad`` first takes the largest
+of the ranks' scales of each tensor (``all_reduce`` with max; ``share_scales=False`` leaves each
+rank its own). ``powersgd`` averages its two rounds
 with ``all_reduce``. Before any payload moves, the ranks agree on a status: a step one rank refuses
 (a NaN, an overflow), a rank with another method or options, or a message that fails to decode
 raises the same ``GradcompError`` on every rank, naming the rank, and no rank waits for another.
@@ -172,10 +174,22 @@ def _agree(state, status, length, fingerprint):
     return [int(x) for x in table[:, _LENGTH]]
 
 
+def _shared_scales(state, compressor, grads, fingerprint):
+    """The largest of every rank's scale of each tensor (TernGrad's scale sharing): the ranks agree
+    on their status first, so that a rank whose gradients hold a NaN fails every rank."""
+    with _timed(state, "compress"):
+        status, scales = compressor.local_scales(grads)
+    _agree(state, status, 0, fingerprint)
+    with _timed(state, "exchange"):
+        dist.all_reduce(scales, op=dist.ReduceOp.MAX, group=state.process_group)
+    return scales
+
+
 def _messages(state, compressor, grads, fingerprint):
     rank, size = state._rank_and_size()
+    shared = _shared_scales(state, compressor, grads, fingerprint) if compressor.shares_scales else None
     with _timed(state, "compress"):
-        status = compressor.compress(grads)
+        status = compressor.compress(grads, shared)
     message = compressor.message() if status == 0 else torch.empty(0, dtype=torch.uint8)
     if status == 0 and state.message_filter is not None:
         message = state.message_filter(message)
