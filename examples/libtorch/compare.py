@@ -53,8 +53,8 @@ def order(name):
     return (MODES.index(base), name != base, name) if base else (len(MODES), False, name)
 
 
-def summarize(runs_path):
-    runs = [json.loads(line) for line in open(runs_path) if line.strip()]
+def summarize(runs_paths):
+    runs = [json.loads(line) for path in runs_paths for line in open(path) if line.strip()]
     groups = {}
     for r in runs:
         groups.setdefault((r["workers"], label(r)), []).append(r)
@@ -74,19 +74,21 @@ def summarize(runs_path):
     return rows
 
 
-def write_table(rows, path):
+def write_table(rows, path, times=True):
     dense = {r["workers"]: r["accuracy_mean"] for r in rows if r["mode"] == "dense"}
     with open(path, "w") as f:
-        f.write("| workers | mode | seeds | test accuracy % (mean ± sd, min–max) | vs dense | bytes/step | ratio | "
-                "compute ms | compress ms | exchange ms |\n")
-        f.write("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+        f.write("| workers | mode | seeds | test accuracy % (mean ± sd, min–max) | vs dense | bytes/step | ratio |"
+                + (" compute ms | compress ms | exchange ms |" if times else "") + "\n")
+        f.write("|---:|---|---:|---|---:|---:|---:|" + ("---:|---:|---:|" if times else "") + "\n")
         for r in rows:
             gap = (f"{r['accuracy_mean'] - dense[r['workers']]:+.2f}"
                    if r["workers"] in dense and r["mode"] != "dense" else "")
             f.write(f"| {r['workers']} | {r['mode']} | {r['seeds']} | {r['accuracy_mean']:.2f} ± {r['accuracy_std']:.2f} "
                     f"({r['accuracy_min']:.2f}–{r['accuracy_max']:.2f}) | {gap} | {r['bytes_per_step']:,.0f} | "
-                    f"{r['ratio']:,.1f}x | {r['compute_ms']:.1f} | {r['compress_ms']:.2f} | "
-                    f"{r['exchange_ms']:.2f} |\n")
+                    f"{r['ratio']:,.1f}x |")
+            if times:
+                f.write(f" {r['compute_ms']:.1f} | {r['compress_ms']:.2f} | {r['exchange_ms']:.2f} |")
+            f.write("\n")
 
 
 def update_docs(table, paths, marker):
@@ -135,7 +137,7 @@ def plot(rows, path, title):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--binary", help="train_libtorch to run")
-    p.add_argument("--summarize", help="only summarize this runs file (JSON lines)")
+    p.add_argument("--summarize", nargs="+", help="only summarize these runs files (JSON lines)")
     p.add_argument("--out", default="docs/results")
     p.add_argument("--images", default="docs/images")
     p.add_argument("--workers", type=int, nargs="+", default=[4, 8])
@@ -149,19 +151,21 @@ def main():
                    help="the table goes between <!-- MARKER: begin --> and <!-- MARKER: end --> (default libtorch-table)")
     p.add_argument("--plot", help="the plot's path (default IMAGES/libtorch_compressors.png)")
     p.add_argument("--title", default="libtorch CNN on Fashion-MNIST", help="the plot's title")
+    p.add_argument("--no-times", action="store_true",
+                   help="leave the times per step out of the table (runs that shared the cores with others)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.images, exist_ok=True)
-    runs_path = args.summarize or os.path.join(args.out, "libtorch_runs.jsonl")
+    runs_path = os.path.join(args.out, "libtorch_runs.jsonl")
     if not args.summarize:
         if not args.binary:
             p.error("--binary or --summarize")
         run(args, runs_path)
-    rows = summarize(runs_path)
+    rows = summarize(args.summarize or [runs_path])
     with open(os.path.join(args.out, "libtorch_summary.json"), "w") as f:
         json.dump(rows, f, indent=1)
     table_path = os.path.join(args.out, "libtorch_table.md")
-    write_table(rows, table_path)
+    write_table(rows, table_path, times=not args.no_times)
     plot(rows, args.plot or os.path.join(args.images, "libtorch_compressors.png"), args.title)
     table = open(table_path).read()
     update_docs(table, args.docs, args.marker)

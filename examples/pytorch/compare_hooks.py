@@ -35,14 +35,15 @@ STEPS = 60000 // (WORKERS * BATCH)  # one epoch
 SEEDS = (1, 2, 3)
 
 # (name, hook family, method, options); "start" is replaced by the dense steps before PowerSGD
-# compresses and DGC's warm-up, 10% of the run.
+# compresses and DGC's warm-up, 10% of the run. DGC clips each worker's gradient as its paper does
+# (a global norm of 5, 5 / sqrt(4) per worker), as the libtorch trainer's dgc mode does.
 CONFIGS = [
     ("torch allreduce_hook", "torch", "allreduce", {}),
     ("torch fp16_compress_hook", "torch", "fp16", {}),
     ("torch powerSGD_hook r1", "torch", "powersgd", {"rank": 1}),
     ("torch powerSGD_hook r2", "torch", "powersgd", {"rank": 2}),
     ("gradcomp dense", "gradcomp", "dense", {}),
-    ("gradcomp dgc", "gradcomp", "dgc", {"density": 0.001, "warmup_steps": "start"}),
+    ("gradcomp dgc", "gradcomp", "dgc", {"density": 0.001, "warmup_steps": "start", "clip_norm": 5.0}),
     ("gradcomp powersgd r2", "gradcomp", "powersgd", {"rank": 2, "start_iter": "start"}),
     ("gradcomp qsgd", "gradcomp", "qsgd", {}),
 ]
