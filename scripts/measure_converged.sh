@@ -3,9 +3,10 @@
 # Fashion-MNIST, 20 epochs, peak learning rate 0.05 with cosine decay to 0, the sparse methods'
 # warm-up the paper's four exponential stages (density 25%, 6.25%, 1.5625%, 0.39%, then 0.1%) over
 # the first epoch, PowerSGD dense for that epoch; 8 and 4 workers, seeds 1, 2 and 3, every method
-# below, two runs at a time on one torch thread each (about 7 minutes a run, 3.5 hours in all on 2
-# cores). Dense has stopped improving well before the end (its test accuracy after each epoch is
-# in the runs); 10 epochs were too few for DGC with 8 workers (docs/results/converged/ten_epochs/).
+# below, two runs at a time on one torch thread each (a run with 8 workers takes about 4 minutes
+# that way on a 2-core machine). Dense has stopped improving well before the end (its test
+# accuracy after each epoch is in the runs); 10 epochs were too few for DGC with 8 workers
+# (docs/results/converged/ten_epochs/).
 #
 # Each run writes its own JSON line under docs/results/converged/runs/; a run whose file is there
 # is not run again, so the measurement can be stopped and resumed (commit the files as they come).
