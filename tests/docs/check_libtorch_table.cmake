@@ -47,4 +47,5 @@ foreach(_committed_path IN LISTS _pages ITEMS "${_results}/libtorch_table.md" "$
                         "${_results} (run ${_redo})")
   endif()
 endforeach()
-message(STATUS "the libtorch table (${_results}) in ${_pages} is the committed runs'")
+string(JOIN ", " _page_list ${_pages})
+message(STATUS "the libtorch table (${_results}) in ${_page_list} is the committed runs'")
