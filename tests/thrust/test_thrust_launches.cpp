@@ -410,3 +410,92 @@ TEST_CASE("launches per step: SAEF around DGC (exact top-k)") {
   INFO("saef: " << counts[0] << ", " << counts[1] << ", " << counts[2] << " dispatches for 1, 10, 161 tensors");
   CHECK(counts == std::vector<std::size_t>{32, 33, 33});
 }
+
+namespace {
+
+// A lone worker's PowerSGD step on the Thrust backend and on the CPU backend (each round's
+// average is the worker's own payload): the dispatches of begin_step and both end_rounds on the
+// Thrust backend, and every update and error bitwise the CPU's.
+struct powersgd_step_counts {
+  std::size_t begin = 0, first = 0, second = 0;
+};
+
+powersgd_step_counts powersgd_step(gradcomp::powersgd_compressor<float, backend>& on_thrust,
+                                   gradcomp::powersgd_compressor<float>& on_cpu, const gradients& g) {
+  powersgd_step_counts counts;
+  std::size_t before = gradcomp_test::counting::dispatches;
+  auto payload = on_thrust.begin_step(gradcomp::span<const gradcomp::backend_span<const float, backend>>(
+      g.views.data(), g.views.size()));
+  REQUIRE(payload);
+  counts.begin = gradcomp_test::counting::dispatches - before;
+  const auto cpu_grads = host_views(g);
+  auto cpu_payload =
+      on_cpu.begin_step(gradcomp::span<const gradcomp::span<const float>>(cpu_grads.data(), cpu_grads.size()));
+  REQUIRE(cpu_payload);
+  for (std::size_t* count : {&counts.first, &counts.second}) {
+    if (on_thrust.round() == 0) break;
+    before = gradcomp_test::counting::dispatches;
+    payload = on_thrust.end_round(*payload);
+    REQUIRE(payload);
+    *count = gradcomp_test::counting::dispatches - before;
+    cpu_payload = on_cpu.end_round(*cpu_payload);
+    REQUIRE(cpu_payload);
+  }
+  REQUIRE(on_cpu.round() == 0);
+  for (std::size_t t = 0; t < on_cpu.num_tensors(); ++t) {
+    CAPTURE(t);
+    std::vector<float> update(on_thrust.update(t).size());
+    REQUIRE(gradcomp::copy_to_host(backend{}, on_thrust.update(t), gradcomp::span<float>(update.data(), update.size())));
+    gradcomp::synchronize(backend{});
+    const auto expected = on_cpu.update(t);
+    REQUIRE(update.size() == expected.size());
+    CHECK(std::memcmp(update.data(), expected.data(), expected.size_bytes()) == 0);
+  }
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("launches per step: PowerSGD's two rounds, whatever the tensors") {
+  // The step's operations over the whole model (powersgd/model.hpp, powersgd/thrust_ops.hpp):
+  // begin_step checks every gradient and sum in one reduction, sends the dense tensors, forms
+  // every M, starts and orthogonalises every Q and projects every P (6 dispatches); round 1's end
+  // checks the averages, takes the dense updates and every P, orthogonalises them and projects
+  // every Q (5); round 2's checks, takes every Q and rebuilds every update and error (3). The
+  // first step also draws the Qs on the host, in one upload. With one tensor there is no dense
+  // tensor to send or take (ResNet-50's first, a convolution, is compressed at ranks 1 and 2).
+  for (const std::size_t rank : {std::size_t(1), std::size_t(2)}) {
+    CAPTURE(rank);
+    std::vector<powersgd_step_counts> counts;
+    for (const std::size_t tensors : {std::size_t(1), std::size_t(10), std::size_t(161)}) {
+      CAPTURE(tensors);
+      const auto layers = resnet50(tensors);
+      gradcomp::powersgd_config cfg;
+      cfg.rank = rank;
+      gradcomp::powersgd_compressor<float, backend> on_thrust(cfg);
+      gradcomp::powersgd_compressor<float> on_cpu(cfg);
+      for (const auto& l : layers) {
+        on_thrust.add_tensor(l.name, l.shape);
+        on_cpu.add_tensor(l.name, l.shape);
+      }
+      gradients first(layers), second(layers, -0.75f);
+      powersgd_step(on_thrust, on_cpu, first);
+      const auto transfers = host_transfer_count.load();
+      counts.push_back(powersgd_step(on_thrust, on_cpu, second));
+      // One transfer per call (its checks' verdict, which the call returns), whatever the tensors,
+      // and the test's own copies of the updates.
+      CHECK(host_transfer_count.load() == transfers + 3 + tensors);
+    }
+    INFO("powersgd: begin " << counts[0].begin << ", " << counts[1].begin << ", " << counts[2].begin
+                            << "; round 1 " << counts[0].first << ", " << counts[1].first << ", "
+                            << counts[2].first << "; round 2 " << counts[0].second << ", " << counts[1].second
+                            << ", " << counts[2].second << " dispatches for 1, 10, 161 tensors");
+    CHECK(counts[0].begin == 5);
+    CHECK(counts[0].first == 4);
+    for (std::size_t i = 1; i < counts.size(); ++i) {
+      CHECK(counts[i].begin == 6);
+      CHECK(counts[i].first == 5);
+    }
+    for (const auto& c : counts) CHECK(c.second == 3);
+  }
+}

@@ -216,36 +216,17 @@ class powersgd_compressor {
   [[nodiscard]] result<view<const T>> begin_step(span<const view<const T>> grads) {
     if (round_ != 0) return fail(errc::invalid_argument);
     if (const errc e = detail::check_gradients(tensors_, grads); e != errc::ok) return fail(e);
-    for (const auto& g : grads)
-      if (std::isnan(ops::largest_magnitude(backend_, g))) return fail(errc::non_finite_input);
     const bool compressing = compresses(false);
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      const tensor& s = tensors_[t];
-      if (!compressing || !s.info.compressed || s.e.view().empty()) continue;
-      // g + e, written nowhere: NaN where a sum leaves T's range.
-      const view<const std::uint32_t> every;  // dense: no positions
-      if (std::isnan(ops::largest_magnitude_of_sum(backend_, readonly(s.e.view()), every, grads[t])))
-        return fail(errc::state_overflow);
-    }
+    const view<T> out = payload_buffer(0, compressing ? dense_size_ + p_size_ : total_size_);
+    if (compressing) draw_cold_qs();
+    bind(compressing, grads.data(), out.data());
+    // Every gradient finite, then (g + e, written nowhere) every sum: one pass each way.
+    const std::uint32_t bad = kernels::check(backend_, table_, detail::powersgd_check::step);
+    if ((bad & detail::powersgd_bad_gradient) != 0) return fail(errc::non_finite_input);
+    if ((bad & detail::powersgd_bad_sum) != 0) return fail(errc::state_overflow);
     compressing_ = compressing;
-    const view<T> out = payload_buffer(0, round_size(1));
-    std::size_t at = 0;
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      tensor& s = tensors_[t];
-      if (compressing && s.info.compressed) continue;
-      kernels::copy(backend_, grads[t], out.subspan(at, s.info.numel));
-      at += s.info.numel;
-    }
-    for (std::size_t t = 0; t < tensors_.size() && compressing; ++t) {
-      tensor& s = tensors_[t];
-      if (!s.info.compressed) continue;
-      kernels::form_m(backend_, grads[t], readonly(s.e.view()), s.m.view());
-      start_q(t, s.qo.view());
-      kernels::orthogonalize(backend_, s.qo.view(), s.cols, s.rank, cfg_.orthogonalization_epsilon);
-      const view<T> p = out.subspan(at, s.rows * s.rank);
-      kernels::project(backend_, readonly(s.m.view()), s.rows, s.cols, readonly(s.qo.view()), s.rank, p);
-      at += p.size();
-    }
+    kernels::send_dense(backend_, table_);
+    if (compressing) kernels::project(backend_, table_, cfg_.orthogonalization_epsilon);
     round_ = 1;
     return payload();
   }
@@ -303,17 +284,17 @@ class powersgd_compressor {
    */
   [[nodiscard]] result<view<const T>> end_round(view<const T> average) {
     if (round_ == 0) return fail(errc::invalid_argument);
-    const int k = round_;
-    round_ = 0;
-    if (average.size() != payload_size_[k - 1]) return fail(errc::size_mismatch);
-    if (std::isnan(ops::largest_magnitude(backend_, average))) return fail(errc::non_finite_input);
+    if (average.size() != payload_size_[round_ - 1]) {
+      round_ = 0;
+      return fail(errc::size_mismatch);
+    }
     pieces_.clear();
     std::size_t at = 0;
-    for_each_round_vector(static_cast<std::size_t>(k), true, [&](const tensor& s, char factor) {
+    for_each_round_vector(static_cast<std::size_t>(round_), true, [&](const tensor& s, char factor) {
       pieces_.push_back(average.subspan(at, vector_size(s, factor)));
       at += pieces_.back().size();
     });
-    return end_pieces(k, span<const view<const T>>(pieces_.data(), pieces_.size()));
+    return end_round(span<const view<const T>>(pieces_.data(), pieces_.size()));
   }
 
   /**
@@ -333,9 +314,12 @@ class powersgd_compressor {
     });
     round_ = 0;
     if (!sizes || i != averages.size()) return fail(errc::size_mismatch);
-    for (const auto& a : averages)
-      if (std::isnan(ops::largest_magnitude(backend_, a))) return fail(errc::non_finite_input);
-    return end_pieces(k, averages);
+    // Round 2's payload, where round 1 leads to one, is in place before the averages are read.
+    T* out2 = k == 1 && compressing_ && q_size_ != 0 ? payload_buffer(1, q_size_).data() : nullptr;
+    bind(averages.data(), out2, k);
+    if (kernels::check(backend_, table_, k == 1 ? detail::powersgd_check::round1 : detail::powersgd_check::round2) != 0)
+      return fail(errc::non_finite_input);
+    return k == 1 ? end_first() : end_second();
   }
 
   /// Closes the open step with nothing changed (its exchange failed); the workers then begin the
@@ -413,29 +397,131 @@ class powersgd_compressor {
     return payloads_[k].view().first(n);
   }
 
-  // Q's draw for tensor t at step `step`: standard normal values keyed by (seed, step, tensor).
+  // Q's draw for tensor t at step `step`, appended to q: standard normal values keyed by (seed,
+  // step, tensor).
   void draw_q(std::size_t t, std::size_t step, std::vector<T>& q) const {
     const auto tensor = static_cast<std::uint32_t>(t);
-    q.resize(tensors_[t].q.view().size());
-    for (std::size_t k = 0; k < q.size(); ++k) {
+    const std::size_t n = tensors_[t].q.view().size();
+    for (std::size_t k = 0; k < n; ++k) {
       const auto i = static_cast<std::uint32_t>(2 * k);
       const double u1 = detail::uniform_of_draw(detail::element_draw(cfg_.seed, step, tensor, i));
       const double u2 = detail::uniform_of_draw(detail::element_draw(cfg_.seed, step, tensor, i + 1));
-      q[k] = static_cast<T>(detail::powersgd_normal(u1, u2));
+      q.push_back(static_cast<T>(detail::powersgd_normal(u1, u2)));
     }
   }
 
+  // Whether compressed tensor s's next Q starts from its q (set_q's, or the warm start) rather
+  // than from a draw.
+  bool starts_warm(const tensor& s) const noexcept { return s.q_set || (cfg_.warm_start && s.q_warm); }
+
   // Compressed tensor t's Q of its next compressing step, before orthogonalisation, into `q` (the
-  // backend's memory): set_q's or the warm start, else the draw of that step, made on the host.
+  // backend's memory): set_q's or the warm start, else the draw of that step, made on the host
+  // (what a snapshot saves).
   void start_q(std::size_t t, view<T> q) {
     const tensor& s = tensors_[t];
-    if (s.q_set || (cfg_.warm_start && s.q_warm)) {
+    if (starts_warm(s)) {
       kernels::copy(backend_, readonly(s.q.view()), q);
       return;
     }
+    drawn_.clear();
     draw_q(t, std::max(step_, cfg_.start_step), drawn_);
     ops::copy_to_backend(backend_, span<const T>(drawn_.data(), drawn_.size()), q);
-    ops::synchronize(backend_);  // the host's draws are reused for the next tensor
+    ops::synchronize(backend_);  // drawn_ is the host's again
+  }
+
+  // The draws of this step's Qs that do not start warm, made on the host (the bits of every
+  // backend) and uploaded at once into drawn_buffer_, in registration order.
+  void draw_cold_qs() {
+    drawn_.clear();
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
+      if (tensors_[t].info.compressed && !starts_warm(tensors_[t]))
+        draw_q(t, std::max(step_, cfg_.start_step), drawn_);
+    if (drawn_.empty()) return;
+    if (drawn_buffer_.view().size() < drawn_.size()) drawn_buffer_ = ops::template allocate<T>(backend_, drawn_.size());
+    ops::copy_to_backend(backend_, span<const T>(drawn_.data(), drawn_.size()), drawn_buffer_.view().first(drawn_.size()));
+    ops::synchronize(backend_);  // drawn_ is the host's again
+  }
+
+  static T* data_or_null(const buffer<T>& b) noexcept {
+    return b.view().empty() ? nullptr : const_cast<T*>(b.view().data());
+  }
+  // Entry t's buffers: tensor t's own (a copied compressor binds its copies).
+  void set_buffers(detail::powersgd_entry<T>& x, const tensor& s) const noexcept {
+    x.e = data_or_null(s.e);
+    x.m = data_or_null(s.m);
+    x.qo = data_or_null(s.qo);
+    x.q = data_or_null(s.q);
+    x.p = data_or_null(s.p);
+    x.update = data_or_null(s.update);
+  }
+
+  // The step's table (powersgd/model.hpp) as begin_step needs it: every tensor's gradient, buffers,
+  // place in round 1's payload at `out1` (the tensors sent dense first, then every P), where its Q
+  // starts (drawn_buffer_ holds the cold ones in order), and its items in each space.
+  void bind(bool compressing, const view<const T>* grads, T* out1) {
+    namespace d = detail;
+    entries_.resize(tensors_.size());
+    std::uint64_t first[d::powersgd_spaces] = {};
+    std::size_t dense_at = 0, p_at = compressing ? dense_size_ : total_size_, drawn_at = 0;
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      const tensor& s = tensors_[t];
+      d::powersgd_entry<T>& x = entries_[t];
+      const bool c = compressing && s.info.compressed;
+      set_buffers(x, s);
+      x.g = grads[t].data();
+      x.numel = s.info.numel;
+      x.rows = s.rows;
+      x.cols = s.cols;
+      x.rank = s.rank;
+      x.compressed = c ? 1 : 0;
+      x.q_from = nullptr;
+      if (c) {
+        x.q_from = starts_warm(s) ? x.q : drawn_buffer_.view().data() + drawn_at;
+        if (!starts_warm(s)) drawn_at += s.cols * s.rank;
+        x.out1 = out1 + p_at;
+        p_at += s.rows * s.rank;
+      } else {
+        x.out1 = out1 + dense_at;
+        dense_at += s.info.numel;
+      }
+      const std::size_t groups = d::powersgd_column_groups(s.rank);
+      x.items[d::powersgd_elements] = s.info.numel;
+      x.items[d::powersgd_dense] = c ? 0 : s.info.numel;
+      x.items[d::powersgd_matrix] = c ? s.info.numel : 0;
+      x.items[d::powersgd_p_items] = c ? s.rows * groups : 0;
+      x.items[d::powersgd_q_items] = c ? s.cols * groups : 0;
+      x.items[d::powersgd_p] = c ? s.rows * s.rank : 0;
+      x.items[d::powersgd_q] = c ? s.cols * s.rank : 0;
+      x.items[d::powersgd_round1] = c ? s.rows * s.rank : s.info.numel;
+      x.items[d::powersgd_matrices] = c ? 1 : 0;
+      for (std::size_t k = 0; k < d::powersgd_spaces; ++k) {
+        x.first[k] = first[k];
+        first[k] += x.items[k];
+      }
+    }
+    kernels::bind(backend_, table_, span<const d::powersgd_entry<T>>(entries_.data(), entries_.size()));
+  }
+
+  // The table as round k's end needs it: every tensor's average of round k (the views in the order
+  // of round_layout(k)) and, after round 1, its place in round 2's payload at `out2` (null: none).
+  void bind(const view<const T>* averages, T* out2, int k) {
+    std::size_t i = 0, q_at = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t t = 0; t < tensors_.size(); ++t) {
+        detail::powersgd_entry<T>& x = entries_[t];
+        if ((pass == 1) != (x.compressed != 0)) continue;
+        set_buffers(x, tensors_[t]);
+        if (k == 1) {
+          x.avg1 = averages[i++].data();
+          if (x.compressed != 0 && out2 != nullptr) {
+            x.out2 = out2 + q_at;
+            q_at += x.cols * x.rank;
+          }
+        } else if (x.compressed != 0) {
+          x.avg2 = averages[i++].data();
+        }
+      }
+    kernels::bind(backend_, table_, span<const detail::powersgd_entry<T>>(entries_.data(), entries_.size()));
   }
 
   // Whether the open step (open: true) or the next one compresses.
@@ -488,40 +574,23 @@ class powersgd_compressor {
     return out;
   }
 
-  // Round k's averages, one per vector of its layout (end_round checked them).
-  result<view<const T>> end_pieces(int k, span<const view<const T>> averages) {
-    return k == 1 ? end_first(averages) : end_second(averages);
-  }
-  result<view<const T>> end_first(span<const view<const T>> averages) {
-    std::size_t at = 0;
-    for (tensor& s : tensors_) {
-      if (compressing_ && s.info.compressed) continue;
-      kernels::copy(backend_, averages[at++], s.update.view());
-    }
+  // Round 1's averages (bound and checked): the dense tensors' updates, and where the step
+  // compresses, round 2's payload.
+  result<view<const T>> end_first() {
+    kernels::take_dense(backend_, table_);
     if (!compressing_ || q_size_ == 0) return finish();
-    const view<T> out = payload_buffer(1, q_size_);
-    std::size_t to = 0;
-    for (tensor& s : tensors_) {
-      if (!s.info.compressed) continue;
-      kernels::copy(backend_, averages[at++], s.p.view());
-      kernels::orthogonalize(backend_, s.p.view(), s.rows, s.rank, cfg_.orthogonalization_epsilon);
-      const view<T> q = out.subspan(to, s.q.view().size());
-      kernels::project_back(backend_, readonly(s.m.view()), s.rows, s.cols, readonly(s.p.view()), s.rank, q);
-      to += q.size();
-    }
+    kernels::project_back(backend_, table_, cfg_.orthogonalization_epsilon);
     round_ = 2;
     return payload();
   }
 
-  result<view<const T>> end_second(span<const view<const T>> averages) {
-    std::size_t at = 0;
+  // Round 2's averages (bound and checked): every Q, the updates and the errors.
+  result<view<const T>> end_second() {
+    kernels::rebuild(backend_, table_);
     for (tensor& s : tensors_) {
       if (!s.info.compressed) continue;
-      kernels::copy(backend_, averages[at++], s.q.view());
       s.q_warm = true;
       s.q_set = false;
-      kernels::rebuild(backend_, readonly(s.p.view()), readonly(s.q.view()), s.rows, s.cols, s.rank, s.update.view(),
-                       readonly(s.m.view()), s.e.view());
     }
     return finish();
   }
@@ -537,7 +606,10 @@ class powersgd_compressor {
   std::vector<tensor> tensors_;
   buffer<T> payloads_[2];
   std::size_t payload_size_[2] = {0, 0};
-  std::vector<T> drawn_;                 // the host's draws of one Q
+  std::vector<T> drawn_;                 // the host's draws of the step's cold Qs
+  buffer<T> drawn_buffer_;               // the same in the backend's memory
+  std::vector<detail::powersgd_entry<T>> entries_;  // the step's table, on the host
+  typename kernels::template table<T> table_;       // the same as the kernels keep it
   mutable std::vector<T> host_payload_;  // encode_round's copy, where the host cannot read the backend's memory
   std::vector<view<const T>> pieces_;    // end_round's average, split by its layout
   std::size_t dense_size_ = 0, p_size_ = 0, q_size_ = 0, total_size_ = 0;

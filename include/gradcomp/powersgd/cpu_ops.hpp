@@ -1,5 +1,5 @@
 // detail::powersgd_ops<cpu_backend>: PowerSGD's products on the CPU (powersgd/arithmetic.hpp), each
-// pass reading M once for all r columns.
+// pass reading M once for all r columns; a step's operations tensor by tensor (powersgd/model.hpp).
 #pragma once
 
 #include <cstddef>
@@ -8,12 +8,16 @@
 #include "../backend.hpp"
 #include "../span.hpp"
 #include "arithmetic.hpp"
+#include "model.hpp"
 
 namespace gradcomp {
 namespace detail {
 
 template <>
-struct powersgd_ops<cpu_backend> {
+struct powersgd_ops<cpu_backend> : powersgd_tensor_by_tensor<cpu_backend, powersgd_ops<cpu_backend>> {
+  using model = powersgd_tensor_by_tensor<cpu_backend, powersgd_ops<cpu_backend>>;
+  using model::bind, model::check, model::send_dense, model::project, model::take_dense, model::project_back,
+      model::rebuild;
   template <class T>
   static void copy(const cpu_backend&, span<const T> from, span<T> to) {
     for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i];

@@ -7,6 +7,7 @@
 
 #include "../separate_backend.hpp"
 #include "arithmetic.hpp"
+#include "model.hpp"
 
 namespace gradcomp {
 namespace detail {
@@ -32,12 +33,19 @@ namespace detail {
 
 GRADCOMP_SEPARATE_KERNELS(powersgd_separate_kernels, GRADCOMP_DETAIL_POWERSGD_SEPARATE);
 
+// A step's operations go tensor by tensor (powersgd/model.hpp), each matrix's in the kernels'
+// translation unit.
 template <class Kernels>
-struct powersgd_ops<separate_backend<Kernels>> : separate_method_ops<powersgd_separate_kernels, Kernels> {
+struct powersgd_ops<separate_backend<Kernels>>
+    : separate_method_ops<powersgd_separate_kernels, Kernels>,
+      powersgd_tensor_by_tensor<separate_backend<Kernels>, powersgd_ops<separate_backend<Kernels>>> {
   using base = separate_method_ops<powersgd_separate_kernels, Kernels>;
+  using model = powersgd_tensor_by_tensor<separate_backend<Kernels>, powersgd_ops<separate_backend<Kernels>>>;
   using base::f::copy, base::d::copy, base::f::form_m, base::d::form_m, base::f::orthogonalize,
       base::d::orthogonalize, base::f::project, base::d::project, base::f::project_back, base::d::project_back,
       base::f::rebuild, base::d::rebuild;
+  using model::bind, model::check, model::send_dense, model::project, model::take_dense, model::project_back,
+      model::rebuild;
 };
 
 }  // namespace detail
