@@ -6,6 +6,7 @@
 // exact and written in docs/backends.md ("Launches per step"): a change that adds or removes a
 // dispatch fails here until the table says so. Each step is issued without a host transfer.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <cstddef>
 #include <cstdint>
@@ -497,5 +498,31 @@ TEST_CASE("launches per step: PowerSGD's two rounds, whatever the tensors") {
       CHECK(counts[i].first == 5);
     }
     for (const auto& c : counts) CHECK(c.second == 3);
+  }
+}
+
+TEST_CASE("launches per layer: ISGQ's dithered factors, whatever the layer's size") {
+  // ISGQ compresses a layer per call (its factors come from that layer's backward pass): the
+  // finite checks of X and Delta (a reduction each, whose verdict the host reads), one dither
+  // launch per factor (a thread per bucket) and the copies of each factor's scales and codes to
+  // the host, which packs the message (one synchronisation), whatever the layer's size or the
+  // batch: 8 dispatches (the copies are dispatched to the system too), 6 host transfers.
+  for (const auto& [n_in, n_out, batch] : {std::array<std::size_t, 3>{3, 2, 1}, std::array<std::size_t, 3>{784, 512, 32},
+                                          std::array<std::size_t, 3>{4096, 10, 64}}) {
+    CAPTURE(n_in);
+    gradcomp::isgq_compressor<float, backend> c(gradcomp::isgq_config{});
+    c.add_layer("fc", n_in, n_out);
+    std::vector<float> hx(batch * n_in), hd(batch * n_out);
+    for (std::size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>((i * 37) % 101) / 16.0f - 3.0f;
+    for (std::size_t i = 0; i < hd.size(); ++i) hd[i] = static_cast<float>((i * 11) % 97) / 64.0f - 0.75f;
+    auto x = gradcomp::allocate_buffer<float>(backend{}, hx.size());
+    auto d = gradcomp::allocate_buffer<float>(backend{}, hd.size());
+    REQUIRE(gradcomp::copy_to_backend(backend{}, gradcomp::span<const float>(hx.data(), hx.size()), x.view()));
+    REQUIRE(gradcomp::copy_to_backend(backend{}, gradcomp::span<const float>(hd.data(), hd.size()), d.view()));
+    const std::size_t before = gradcomp_test::counting::dispatches;
+    const auto transfers = host_transfer_count.load();
+    REQUIRE(c.compress(0, gradcomp::readonly(x.view()), gradcomp::readonly(d.view()), batch));
+    CHECK(gradcomp_test::counting::dispatches - before == 8);
+    CHECK(host_transfer_count.load() - transfers == 6);
   }
 }
