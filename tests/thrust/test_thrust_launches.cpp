@@ -446,7 +446,8 @@ powersgd_step_counts powersgd_step(gradcomp::powersgd_compressor<float, backend>
   for (std::size_t t = 0; t < on_cpu.num_tensors(); ++t) {
     CAPTURE(t);
     std::vector<float> update(on_thrust.update(t).size());
-    REQUIRE(gradcomp::copy_to_host(backend{}, on_thrust.update(t), gradcomp::span<float>(update.data(), update.size())));
+    REQUIRE(
+        gradcomp::copy_to_host(backend{}, on_thrust.update(t), gradcomp::span<float>(update.data(), update.size())));
     gradcomp::synchronize(backend{});
     const auto expected = on_cpu.update(t);
     REQUIRE(update.size() == expected.size());
@@ -507,8 +508,8 @@ TEST_CASE("launches per layer: ISGQ's dithered factors, whatever the layer's siz
   // launch per factor (a thread per bucket) and the copies of each factor's scales and codes to
   // the host, which packs the message (one synchronisation), whatever the layer's size or the
   // batch: 8 dispatches (the copies are dispatched to the system too), 6 host transfers.
-  for (const auto& [n_in, n_out, batch] : {std::array<std::size_t, 3>{3, 2, 1}, std::array<std::size_t, 3>{784, 512, 32},
-                                          std::array<std::size_t, 3>{4096, 10, 64}}) {
+  using shape = std::array<std::size_t, 3>;  // inputs, outputs, batch
+  for (const auto& [n_in, n_out, batch] : {shape{3, 2, 1}, shape{784, 512, 32}, shape{4096, 10, 64}}) {
     CAPTURE(n_in);
     gradcomp::isgq_compressor<float, backend> c(gradcomp::isgq_config{});
     c.add_layer("fc", n_in, n_out);

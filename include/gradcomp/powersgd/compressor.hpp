@@ -437,8 +437,10 @@ class powersgd_compressor {
       if (tensors_[t].info.compressed && !starts_warm(tensors_[t]))
         draw_q(t, std::max(step_, cfg_.start_step), drawn_);
     if (drawn_.empty()) return;
-    if (drawn_buffer_.view().size() < drawn_.size()) drawn_buffer_ = ops::template allocate<T>(backend_, drawn_.size());
-    ops::copy_to_backend(backend_, span<const T>(drawn_.data(), drawn_.size()), drawn_buffer_.view().first(drawn_.size()));
+    if (drawn_buffer_.view().size() < drawn_.size())
+      drawn_buffer_ = ops::template allocate<T>(backend_, drawn_.size());
+    ops::copy_to_backend(backend_, span<const T>(drawn_.data(), drawn_.size()),
+                         drawn_buffer_.view().first(drawn_.size()));
     ops::synchronize(backend_);  // drawn_ is the host's again
   }
 

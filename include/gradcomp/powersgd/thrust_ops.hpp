@@ -78,27 +78,6 @@ struct powersgd_rebuild_op {
   }
 };
 
-// The first item of each entry in one space.
-template <class T>
-struct powersgd_first_of {
-  const powersgd_entry<T>* entries;
-  std::size_t space;
-  GRADCOMP_HD std::uint64_t operator()(std::uint32_t t) const { return entries[t].first[space]; }
-};
-
-// f(entry, j) for item j of its entry, item k of the model in space `space`.
-template <class T, class F>
-struct powersgd_item_op {
-  const powersgd_entry<T>* entries;
-  std::uint32_t count;
-  std::size_t space;
-  F f;
-  GRADCOMP_HD void operator()(std::size_t k) const {
-    const powersgd_entry<T>& s = entries[segment_of(powersgd_first_of<T>{entries, space}, count, k)];
-    f(s, k - s.first[space]);
-  }
-};
-
 // The flags (powersgd_bad_gradient, powersgd_bad_sum) of item k in space `space`.
 template <class T>
 struct powersgd_check_op {
@@ -107,7 +86,7 @@ struct powersgd_check_op {
   std::size_t space;
   powersgd_check which;
   GRADCOMP_HD std::uint32_t operator()(std::size_t k) const {
-    const powersgd_entry<T>& s = entries[segment_of(powersgd_first_of<T>{entries, space}, count, k)];
+    const powersgd_entry<T>& s = entries[tensor_of_item(entries, count, space, k)];
     const std::uint64_t j = k - s.first[space];
     if (which == powersgd_check::round1) return is_finite_key<T>(magnitude_key(s.avg1[j])) ? 0u : powersgd_bad_gradient;
     if (which == powersgd_check::round2) return is_finite_key<T>(magnitude_key(s.avg2[j])) ? 0u : powersgd_bad_gradient;
@@ -120,28 +99,32 @@ struct powersgd_check_op {
 
 template <class T>
 struct powersgd_send_dense_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t j) const { s.out1[j] = s.g[j]; }
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t j) const {
+    s.out1[j] = s.g[j];
+  }
 };
 template <class T>
 struct powersgd_form_m_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t j) const {
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t j) const {
     s.m[j] = s.e == nullptr ? s.g[j] : static_cast<T>(s.g[j] + s.e[j]);
   }
 };
 template <class T>
 struct powersgd_start_q_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t j) const { s.qo[j] = s.q_from[j]; }
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t j) const {
+    s.qo[j] = s.q_from[j];
+  }
 };
 template <class T>
 struct powersgd_orthogonalize_q_item {
   double epsilon;
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t) const {
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t) const {
     powersgd_orthogonalize(s.qo, s.cols, s.rank, epsilon);
   }
 };
 template <class T>
 struct powersgd_project_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t k) const {
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t k) const {
     const std::size_t groups = powersgd_column_groups(s.rank), g = k % groups;
     powersgd_p_row(s.m, s.cols, s.qo, s.rank, k / groups, powersgd_group_first(g), powersgd_group_size(s.rank, g),
                    s.out1);
@@ -149,22 +132,26 @@ struct powersgd_project_item {
 };
 template <class T>
 struct powersgd_take_dense_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t j) const { s.update[j] = s.avg1[j]; }
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t j) const {
+    s.update[j] = s.avg1[j];
+  }
 };
 template <class T>
 struct powersgd_take_p_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t j) const { s.p[j] = s.avg1[j]; }
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t j) const {
+    s.p[j] = s.avg1[j];
+  }
 };
 template <class T>
 struct powersgd_orthogonalize_p_item {
   double epsilon;
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t) const {
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t) const {
     powersgd_orthogonalize(s.p, s.rows, s.rank, epsilon);
   }
 };
 template <class T>
 struct powersgd_project_back_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t k) const {
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t k) const {
     const std::size_t groups = powersgd_column_groups(s.rank), g = k % groups;
     powersgd_q_column(s.m, s.rows, s.cols, s.p, s.rank, k / groups, powersgd_group_first(g),
                       powersgd_group_size(s.rank, g), s.out2);
@@ -172,11 +159,13 @@ struct powersgd_project_back_item {
 };
 template <class T>
 struct powersgd_take_q_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t j) const { s.q[j] = s.avg2[j]; }
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t j) const {
+    s.q[j] = s.avg2[j];
+  }
 };
 template <class T>
 struct powersgd_rebuild_item {
-  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint64_t k) const {
+  GRADCOMP_HD void operator()(const powersgd_entry<T>& s, std::uint32_t, std::uint64_t k) const {
     powersgd_rebuild_element(s.p, s.q, s.cols, s.rank, k / s.cols, k % s.cols, s.update, s.m, s.e);
   }
 };
@@ -297,12 +286,13 @@ struct powersgd_ops<thrust_backend<System>> {
   }
 
  private:
-  // f(entry, j) for every item j of every entry in `space`: one launch (none for no items).
+  // f(entry, t, j) for every item j of every entry t in `space`: one launch (none for no items).
   template <class T, class F>
   static void each(const backend& on, const table<T>& t, std::size_t space, F f) {
     if (t.items[space] == 0) return;
     thrust::for_each_n(thrust_impl::exec<System>(on.stream), thrust::counting_iterator<std::size_t>(0),
-                       t.items[space], thrust_impl::powersgd_item_op<T, F>{t.device.view().data(), t.count, space, f});
+                       t.items[space],
+                       thrust_impl::model_item_op<powersgd_entry<T>, F>{t.device.view().data(), t.count, space, f});
   }
 };
 

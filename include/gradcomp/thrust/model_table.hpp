@@ -54,25 +54,26 @@ GRADCOMP_HD std::uint32_t segment_of(First first, std::uint32_t count, std::uint
   return lo;
 }
 
-// The first item of each tensor in one space.
-template <class T>
+// The first item of each tensor in one space, of a table of entries with their first items per
+// space (`first[space]`: model_tensor, or a method's own entry type).
+template <class Entry>
 struct first_item_of {
-  const model_tensor<T>* tensors;
+  const Entry* tensors;
   std::size_t space;
   GRADCOMP_HD std::uint64_t operator()(std::uint32_t t) const { return tensors[t].first[space]; }
 };
 
 // The tensor that item k of space `space` belongs to.
-template <class T>
-GRADCOMP_HD std::uint32_t tensor_of_item(const model_tensor<T>* tensors, std::uint32_t count, std::size_t space,
+template <class Entry>
+GRADCOMP_HD std::uint32_t tensor_of_item(const Entry* tensors, std::uint32_t count, std::size_t space,
                                          std::uint64_t k) {
-  return segment_of(first_item_of<T>{tensors, space}, count, k);
+  return segment_of(first_item_of<Entry>{tensors, space}, count, k);
 }
 
 // f(tensor, t, j) for item j of tensor t, item k of the model in space `space`.
-template <class T, class F>
+template <class Entry, class F>
 struct model_item_op {
-  const model_tensor<T>* tensors;
+  const Entry* tensors;
   std::uint32_t count;
   std::size_t space;
   F f;
@@ -161,7 +162,7 @@ class model_table {
   void for_each_item(stream_t stream, std::size_t space, F f) const {
     if (items_[space] == 0) return;
     thrust::for_each_n(exec<System>(stream), thrust::counting_iterator<std::size_t>(0), items_[space],
-                       model_item_op<T, F>{tensors(), size(), space, f});
+                       model_item_op<model_tensor<T>, F>{tensors(), size(), space, f});
   }
   // f(tensor, t) for every tensor t: one launch.
   template <class F>
