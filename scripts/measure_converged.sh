@@ -16,7 +16,8 @@
 #   scripts/measure_converged.sh [BUILD_DIR]     (default build/, as scripts/run_tests.sh leaves it)
 #   scripts/measure_converged.sh --table         the table from the committed runs only
 #   scripts/measure_converged.sh --list          the runs, one line each, without running them
-# Environment: WORKERS (default "8 4"), SEEDS (default "1 2 3"), JOBS (default 2).
+# Environment: WORKERS (default "8 4"), SEEDS (default "1 2 3"), JOBS (default 2), VARIANTS (the
+# labels below to run, default all of them, in their order).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$root/docs/results/converged"
@@ -33,15 +34,22 @@ variants=(
   "ef_signsgd|--modes ef_signsgd"
   "powersgd_r1|--modes powersgd_r1"
   "powersgd_r2|--modes powersgd_r2"
+  # The hyperparameters of the papers of methods that end below dense here: top-k with error
+  # feedback at the 1% density of Aji & Heafield (2017, 99% of the gradient dropped), EF-SignSGD
+  # with the weight decay of Karimireddy et al. (2019; no momentum, as its mode already runs).
+  "topk_ef_density1|--modes topk_ef --density 0.01"
+  "ef_signsgd_wd5e-4|--modes ef_signsgd --weight-decay 5e-4"
 )
 
-# The runs not yet in DIR: jobs_list DIR "WORKERS" "SEEDS" "SCHEDULE" VARIANT...
+# The runs not yet in DIR: jobs_list DIR "WORKERS" "SEEDS" "SCHEDULE" VARIANT... (those of
+# VARIANTS only, where it is set)
 jobs_list() {
   local dir="$1" worker_counts="$2" seeds="$3" sched="$4" workers seed v
   shift 4
   for workers in $worker_counts; do
     for seed in $seeds; do
       for v in "$@"; do
+        [[ -z "${VARIANTS:-}" || " $VARIANTS " == *" ${v%%|*} "* ]] || continue
         local file="$dir/w${workers}_${v%%|*}_s${seed}.json"
         [[ -f "$file" ]] || echo "$file|--workers $workers --seeds $seed ${v#*|} $sched"
       done
@@ -81,6 +89,10 @@ run_one() {
   "$binary" $args --cache "$cache/idx_$$" --json "$file.part" > "$file.log" 2>&1 || status=$?
   rm -rf "$cache/idx_$$"
   if [[ $status -ne 0 ]]; then echo "failed ($status): $file.log" >&2; return 1; fi
+  # The run's label (its file's), which the summary groups by.
+  local base="${file##*/}"
+  base="${base#w*_}"
+  sed -i "s/^{/{\"variant\": \"${base%_s*}\", /" "$file.part"
   mv "$file.part" "$file" && rm -f "$file.log" && echo "done: $(basename "$file")"
 }
 export -f run_one

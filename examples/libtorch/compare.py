@@ -42,7 +42,10 @@ def run(args, runs_path):
 
 
 def label(run):
-    """The mode, and the small-tensor rule where the run set one: dgc_floor8, topk_ef_dense16."""
+    """The run's variant where it names one (scripts/measure_converged.sh), else the mode, and the
+    small-tensor rule where the run set one: dgc_floor8, topk_ef_dense16."""
+    if run.get("variant"):
+        return run["variant"]
     kept = run.get("min_kept", 0)
     return f"{run['mode']}_{run['small_tensors']}{kept}" if kept else run["mode"]
 
