@@ -444,11 +444,9 @@ class powersgd_compressor {
     ops::synchronize(backend_);  // drawn_ is the host's again
   }
 
-  static T* data_or_null(const buffer<T>& b) noexcept {
-    return b.view().empty() ? nullptr : const_cast<T*>(b.view().data());
-  }
+  static T* data_or_null(buffer<T>& b) noexcept { return b.view().empty() ? nullptr : b.view().data(); }
   // Entry t's buffers: tensor t's own (a copied compressor binds its copies).
-  void set_buffers(detail::powersgd_entry<T>& x, const tensor& s) const noexcept {
+  static void set_buffers(detail::powersgd_entry<T>& x, tensor& s) noexcept {
     x.e = data_or_null(s.e);
     x.m = data_or_null(s.m);
     x.qo = data_or_null(s.qo);
@@ -466,7 +464,7 @@ class powersgd_compressor {
     std::uint64_t first[d::powersgd_spaces] = {};
     std::size_t dense_at = 0, p_at = compressing ? dense_size_ : total_size_, drawn_at = 0;
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      const tensor& s = tensors_[t];
+      tensor& s = tensors_[t];
       d::powersgd_entry<T>& x = entries_[t];
       const bool c = compressing && s.info.compressed;
       set_buffers(x, s);
