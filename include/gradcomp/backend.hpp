@@ -106,6 +106,22 @@ struct own_buffers {
   std::uint64_t param = 0;
 };
 
+/// One tensor of a whole-model launch: the entry of a model's table in the backend's memory
+/// (thrust/model_table.hpp), filled on the host at every step.
+template <class T>
+struct model_tensor {
+  const T* g = nullptr;     ///< the step's gradient
+  T* e = nullptr;           ///< its error buffer (null: none)
+  T* values = nullptr;      ///< its message values
+  float* scales = nullptr;  ///< its per-bucket scales (null: none)
+  std::uint32_t* indices = nullptr;   ///< its message positions (a sparse method's compressed tensor)
+  void* aux[2] = {nullptr, nullptr};  ///< buffers of the method's own (own_buffers)
+  std::uint64_t param = 0;            ///< a constant of the method's (AdaComp's bin size)
+  std::uint64_t numel = 0;            ///< its elements
+  std::uint64_t first[model_items::spaces] = {};  ///< its first work item in each space
+  std::uint64_t items[model_items::spaces] = {};  ///< its work items in each space
+};
+
 /// The work-over-tensors members of `ops<B>` for a backend that runs one tensor after the other
 /// (each tensor's operations already parallel inside its system), with one workspace slot: an
 /// `ops` specialisation derives from it.

@@ -71,6 +71,67 @@ template <class U, class Kernels>
 using separate_view = span<U, separate_space<Kernels>>;
 
 /// @cond GRADCOMP_INTERNAL
+// An object that the unit compiling a separate backend's kernels made, held by host code by its
+// address: Owner::copy(address) makes a copy of it (deep: a copy works on its own), and
+// Owner::release(address) destroys it; null is no object.
+template <class Owner>
+class separate_handle {
+ public:
+  separate_handle() = default;
+  explicit separate_handle(void* address) noexcept : address_(address) {}
+  separate_handle(const separate_handle& other) : address_(other.address_ ? Owner::copy(other.address_) : nullptr) {}
+  separate_handle(separate_handle&& other) noexcept : address_(std::exchange(other.address_, nullptr)) {}
+  separate_handle& operator=(const separate_handle& other) { return copy_assign(*this, other); }
+  separate_handle& operator=(separate_handle&& other) noexcept {
+    separate_handle taken(std::move(other));
+    std::swap(address_, taken.address_);
+    return *this;
+  }
+  ~separate_handle() { Owner::release(address_); }
+
+  void* address() noexcept { return address_; }
+  const void* address() const noexcept { return address_; }
+
+ private:
+  void* address_ = nullptr;
+};
+
+// A model's table on a separate backend, for the methods whose kernels do a whole model's work at
+// once (their `model<T>` there): the Thrust backend's table (thrust/model_table.hpp), which the
+// unit that compiles the kernels creates, copies, binds and releases.
+template <class Kernels, class T>
+struct separate_model_table {
+  // Called by bind for every tensor t with its entry, which it may change.
+  using fill_fn = void (*)(void* context, std::size_t t, model_tensor<T>& entry);
+  static void* create(span<const std::size_t> numel, span<const model_items> items);
+  static void* copy(const void* table);
+  static void release(void* table) noexcept;
+  static void bind(const separate_backend<Kernels>& on, void* table, fill_fn fill, void* context);
+};
+
+// A method's `model<T>` on a separate backend: owns a table (above); a copy is a table of its own,
+// as on the Thrust backend, so that a copy of a compressor steps on its own buffers.
+template <class Kernels, class T>
+class separate_model : public separate_handle<separate_model_table<Kernels, T>> {
+  using table = separate_model_table<Kernels, T>;
+
+ public:
+  separate_model() = default;
+  // The table of tensors of numel[t] elements and items[t] work items (model_table's).
+  separate_model(span<const std::size_t> numel, span<const model_items> items)
+      : separate_handle<table>(table::create(numel, items)) {}
+
+  // model_table::bind: fill(t, entry) for every tensor, an upload only where an entry changed.
+  template <class Fill>
+  void bind(const separate_backend<Kernels>& on, Fill fill) {
+    if (this->address() == nullptr) return;
+    table::bind(
+        on, this->address(),
+        [](void* context, std::size_t t, model_tensor<T>& entry) { (*static_cast<Fill*>(context))(t, entry); },
+        static_cast<void*>(&fill));
+  }
+};
+
 // A method's kernels on a separate backend are a struct `Struct<Kernels, T>` whose operations one
 // list names, each as X(name, (parameters), (arguments)), a parameter `on` first; the list
 // declares them here (GRADCOMP_SEPARATE_DECLARE) and defines them, each the Thrust backend's
@@ -84,6 +145,8 @@ using separate_view = span<U, separate_space<Kernels>>;
     using backend = separate_backend<Kernels>;  \
     template <class U>                          \
     using view = separate_view<U, Kernels>;     \
+    template <class U>                          \
+    using model = separate_model<Kernels, U>;   \
     LIST(GRADCOMP_SEPARATE_DECLARE)             \
   }
 /// @endcond
@@ -97,11 +160,13 @@ struct separate_method_ops : Kernels_of<Kernels, float>, Kernels_of<Kernels, dou
   using f = Kernels_of<Kernels, float>;
   using d = Kernels_of<Kernels, double>;
 };
-// The kernels of a method whose step is measure (per tensor), plan (per step, the same for every
-// T) and apply (per tensor): the quantisers'.
+// The kernels of a method whose step is measure, plan (per step, the same for every T) and apply,
+// measure and apply over a whole model at once (its `model<T>`) or per tensor: the quantisers'.
 template <template <class, class> class Kernels_of, class Kernels>
 struct separate_quantiser_ops : separate_method_ops<Kernels_of, Kernels> {
   using base = separate_method_ops<Kernels_of, Kernels>;
+  template <class T>
+  using model = separate_model<Kernels, T>;
   using base::f::measure, base::d::measure, base::f::plan, base::f::apply, base::d::apply;
 };
 /// @endcond

@@ -28,14 +28,15 @@
 
 /// Compiles the kernels of `separate_backend<Kernels>` for Thrust system `System` (for `float` and
 /// `double`), every method's, at namespace scope, in exactly one translation unit of the program.
-#define GRADCOMP_INSTANTIATE_KERNELS(Kernels, System)                                 \
-  GRADCOMP_INSTANTIATE_GENERIC_KERNELS(Kernels, System);                              \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::adacomp_separate_kernels, Kernels); \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::dgc_separate_kernels, Kernels);     \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::ef_sign_separate_kernels, Kernels); \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::isgq_separate_kernels, Kernels);    \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::onebit_separate_kernels, Kernels);  \
+#define GRADCOMP_INSTANTIATE_KERNELS(Kernels, System)                                  \
+  GRADCOMP_INSTANTIATE_GENERIC_KERNELS(Kernels, System);                               \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::adacomp_separate_kernels, Kernels);  \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::dgc_separate_kernels, Kernels);      \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::ef_sign_separate_kernels, Kernels);  \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::isgq_separate_kernels, Kernels);     \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::onebit_separate_kernels, Kernels);   \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::powersgd_separate_kernels, Kernels); \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::qsgd_separate_kernels, Kernels);    \
-  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::saef_separate_kernels, Kernels);    \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::powersgd_separate_table, Kernels);   \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::qsgd_separate_kernels, Kernels);     \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::saef_separate_kernels, Kernels);     \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::terngrad_separate_kernels, Kernels)

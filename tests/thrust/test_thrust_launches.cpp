@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -23,11 +24,21 @@
 #include <gradcomp/thrust/wire_decode.hpp>
 #include <gradcomp/thrust/wire_encode.hpp>
 
+#include <gradcomp/separate_kernels.hpp>
+
 #include "thrust/counting_system.hpp"
+
+namespace gradcomp_test {
+struct counting_kernels {};
+}  // namespace gradcomp_test
+// The same kernels behind a separate backend, compiled in this unit: its steps must dispatch what
+// the Thrust backend's do.
+GRADCOMP_INSTANTIATE_KERNELS(gradcomp_test::counting_kernels, gradcomp_test::counting::tag);
 
 namespace {
 
 using backend = gradcomp::thrust_backend<gradcomp_test::counting::tag>;
+using separate = gradcomp::separate_backend<gradcomp_test::counting_kernels>;
 using gradcomp::detail::thrust_impl::host_transfer_count;
 
 struct layer {
@@ -53,28 +64,31 @@ std::vector<layer> resnet50(std::size_t count, std::size_t cut = 8) {
   return out;
 }
 
-// Gradients of the layers in the backend's memory, with values of every magnitude (times `scale`),
-// and the same on the host.
-struct gradients {
-  std::vector<gradcomp::backend_buffer<float, backend>> buffers;
-  std::vector<gradcomp::backend_span<const float, backend>> views;
+// Gradients of the layers in the memory of backend B, with values of every magnitude (times
+// `scale`), and the same on the host.
+template <class B>
+struct gradients_on {
+  std::vector<gradcomp::backend_buffer<float, B>> buffers;
+  std::vector<gradcomp::backend_span<const float, B>> views;
   std::vector<std::vector<float>> host;
 
-  explicit gradients(const std::vector<layer>& layers, float scale = 1.0f) {
+  explicit gradients_on(const std::vector<layer>& layers, float scale = 1.0f) {
     for (std::size_t t = 0; t < layers.size(); ++t) {
       std::size_t n = 1;
       for (std::size_t d : layers[t].shape) n *= d;
       std::vector<float>& h = host.emplace_back(n);
       for (std::size_t i = 0; i < n; ++i) h[i] = (static_cast<float>((i * 37 + t * 11) % 101) / 8.0f - 6.0f) * scale;
-      buffers.push_back(gradcomp::allocate_buffer<float>(backend{}, n));
-      REQUIRE(gradcomp::copy_to_backend(backend{}, gradcomp::span<const float>(h.data(), n), buffers.back().view()));
+      buffers.push_back(gradcomp::allocate_buffer<float>(B{}, n));
+      REQUIRE(gradcomp::copy_to_backend(B{}, gradcomp::span<const float>(h.data(), n), buffers.back().view()));
       views.push_back(gradcomp::readonly(buffers.back().view()));
     }
   }
 };
+using gradients = gradients_on<backend>;
 
 // The gradients' host copies, as the CPU backend takes them.
-std::vector<gradcomp::span<const float>> host_views(const gradients& g) {
+template <class B>
+std::vector<gradcomp::span<const float>> host_views(const gradients_on<B>& g) {
   std::vector<gradcomp::span<const float>> out;
   for (const auto& h : g.host) out.push_back(gradcomp::span<const float>(h.data(), h.size()));
   return out;
@@ -87,7 +101,7 @@ std::size_t count_step(std::size_t tensors, Make make, std::size_t cut = 8) {
   const auto layers = resnet50(tensors, cut);
   auto c = make();
   for (const auto& l : layers) c.add_tensor(l.name, l.shape);
-  gradients g(layers);
+  gradients_on<std::decay_t<decltype(c.backend())>> g(layers);
   REQUIRE(c.compress(g.views));
   REQUIRE(c.stats());
   const auto transfers = host_transfer_count.load();
@@ -170,14 +184,15 @@ void check_counts(const expected_counts& e, Make make) {
 
 }  // namespace
 
-TEST_CASE("launches per step: DGC, exact and sampled, with clipping") {
+// On the Thrust backend and on a separate backend whose kernels are the Thrust backend's.
+TEST_CASE_TEMPLATE("launches per step: DGC, exact and sampled, with clipping", B, backend, separate) {
   gradcomp::dgc_config exact;
   exact.selection = gradcomp::selection_method::exact_topk;
   exact.clip_norm = 1.0;
-  check_counts({"dgc exact", 31, 32, 32}, [&] { return gradcomp::dgc_compressor<float, backend>(exact); });
+  check_counts({"dgc exact", 31, 32, 32}, [&] { return gradcomp::dgc_compressor<float, B>(exact); });
   gradcomp::dgc_config sampled;
   sampled.clip_norm = 1.0;
-  check_counts({"dgc sampled", 46, 47, 47}, [&] { return gradcomp::dgc_compressor<float, backend>(sampled); });
+  check_counts({"dgc sampled", 46, 47, 47}, [&] { return gradcomp::dgc_compressor<float, B>(sampled); });
 }
 
 namespace {
@@ -257,18 +272,16 @@ TEST_CASE("launches per step: DGC at full sizes, the sample-guided top-k include
   }
 }
 
-TEST_CASE("launches per step: the quantisers and AdaComp") {
+TEST_CASE_TEMPLATE("launches per step: the quantisers and AdaComp", B, backend, separate) {
   // A whole model at once (thrust/model_table.hpp): EF-SignSGD and TernGrad take two per level of
   // their sums (one level at these sizes, at most three) and three more.
   check_counts({"ef_signsgd", 5, 5, 5},
-               [] { return gradcomp::ef_signsgd_compressor<float, backend>(gradcomp::ef_signsgd_config{}); });
-  check_counts({"terngrad", 5, 5, 5},
-               [] { return gradcomp::terngrad_compressor<float, backend>(gradcomp::terngrad_config{}); });
+               [] { return gradcomp::ef_signsgd_compressor<float, B>(gradcomp::ef_signsgd_config{}); });
+  check_counts({"terngrad", 5, 5, 5}, [] { return gradcomp::terngrad_compressor<float, B>(gradcomp::terngrad_config{}); });
   check_counts({"onebit_sgd", 5, 5, 5},
-               [] { return gradcomp::onebit_sgd_compressor<float, backend>(gradcomp::onebit_sgd_config{}); });
-  check_counts({"qsgd", 4, 4, 4}, [] { return gradcomp::qsgd_compressor<float, backend>(gradcomp::qsgd_config{}); });
-  check_counts({"adacomp", 7, 7, 7},
-               [] { return gradcomp::adacomp_compressor<float, backend>(gradcomp::adacomp_config{}); });
+               [] { return gradcomp::onebit_sgd_compressor<float, B>(gradcomp::onebit_sgd_config{}); });
+  check_counts({"qsgd", 4, 4, 4}, [] { return gradcomp::qsgd_compressor<float, B>(gradcomp::qsgd_config{}); });
+  check_counts({"adacomp", 7, 7, 7}, [] { return gradcomp::adacomp_compressor<float, B>(gradcomp::adacomp_config{}); });
 }
 
 TEST_CASE("launches per message: the device encoder and decoder") {
@@ -384,7 +397,7 @@ TEST_CASE("launches per step: a copy of a compressor steps on its own buffers") 
   check_same_step(copy, copied_reference);
 }
 
-TEST_CASE("launches per step: SAEF around DGC (exact top-k)") {
+TEST_CASE_TEMPLATE("launches per step: SAEF around DGC (exact top-k)", B, backend, separate) {
   // The worker's momentum is one launch over every tensor (saef/thrust_ops.hpp), then DGC's step
   // on u, whose buffers alternate between two sets (the table is uploaded each step, a copy). The
   // worker reads the step's outcome to keep or drop its new momentum: the records and the verdict,
@@ -395,10 +408,10 @@ TEST_CASE("launches per step: SAEF around DGC (exact top-k)") {
   std::vector<std::size_t> counts;
   for (const std::size_t tensors : {std::size_t(1), std::size_t(10), std::size_t(161)}) {
     const auto layers = resnet50(tensors);
-    gradcomp::dgc_compressor<float, backend> c(cfg);
+    gradcomp::dgc_compressor<float, B> c(cfg);
     for (const auto& l : layers) c.add_tensor(l.name, l.shape);
-    gradcomp::saef_worker<gradcomp::dgc_compressor<float, backend>> worker(c, gradcomp::saef_config{});
-    gradients g(layers);
+    gradcomp::saef_worker<gradcomp::dgc_compressor<float, B>> worker(c, gradcomp::saef_config{});
+    gradients_on<B> g(layers);
     REQUIRE(worker.step(g.views));
     REQUIRE(c.stats());
     const auto transfers = host_transfer_count.load();
@@ -421,12 +434,13 @@ struct powersgd_step_counts {
   std::size_t begin = 0, first = 0, second = 0;
 };
 
-powersgd_step_counts powersgd_step(gradcomp::powersgd_compressor<float, backend>& on_thrust,
-                                   gradcomp::powersgd_compressor<float>& on_cpu, const gradients& g) {
+template <class B>
+powersgd_step_counts powersgd_step(gradcomp::powersgd_compressor<float, B>& on_thrust,
+                                   gradcomp::powersgd_compressor<float>& on_cpu, const gradients_on<B>& g) {
   powersgd_step_counts counts;
   std::size_t before = gradcomp_test::counting::dispatches;
-  auto payload = on_thrust.begin_step(gradcomp::span<const gradcomp::backend_span<const float, backend>>(
-      g.views.data(), g.views.size()));
+  auto payload =
+      on_thrust.begin_step(gradcomp::span<const gradcomp::backend_span<const float, B>>(g.views.data(), g.views.size()));
   REQUIRE(payload);
   counts.begin = gradcomp_test::counting::dispatches - before;
   const auto cpu_grads = host_views(g);
@@ -446,9 +460,8 @@ powersgd_step_counts powersgd_step(gradcomp::powersgd_compressor<float, backend>
   for (std::size_t t = 0; t < on_cpu.num_tensors(); ++t) {
     CAPTURE(t);
     std::vector<float> update(on_thrust.update(t).size());
-    REQUIRE(
-        gradcomp::copy_to_host(backend{}, on_thrust.update(t), gradcomp::span<float>(update.data(), update.size())));
-    gradcomp::synchronize(backend{});
+    REQUIRE(gradcomp::copy_to_host(B{}, on_thrust.update(t), gradcomp::span<float>(update.data(), update.size())));
+    gradcomp::synchronize(B{});
     const auto expected = on_cpu.update(t);
     REQUIRE(update.size() == expected.size());
     CHECK(std::memcmp(update.data(), expected.data(), expected.size_bytes()) == 0);
@@ -458,7 +471,7 @@ powersgd_step_counts powersgd_step(gradcomp::powersgd_compressor<float, backend>
 
 }  // namespace
 
-TEST_CASE("launches per step: PowerSGD's two rounds, whatever the tensors") {
+TEST_CASE_TEMPLATE("launches per step: PowerSGD's two rounds, whatever the tensors", B, backend, separate) {
   // The step's operations over the whole model (powersgd/model.hpp, powersgd/thrust_ops.hpp):
   // begin_step checks every gradient and sum in one reduction, sends the dense tensors, forms
   // every M, starts and orthogonalises every Q and projects every P (6 dispatches); round 1's end
@@ -474,13 +487,13 @@ TEST_CASE("launches per step: PowerSGD's two rounds, whatever the tensors") {
       const auto layers = resnet50(tensors);
       gradcomp::powersgd_config cfg;
       cfg.rank = rank;
-      gradcomp::powersgd_compressor<float, backend> on_thrust(cfg);
+      gradcomp::powersgd_compressor<float, B> on_thrust(cfg);
       gradcomp::powersgd_compressor<float> on_cpu(cfg);
       for (const auto& l : layers) {
         on_thrust.add_tensor(l.name, l.shape);
         on_cpu.add_tensor(l.name, l.shape);
       }
-      gradients first(layers), second(layers, -0.75f);
+      gradients_on<B> first(layers), second(layers, -0.75f);
       powersgd_step(on_thrust, on_cpu, first);
       const auto transfers = host_transfer_count.load();
       counts.push_back(powersgd_step(on_thrust, on_cpu, second));

@@ -266,11 +266,11 @@ struct k_of_size {
   }
   template <class T>
   GRADCOMP_HD gradcomp::detail::thrust_impl::model_topk_mode operator()(
-      const gradcomp::detail::thrust_impl::model_tensor<T>&, std::uint32_t, std::size_t size) const {
+      const gradcomp::detail::model_tensor<T>&, std::uint32_t, std::size_t size) const {
     return {(*this)(size), gradcomp::detail::thrust_impl::model_topk_kind::planned, 0};
   }
   template <class T>
-  gradcomp::detail::thrust_impl::model_topk_bounds bounds(const gradcomp::detail::thrust_impl::model_tensor<T>&,
+  gradcomp::detail::thrust_impl::model_topk_bounds bounds(const gradcomp::detail::model_tensor<T>&,
                                                           std::size_t size) const {
     return gradcomp::detail::thrust_impl::planned_bounds(size, (*this)(size));
   }
@@ -278,7 +278,7 @@ struct k_of_size {
 
 template <class T>
 struct write_index {
-  GRADCOMP_HD void operator()(const gradcomp::detail::thrust_impl::model_tensor<T>& x, std::uint32_t, std::uint64_t j,
+  GRADCOMP_HD void operator()(const gradcomp::detail::model_tensor<T>& x, std::uint32_t, std::uint64_t j,
                               std::uint32_t index) const {
     x.indices[j] = index;
   }
@@ -323,7 +323,7 @@ struct model_fixture {
     m = gradcomp::detail::thrust_impl::model_table<T, System>(
         gradcomp::span<const std::size_t>(numel.data(), numel.size()),
         gradcomp::span<const gradcomp::detail::model_items>(items.data(), items.size()));
-    m.bind(b, [&](std::size_t t, gradcomp::detail::thrust_impl::model_tensor<T>& entry) {
+    m.bind(b, [&](std::size_t t, gradcomp::detail::model_tensor<T>& entry) {
       entry.e = cases[t].selected ? values[t].view().data() : nullptr;
       entry.indices = indices[t].view().data();
     });

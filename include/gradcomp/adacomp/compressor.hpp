@@ -157,7 +157,7 @@ class adacomp_compressor : public detail::compressor_base<adacomp_compressor<T, 
       const std::size_t bin = t < bins_.size() ? bins_[t].bin
                               : info.compressed ? adding_bin_
                                                 : detail::adacomp_dense_bin;
-      return kernels::model_items_of(info.numel, bin, info.compressed);
+      return detail::adacomp_model_items(info.numel, bin, info.compressed);
     } else {
       return base::model_items(t, info);
     }

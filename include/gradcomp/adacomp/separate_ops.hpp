@@ -15,6 +15,13 @@ namespace detail {
 // The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
 #define GRADCOMP_DETAIL_ADACOMP_SEPARATE(X)                                                                    \
   X(measure,                                                                                                   \
+    (const backend& on, const model<T>& m, view<std::uint32_t> offsets, view<adacomp_record> records),         \
+    (on, m, offsets, records))                                                                                 \
+  X(apply,                                                                                                     \
+    (const backend& on, const model<T>& m, view<const std::uint32_t> offsets, view<adacomp_record> records,    \
+     view<const adacomp_step_record> step),                                                                    \
+    (on, m, offsets, records, step))                                                                           \
+  X(measure,                                                                                                   \
     (const backend& on, view<const T> g, view<const T> r, std::size_t bin, view<adacomp_bin<T>> bins,          \
      view<adacomp_chunk<T>> chunks, view<std::uint32_t> offsets, view<adacomp_record> records, std::size_t t), \
     (on, g, r, bin, bins, chunks, offsets, records, t))                                                        \

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../backend.hpp"
 #include "../config.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/step_verdict.hpp"
@@ -182,6 +183,17 @@ struct adacomp_ops;
 // errc::state_overflow.
 GRADCOMP_HD inline void plan_step(const adacomp_record* r, std::size_t count, adacomp_step_record* step) noexcept {
   step->status = finite_verdict(r, count, &adacomp_record::g_finite, &adacomp_record::G_finite);
+}
+
+// A tensor's work items in the whole-model launches (model_items, backend.hpp): in space 0 its bins
+// when compressed (else its elements), in space 1 its bins, in space 2 its chunks of bins.
+inline model_items adacomp_model_items(std::size_t numel, std::size_t bin, bool compressed) noexcept {
+  const std::size_t bins = adacomp_bins(numel, bin);
+  model_items items;
+  items.count[0] = compressed ? bins : numel;
+  items.count[1] = bins;
+  items.count[2] = adacomp_chunks(bins);
+  return items;
 }
 
 }  // namespace detail

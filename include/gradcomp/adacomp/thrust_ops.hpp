@@ -180,16 +180,6 @@ template <class System>
 struct adacomp_ops<thrust_backend<System>> {
   template <class T>
   using model = thrust_impl::model_table<T, System>;
-  // A tensor's work items: in space 0 its bins when compressed (else its elements), in space 1
-  // its bins, in space 2 its chunks of bins.
-  static model_items model_items_of(std::size_t numel, std::size_t bin, bool compressed) noexcept {
-    const std::size_t bins = adacomp_bins(numel, bin);
-    model_items items;
-    items.count[0] = compressed ? bins : numel;
-    items.count[1] = bins;
-    items.count[2] = adacomp_chunks(bins);
-    return items;
-  }
 
   // `offsets` holds every bin of the model, in the order of the tensors.
   template <class T>

@@ -443,7 +443,7 @@ class dgc_compressor : public detail::compressor_base<dgc_compressor<T, Backend>
   // (so a device's payload comes to the host with the records, in one synchronisation), and its
   // statistics are the schedule's: the stage, the density, k as the target, the clip coefficient.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
-    if constexpr (base::whole_model) return kernels::model_items_of(info.numel, info.compressed);
+    if constexpr (base::whole_model) return detail::dgc_model_items(info.numel, info.compressed);
     else return base::model_items(t, info);
   }
   detail::own_buffers model_buffers(std::size_t t) noexcept {

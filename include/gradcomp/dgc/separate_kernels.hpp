@@ -13,6 +13,40 @@ namespace detail {
 template <class Kernels>
 using dgc_thrust_ops = dgc_ops<thrust_of_t<Kernels>>;
 
+GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, read_gradients, void)(const backend& on, gradient_read read,
+                                                                     const model<T>& m,
+                                                                     view<dgc_tensor_record<T>> records) {
+  dgc_thrust_ops<Kernels>::read_gradients(as_thrust(on), read, as_thrust(m), as_thrust(records));
+}
+GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, exact_bounds, void)(const backend& on, momentum_kind kind, T mom,
+                                                                   const model<T>& m,
+                                                                   view<dgc_tensor_record<T>> records) {
+  dgc_thrust_ops<Kernels>::exact_bounds(as_thrust(on), kind, mom, as_thrust(m), as_thrust(records));
+}
+GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, dense_steps, void)(const backend& on, const model<T>& m,
+                                                                  view<dgc_tensor_record<T>> records,
+                                                                  view<const dgc_step_record> step) {
+  dgc_thrust_ops<Kernels>::dense_steps(as_thrust(on), as_thrust(m), as_thrust(records), as_thrust(step));
+}
+GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, accumulate, void)(const backend& on, const dgc_tensor_plan<T>& p,
+                                                                 const model<T>& m,
+                                                                 view<dgc_tensor_record<T>> records,
+                                                                 view<const dgc_step_record> step) {
+  dgc_thrust_ops<Kernels>::accumulate(as_thrust(on), p, as_thrust(m), as_thrust(records), as_thrust(step));
+}
+GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, select_exact, void)(const backend& on, const dgc_tensor_plan<T>& p,
+                                                                   kept_rule k_of, const model<T>& m,
+                                                                   view<dgc_tensor_record<T>> records,
+                                                                   view<const dgc_step_record> step) {
+  dgc_thrust_ops<Kernels>::select_exact(as_thrust(on), p, k_of, as_thrust(m), as_thrust(records), as_thrust(step));
+}
+GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, select_sampled, void)(
+    const backend& on, const dgc_tensor_plan<T>& p, const sampled_threshold_config& cfg, kept_rule k_of,
+    std::uint64_t seed, std::uint64_t step_number, const model<T>& m, view<dgc_tensor_record<T>> records,
+    view<const dgc_step_record> step) {
+  dgc_thrust_ops<Kernels>::select_sampled(as_thrust(on), p, cfg, k_of, seed, step_number, as_thrust(m),
+                                          as_thrust(records), as_thrust(step));
+}
 GRADCOMP_SEPARATE_KERNEL(dgc_separate_kernels, workspace_bytes, std::size_t)(const sampled_threshold_config& cfg,
                                                                              std::size_t n, std::size_t k) {
   return dgc_thrust_ops<Kernels>::template workspace_bytes<T>(thrust_of_t<Kernels>{}, cfg, n, k);

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../backend.hpp"
 #include "../config.hpp"
 #include "../detail/state_bounds.hpp"
 #include "../error.hpp"
@@ -224,6 +225,14 @@ GRADCOMP_HD void commit_dgc_step(dgc_tensor_record<T>* r, std::size_t count, dgc
 // dgc/thrust_ops.hpp).
 template <class Backend>
 struct dgc_ops;
+
+// A tensor's work items in the whole-model launches (model_items, backend.hpp): its elements, in
+// space 0 when it is sent dense, in space 1 when compressed.
+inline model_items dgc_model_items(std::size_t numel, bool compressed) noexcept {
+  model_items items;
+  items.count[compressed ? 1 : 0] = numel;
+  return items;
+}
 
 }  // namespace detail
 }  // namespace gradcomp

@@ -331,13 +331,6 @@ struct dgc_ops<thrust_backend<System>> {
   // (select_step).
   template <class T>
   using model = thrust_impl::model_table<T, System>;
-  // A tensor's work items: its elements, in space 0 when it is sent dense, in space 1 when
-  // compressed.
-  static model_items model_items_of(std::size_t numel, bool compressed) noexcept {
-    model_items items;
-    items.count[compressed ? 1 : 0] = numel;
-    return items;
-  }
 
   template <class T>
   static void read_gradients(const backend& on, gradient_read read, const model<T>& m,

@@ -15,6 +15,13 @@ namespace detail {
 // The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
 #define GRADCOMP_DETAIL_EF_SIGN_SEPARATE(X)                                                                   \
   X(measure,                                                                                                  \
+    (const backend& on, T lr, const model<T>& m, view<ef_sign_record> records),                               \
+    (on, lr, m, records))                                                                                     \
+  X(apply,                                                                                                    \
+    (const backend& on, T lr, const model<T>& m, view<const ef_sign_record> records,                          \
+     view<const ef_sign_step_record> step),                                                                   \
+    (on, lr, m, records, step))                                                                               \
+  X(measure,                                                                                                  \
     (const backend& on, T lr, view<const T> g, view<const T> e, view<ef_sign_record> records, std::size_t t), \
     (on, lr, g, e, records, t))                                                                               \
   X(plan,                                                                                                     \

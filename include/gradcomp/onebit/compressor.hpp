@@ -137,7 +137,7 @@ class onebit_sgd_compressor : public detail::compressor_base<onebit_sgd_compress
   // The kernels' work items of a tensor in a whole-model step.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
     if constexpr (base::whole_model)
-      return kernels::model_items_of(info.numel, info.compressed ? columns_of(info.shape) : 1);
+      return detail::onebit_model_items(info.numel, info.compressed ? columns_of(info.shape) : 1);
     else return base::model_items(t, info);
   }
   // Its block sums and column values, in a whole-model step.

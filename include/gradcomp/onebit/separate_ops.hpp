@@ -15,6 +15,13 @@ namespace detail {
 // The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
 #define GRADCOMP_DETAIL_ONEBIT_SEPARATE(X)                                                          \
   X(measure,                                                                                        \
+    (const backend& on, const model<T>& m, view<onebit_record> records),                            \
+    (on, m, records))                                                                               \
+  X(apply,                                                                                          \
+    (const backend& on, const model<T>& m, view<const onebit_record> records,                       \
+     view<const onebit_step_record> step),                                                          \
+    (on, m, records, step))                                                                         \
+  X(measure,                                                                                        \
     (const backend& on, view<const T> g, view<const T> r, view<onebit_partial<T>> partials,         \
      view<onebit_column> cols, view<onebit_record> records, std::size_t t),                         \
     (on, g, r, partials, cols, records, t))                                                         \

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../backend.hpp"
 #include "../config.hpp"
 #include "../detail/magnitude.hpp"
 #include "../detail/step_verdict.hpp"
@@ -148,6 +149,16 @@ struct onebit_ops;
 // binary32) refuses it with errc::state_overflow.
 GRADCOMP_HD inline void plan_step(const onebit_record* r, std::size_t count, onebit_step_record* step) noexcept {
   step->status = finite_verdict(r, count, &onebit_record::g_finite, &onebit_record::v_finite);
+}
+
+// A tensor's work items in the whole-model launches (model_items, backend.hpp): its elements (space
+// 0), its blocks of rows times its columns (1), its columns (2).
+inline model_items onebit_model_items(std::size_t numel, std::size_t columns) noexcept {
+  model_items items;
+  items.count[0] = numel;
+  items.count[1] = onebit_blocks(numel, columns) * columns;
+  items.count[2] = columns;
+  return items;
 }
 
 }  // namespace detail

@@ -137,15 +137,6 @@ template <class System>
 struct onebit_ops<thrust_backend<System>> {
   template <class T>
   using model = thrust_impl::model_table<T, System>;
-  // A tensor's work items: its elements (space 0), its blocks of rows times its columns (1), its
-  // columns (2).
-  static model_items model_items_of(std::size_t numel, std::size_t columns) noexcept {
-    model_items items;
-    items.count[0] = numel;
-    items.count[1] = onebit_blocks(numel, columns) * columns;
-    items.count[2] = columns;
-    return items;
-  }
 
   template <class T>
   static void measure(const thrust_backend<System>& on, const model<T>& m, thrust_view<onebit_record, System> records) {

@@ -15,6 +15,52 @@ namespace detail {
 GRADCOMP_DETAIL_POWERSGD_SEPARATE(GRADCOMP_DETAIL_POWERSGD_DEFINE)
 #undef GRADCOMP_DETAIL_POWERSGD_DEFINE
 
+template <class Kernels, class T>
+using powersgd_thrust_table = typename powersgd_ops<thrust_of_t<Kernels>>::template table<T>;
+template <class Kernels, class T>
+const powersgd_thrust_table<Kernels, T>& as_thrust(const separate_handle<powersgd_separate_table<Kernels, T>>& t) {
+  return *static_cast<const powersgd_thrust_table<Kernels, T>*>(t.address());
+}
+
+template <class Kernels, class T>
+void* powersgd_separate_table<Kernels, T>::copy(const void* t) {
+  return new powersgd_thrust_table<Kernels, T>(*static_cast<const powersgd_thrust_table<Kernels, T>*>(t));
+}
+template <class Kernels, class T>
+void powersgd_separate_table<Kernels, T>::release(void* t) noexcept {
+  delete static_cast<powersgd_thrust_table<Kernels, T>*>(t);
+}
+template <class Kernels, class T>
+void powersgd_separate_table<Kernels, T>::bind(const backend& on, table& t, span<const powersgd_entry<T>> entries) {
+  if (t.address() == nullptr) t = table(new powersgd_thrust_table<Kernels, T>());
+  auto& thrust_table = *static_cast<powersgd_thrust_table<Kernels, T>*>(t.address());
+  powersgd_ops<thrust_of_t<Kernels>>::bind(as_thrust(on), thrust_table, entries);
+}
+template <class Kernels, class T>
+std::uint32_t powersgd_separate_table<Kernels, T>::check(const backend& on, const table& t, powersgd_check which) {
+  return powersgd_ops<thrust_of_t<Kernels>>::check(as_thrust(on), as_thrust(t), which);
+}
+template <class Kernels, class T>
+void powersgd_separate_table<Kernels, T>::send_dense(const backend& on, const table& t) {
+  powersgd_ops<thrust_of_t<Kernels>>::send_dense(as_thrust(on), as_thrust(t));
+}
+template <class Kernels, class T>
+void powersgd_separate_table<Kernels, T>::project(const backend& on, const table& t, double epsilon) {
+  powersgd_ops<thrust_of_t<Kernels>>::project(as_thrust(on), as_thrust(t), epsilon);
+}
+template <class Kernels, class T>
+void powersgd_separate_table<Kernels, T>::take_dense(const backend& on, const table& t) {
+  powersgd_ops<thrust_of_t<Kernels>>::take_dense(as_thrust(on), as_thrust(t));
+}
+template <class Kernels, class T>
+void powersgd_separate_table<Kernels, T>::project_back(const backend& on, const table& t, double epsilon) {
+  powersgd_ops<thrust_of_t<Kernels>>::project_back(as_thrust(on), as_thrust(t), epsilon);
+}
+template <class Kernels, class T>
+void powersgd_separate_table<Kernels, T>::rebuild(const backend& on, const table& t) {
+  powersgd_ops<thrust_of_t<Kernels>>::rebuild(as_thrust(on), as_thrust(t));
+}
+
 }  // namespace detail
 }  // namespace gradcomp
 /// @endcond

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "../separate_backend.hpp"
 #include "arithmetic.hpp"
@@ -33,19 +34,42 @@ namespace detail {
 
 GRADCOMP_SEPARATE_KERNELS(powersgd_separate_kernels, GRADCOMP_DETAIL_POWERSGD_SEPARATE);
 
-// A step's operations go tensor by tensor (powersgd/model.hpp), each matrix's in the kernels'
-// translation unit.
+// A step's table on a separate backend: the Thrust backend's (powersgd_ops<thrust_backend<System>>::
+// table<T>), made at the first bind by the unit that compiles the kernels, with the Thrust
+// backend's operations over it: a step's launches do not depend on its tensors, as there.
+template <class Kernels, class T>
+struct powersgd_separate_table {
+  using backend = separate_backend<Kernels>;
+  using table = separate_handle<powersgd_separate_table>;
+  static void* copy(const void* table);
+  static void release(void* table) noexcept;
+  static void bind(const backend& on, table& t, span<const powersgd_entry<T>> entries);
+  static std::uint32_t check(const backend& on, const table& t, powersgd_check which);
+  static void send_dense(const backend& on, const table& t);
+  static void project(const backend& on, const table& t, double epsilon);
+  static void take_dense(const backend& on, const table& t);
+  static void project_back(const backend& on, const table& t, double epsilon);
+  static void rebuild(const backend& on, const table& t);
+};
+
+// A step's operations over the whole model (the table above); each matrix's (the snapshots'
+// copies) in the kernels' translation unit too.
 template <class Kernels>
 struct powersgd_ops<separate_backend<Kernels>>
     : separate_method_ops<powersgd_separate_kernels, Kernels>,
-      powersgd_tensor_by_tensor<separate_backend<Kernels>, powersgd_ops<separate_backend<Kernels>>> {
+      powersgd_separate_table<Kernels, float>,
+      powersgd_separate_table<Kernels, double> {
   using base = separate_method_ops<powersgd_separate_kernels, Kernels>;
-  using model = powersgd_tensor_by_tensor<separate_backend<Kernels>, powersgd_ops<separate_backend<Kernels>>>;
+  using f_table = powersgd_separate_table<Kernels, float>;
+  using d_table = powersgd_separate_table<Kernels, double>;
+  template <class T>
+  using table = typename powersgd_separate_table<Kernels, T>::table;
   using base::f::copy, base::d::copy, base::f::form_m, base::d::form_m, base::f::orthogonalize,
       base::d::orthogonalize, base::f::project, base::d::project, base::f::project_back, base::d::project_back,
       base::f::rebuild, base::d::rebuild;
-  using model::bind, model::check, model::send_dense, model::project, model::take_dense, model::project_back,
-      model::rebuild;
+  using f_table::bind, d_table::bind, f_table::check, d_table::check, f_table::send_dense, d_table::send_dense,
+      f_table::project, d_table::project, f_table::take_dense, d_table::take_dense, f_table::project_back,
+      d_table::project_back, f_table::rebuild, d_table::rebuild;
 };
 
 }  // namespace detail

@@ -146,7 +146,7 @@ class qsgd_compressor : public detail::compressor_base<qsgd_compressor<T, Backen
 
   // The kernels' work items of a tensor in a whole-model step.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
-    if constexpr (base::whole_model) return kernels::model_items_of(info.numel, buckets(info.numel), info.compressed);
+    if constexpr (base::whole_model) return detail::qsgd_model_items(info.numel, buckets(info.numel), info.compressed);
     else return base::model_items(t, info);
   }
   // Its norms before the verdict, in a whole-model step.

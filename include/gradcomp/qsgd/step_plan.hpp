@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../backend.hpp"
 #include "../config.hpp"
 #include "../detail/bytes.hpp"
 #include "../detail/magnitude.hpp"
@@ -132,6 +133,15 @@ GRADCOMP_HD void qsgd_apply_bucket(const qsgd_step_params& p, std::uint32_t tens
       values[i] = qsgd_value<T>(norm, level, p.levels, g[i] < T(0));
     }
   }
+}
+
+// A tensor's work items in the whole-model launches (model_items, backend.hpp): in space 0 its
+// buckets when compressed (else its elements), in space 1 its buckets when compressed.
+inline model_items qsgd_model_items(std::size_t numel, std::size_t buckets, bool compressed) noexcept {
+  model_items items;
+  items.count[0] = compressed ? buckets : numel;
+  items.count[1] = compressed ? buckets : 0;
+  return items;
 }
 
 }  // namespace detail

@@ -114,14 +114,6 @@ template <class System>
 struct qsgd_ops<thrust_backend<System>> {
   template <class T>
   using model = thrust_impl::model_table<T, System>;
-  // A tensor's work items: in space 0 its buckets when compressed (else its elements), in space 1
-  // its buckets when compressed.
-  static model_items model_items_of(std::size_t numel, std::size_t buckets, bool compressed) noexcept {
-    model_items items;
-    items.count[0] = compressed ? buckets : numel;
-    items.count[1] = compressed ? buckets : 0;
-    return items;
-  }
 
   template <class T>
   static void measure(const thrust_backend<System>& on, const qsgd_step_params& p, const model<T>& m,

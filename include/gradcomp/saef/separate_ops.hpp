@@ -14,6 +14,7 @@ namespace detail {
 
 // The operations, as X(name, (parameters), (arguments)) (GRADCOMP_SEPARATE_DECLARE).
 #define GRADCOMP_DETAIL_SAEF_SEPARATE(X)                                                                  \
+  X(momentum, (const backend& on, T beta, T eta, const model<T>& tensors), (on, beta, eta, tensors))      \
   X(momentum,                                                                                             \
     (const backend& on, T beta, T eta, view<const T> m, view<const T> g, view<T> next_m, view<T> next_u), \
     (on, beta, eta, m, g, next_m, next_u))                                                                \
@@ -29,6 +30,8 @@ GRADCOMP_SEPARATE_KERNELS(saef_separate_kernels, GRADCOMP_DETAIL_SAEF_SEPARATE);
 template <class Kernels>
 struct saef_ops<separate_backend<Kernels>> : separate_method_ops<saef_separate_kernels, Kernels> {
   using base = separate_method_ops<saef_separate_kernels, Kernels>;
+  template <class T>
+  using model = separate_model<Kernels, T>;
   using base::f::momentum, base::d::momentum, base::f::difference, base::d::difference, base::f::expand,
       base::d::expand;
 };

@@ -24,7 +24,7 @@ namespace detail {
 template <class T>
 struct saef_model_momentum_op {
   T beta, eta;
-  GRADCOMP_HD void operator()(const thrust_impl::model_tensor<T>& x, std::uint32_t, std::uint64_t j) const {
+  GRADCOMP_HD void operator()(const model_tensor<T>& x, std::uint32_t, std::uint64_t j) const {
     saef_momentum_op<T>{beta, eta, x.e, x.g, static_cast<T*>(x.aux[0]), x.values}(static_cast<std::size_t>(j));
   }
 };
@@ -36,26 +36,11 @@ struct saef_ops<thrust_backend<System>> {
   template <class T>
   using model = thrust_impl::model_table<T, System>;
 
-  /// The table of tensors of `numel[t]` elements (their buffers are bound at every step).
+  /// `next_m = beta * m + g`, `next_u = eta * next_m` for every tensor of the table at once (one
+  /// launch), each tensor's buffers as the worker bound them: g, m (`e`), next_u (`values`) and
+  /// next_m (`aux[0]`).
   template <class T>
-  static model<T> make_model(span<const std::size_t> numel) {
-    std::vector<model_items> items(numel.size());
-    for (std::size_t t = 0; t < numel.size(); ++t) items[t].count[0] = numel[t];
-    return model<T>(numel, span<const model_items>(items.data(), items.size()));
-  }
-
-  /// `next_m[t] = beta * m[t] + g[t]`, `next_u[t] = eta * next_m[t]` for every tensor t at once (one
-  /// launch; the table is uploaded only when a buffer moved since the last step).
-  template <class T>
-  static void momentum(const thrust_backend<System>& on, T beta, T eta, model<T>& tensors,
-                       span<const thrust_view<T, System>> m, span<const thrust_view<const T, System>> g,
-                       span<const thrust_view<T, System>> next_m, span<const thrust_view<T, System>> next_u) {
-    tensors.bind(on, [&](std::size_t t, thrust_impl::model_tensor<T>& x) {
-      x.g = g[t].data();
-      x.e = m[t].data();
-      x.values = next_u[t].data();
-      x.aux[0] = next_m[t].data();
-    });
+  static void momentum(const thrust_backend<System>& on, T beta, T eta, const model<T>& tensors) {
     tensors.for_each_item(on.stream, 0, saef_model_momentum_op<T>{beta, eta});
   }
   template <class T>

@@ -215,10 +215,13 @@ class saef_worker {
       next_u_.push_back(allocate_buffer<value_type>(c.backend(), n));
     }
     if constexpr (whole_model) {
+      // A work item per element.
       std::vector<std::size_t> numel(c.num_tensors());
-      for (std::size_t t = 0; t < numel.size(); ++t) numel[t] = c.info(t).numel;
+      std::vector<detail::model_items> items(numel.size());
+      for (std::size_t t = 0; t < numel.size(); ++t) items[t].count[0] = numel[t] = c.info(t).numel;
       const span<const std::size_t> sizes(numel.data(), numel.size());
-      models_ = {kernels::template make_model<value_type>(sizes), kernels::template make_model<value_type>(sizes)};
+      const span<const detail::model_items> work(items.data(), items.size());
+      models_ = {model_type(sizes, work), model_type(sizes, work)};
     }
   }
 
@@ -265,16 +268,13 @@ class saef_worker {
       // Every tensor in one launch. M and the spare buffers trade places at every step that goes
       // through: a table for each, so each is uploaded once (thrust/model_table.hpp).
       auto& table = models_[steps_ % 2];
-      const auto views = [](std::vector<view>& out, std::vector<buffer>& from) {
-        out.clear();
-        for (auto& b : from) out.push_back(b.view());
-        return span<const view>(out.data(), out.size());
-      };
-      const auto m = views(model_views_[0], m_);
-      const auto next_m = views(model_views_[1], next_m_);
-      const auto next_u = views(model_views_[2], next_u_);
-      kernels::momentum(c_->backend(), beta, eta, table, m, span<const const_view>(grads.data(), grads.size()),
-                        next_m, next_u);
+      table.bind(c_->backend(), [&](std::size_t t, detail::model_tensor<value_type>& x) {
+        x.g = grads[t].data();
+        x.e = m_[t].view().data();
+        x.values = next_u_[t].view().data();
+        x.aux[0] = next_m_[t].view().data();
+      });
+      kernels::momentum(c_->backend(), beta, eta, static_cast<const model_type&>(table));
     } else {
       for (std::size_t t = 0; t < m_.size(); ++t)
         kernels::momentum(c_->backend(), beta, eta, readonly(m_[t].view()), grads[t], next_m_[t].view(),
@@ -346,6 +346,7 @@ class saef_worker {
   using buffer = backend_buffer<value_type, backend_type>;
   // Whether the backend's kernels take every tensor at once (a table of them, `model`).
   static constexpr bool whole_model = detail::model_of<kernels, value_type>::whole;
+  using model_type = typename detail::model_of<kernels, value_type>::type;
 
   C* c_;
   saef_config cfg_;
@@ -353,10 +354,9 @@ class saef_worker {
   std::vector<buffer> next_m_, next_u_;  // the next step's, then swapped in
   std::vector<const_view> views_;        // of next_u_, made by each step
   std::size_t steps_ = 0;
-  // With whole-model kernels: the tables of the two parities of steps_, and the views each step
-  // binds (M, the next M, the next u).
-  std::array<typename detail::model_of<kernels, value_type>::type, 2> models_{};
-  std::array<std::vector<view>, 3> model_views_;
+  // With whole-model kernels: the tables of the two parities of steps_ (each binds M, the next M
+  // and the next u of its parity).
+  std::array<model_type, 2> models_{};
 };
 
 /**

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "../separate_backend.hpp"
+#include "../thrust/model_table.hpp"
 #include "../thrust/system_backend.hpp"
 
 namespace gradcomp {
@@ -93,6 +94,34 @@ errc separate_memory<Kernels>::check_positions(stream_type s, const std::uint32_
 // ---- Kernels: each the Thrust backend's ----
 // The definition of member `name` (of type `...`) of the kernels `Struct<Kernels, T>` of a
 // separate backend.
+template <class Kernels, class T>
+using thrust_model_of_t = thrust_impl::model_table<T, typename kernels_system<Kernels>::type>;
+
+template <class Kernels, class T>
+void* separate_model_table<Kernels, T>::create(span<const std::size_t> numel, span<const model_items> items) {
+  return new thrust_model_of_t<Kernels, T>(numel, items);
+}
+template <class Kernels, class T>
+void* separate_model_table<Kernels, T>::copy(const void* table) {
+  return new thrust_model_of_t<Kernels, T>(*static_cast<const thrust_model_of_t<Kernels, T>*>(table));
+}
+template <class Kernels, class T>
+void separate_model_table<Kernels, T>::release(void* table) noexcept {
+  delete static_cast<thrust_model_of_t<Kernels, T>*>(table);
+}
+template <class Kernels, class T>
+void separate_model_table<Kernels, T>::bind(const separate_backend<Kernels>& on, void* table, fill_fn fill,
+                                            void* context) {
+  static_cast<thrust_model_of_t<Kernels, T>*>(table)->bind(
+      as_thrust(on), [&](std::size_t t, model_tensor<T>& entry) { fill(context, t, entry); });
+}
+// The model's table; a model without one (no tensor registered) is an empty table.
+template <class Kernels, class T>
+const thrust_model_of_t<Kernels, T>& as_thrust(const separate_model<Kernels, T>& m) noexcept {
+  static const thrust_model_of_t<Kernels, T> empty;
+  return m.address() ? *static_cast<const thrust_model_of_t<Kernels, T>*>(m.address()) : empty;
+}
+
 #define GRADCOMP_SEPARATE_KERNEL(Struct, name, ...) \
   template <class Kernels, class T>                 \
   __VA_ARGS__ Struct<Kernels, T>::name
@@ -190,10 +219,11 @@ GRADCOMP_DETAIL_SEPARATE(zero_at, void)(const backend& on, view<T> u, view<const
 /// Says that `separate_backend<Kernels>`'s kernels run on Thrust system `System` and compiles its
 /// memory and generic operations; `GRADCOMP_INSTANTIATE_KERNELS` (`<gradcomp/separate_kernels.hpp>`)
 /// adds every method's.
-#define GRADCOMP_INSTANTIATE_GENERIC_KERNELS(Kernels, System)           \
-  template <>                                                           \
-  struct gradcomp::kernels_system<Kernels> {                            \
-    using type = System;                                                \
-  };                                                                    \
-  template struct gradcomp::detail::separate_memory<Kernels>;           \
+#define GRADCOMP_INSTANTIATE_GENERIC_KERNELS(Kernels, System)                     \
+  template <>                                                                     \
+  struct gradcomp::kernels_system<Kernels> {                                      \
+    using type = System;                                                          \
+  };                                                                              \
+  template struct gradcomp::detail::separate_memory<Kernels>;                     \
+  GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::separate_model_table, Kernels); \
   GRADCOMP_INSTANTIATE_SEPARATE(gradcomp::detail::separate_kernels, Kernels)

@@ -173,7 +173,7 @@ class terngrad_compressor : public detail::compressor_base<terngrad_compressor<T
   friend base;
   // The kernels' work items of a tensor in a whole-model step.
   detail::model_items model_items(std::size_t t, const tensor_info& info) const noexcept {
-    if constexpr (base::whole_model) return kernels::model_items_of(info.numel);
+    if constexpr (base::whole_model) return detail::terngrad_model_items(info.numel);
     else return base::model_items(t, info);
   }
 

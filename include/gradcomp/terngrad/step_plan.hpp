@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../backend.hpp"
 #include "../config.hpp"
 #include "../detail/bytes.hpp"
 #include "../detail/philox.hpp"
@@ -101,6 +102,14 @@ GRADCOMP_HD T terngrad_value(T g, T s, std::uint32_t draw) noexcept {
   const T p = std::fabs(g) / s;
   if (!uniform_below(draw, static_cast<double>(p))) return T(0);
   return g < T(0) ? -s : s;
+}
+
+// A tensor's work items in the whole-model launches (model_items, backend.hpp): one Philox block of
+// four elements each.
+inline model_items terngrad_model_items(std::size_t numel) noexcept {
+  model_items items;
+  items.count[0] = (numel + 3) / 4;
+  return items;
 }
 
 }  // namespace detail

@@ -96,12 +96,6 @@ template <class System>
 struct terngrad_ops<thrust_backend<System>> {
   template <class T>
   using model = thrust_impl::model_table<T, System>;
-  // A tensor's work items: one Philox block of four elements each.
-  static model_items model_items_of(std::size_t numel) noexcept {
-    model_items items;
-    items.count[0] = (numel + 3) / 4;
-    return items;
-  }
 
   template <class T>
   static void measure(const thrust_backend<System>& on, const model<T>& m,

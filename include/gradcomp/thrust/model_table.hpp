@@ -25,21 +25,6 @@ namespace gradcomp {
 namespace detail {
 namespace thrust_impl {
 
-// One tensor of a whole-model launch.
-template <class T>
-struct model_tensor {
-  const T* g = nullptr;     // the step's gradient
-  T* e = nullptr;           // its error buffer (null: none)
-  T* values = nullptr;      // its message values
-  float* scales = nullptr;  // its per-bucket scales (null: none)
-  std::uint32_t* indices = nullptr;   // its message positions (a sparse method's compressed tensor)
-  void* aux[2] = {nullptr, nullptr};  // buffers of the method's own (own_buffers, backend.hpp)
-  std::uint64_t param = 0;            // a constant of the method's (AdaComp's bin size)
-  std::uint64_t numel = 0;
-  std::uint64_t first[model_items::spaces] = {};  // its first work item in each space
-  std::uint64_t items[model_items::spaces] = {};  // its work items in each space
-};
-
 // The segment that position k belongs to, of `count` consecutive segments with first(s) their
 // first positions (ascending): the last segment whose first position is at most k (an empty
 // segment shares its first position with the next, and is never found).
