@@ -40,26 +40,10 @@ template <class Kernels, class T>
 std::uint32_t powersgd_separate_table<Kernels, T>::check(const backend& on, const table& t, powersgd_check which) {
   return powersgd_ops<thrust_of_t<Kernels>>::check(as_thrust(on), as_thrust(t), which);
 }
-template <class Kernels, class T>
-void powersgd_separate_table<Kernels, T>::send_dense(const backend& on, const table& t) {
-  powersgd_ops<thrust_of_t<Kernels>>::send_dense(as_thrust(on), as_thrust(t));
-}
-template <class Kernels, class T>
-void powersgd_separate_table<Kernels, T>::project(const backend& on, const table& t, double epsilon) {
-  powersgd_ops<thrust_of_t<Kernels>>::project(as_thrust(on), as_thrust(t), epsilon);
-}
-template <class Kernels, class T>
-void powersgd_separate_table<Kernels, T>::take_dense(const backend& on, const table& t) {
-  powersgd_ops<thrust_of_t<Kernels>>::take_dense(as_thrust(on), as_thrust(t));
-}
-template <class Kernels, class T>
-void powersgd_separate_table<Kernels, T>::project_back(const backend& on, const table& t, double epsilon) {
-  powersgd_ops<thrust_of_t<Kernels>>::project_back(as_thrust(on), as_thrust(t), epsilon);
-}
-template <class Kernels, class T>
-void powersgd_separate_table<Kernels, T>::rebuild(const backend& on, const table& t) {
-  powersgd_ops<thrust_of_t<Kernels>>::rebuild(as_thrust(on), as_thrust(t));
-}
+#define GRADCOMP_DETAIL_POWERSGD_TABLE_DEFINE(name, params, args) \
+  GRADCOMP_SEPARATE_DEFINE(powersgd_separate_table, powersgd_ops, name, params, args)
+GRADCOMP_DETAIL_POWERSGD_TABLE(GRADCOMP_DETAIL_POWERSGD_TABLE_DEFINE)
+#undef GRADCOMP_DETAIL_POWERSGD_TABLE_DEFINE
 
 }  // namespace detail
 }  // namespace gradcomp

@@ -37,6 +37,14 @@ GRADCOMP_SEPARATE_KERNELS(powersgd_separate_kernels, GRADCOMP_DETAIL_POWERSGD_SE
 // A step's table on a separate backend: the Thrust backend's (powersgd_ops<thrust_backend<System>>::
 // table<T>), made at the first bind by the unit that compiles the kernels, with the Thrust
 // backend's operations over it: a step's launches do not depend on its tensors, as there.
+// Its operations that return nothing, as X(name, (parameters), (arguments)).
+#define GRADCOMP_DETAIL_POWERSGD_TABLE(X)                                                \
+  X(send_dense, (const backend& on, const table& t), (on, t))                            \
+  X(project, (const backend& on, const table& t, double epsilon), (on, t, epsilon))      \
+  X(take_dense, (const backend& on, const table& t), (on, t))                            \
+  X(project_back, (const backend& on, const table& t, double epsilon), (on, t, epsilon)) \
+  X(rebuild, (const backend& on, const table& t), (on, t))
+
 template <class Kernels, class T>
 struct powersgd_separate_table {
   using backend = separate_backend<Kernels>;
@@ -45,11 +53,7 @@ struct powersgd_separate_table {
   static void release(void* table) noexcept;
   static void bind(const backend& on, table& t, span<const powersgd_entry<T>> entries);
   static std::uint32_t check(const backend& on, const table& t, powersgd_check which);
-  static void send_dense(const backend& on, const table& t);
-  static void project(const backend& on, const table& t, double epsilon);
-  static void take_dense(const backend& on, const table& t);
-  static void project_back(const backend& on, const table& t, double epsilon);
-  static void rebuild(const backend& on, const table& t);
+  GRADCOMP_DETAIL_POWERSGD_TABLE(GRADCOMP_SEPARATE_DECLARE)
 };
 
 // A step's operations over the whole model (the table above); each matrix's (the snapshots'
