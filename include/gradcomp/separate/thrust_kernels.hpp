@@ -91,9 +91,7 @@ errc separate_memory<Kernels>::check_positions(stream_type s, const std::uint32_
   return inner::check_positions(as_thrust(separate_backend<Kernels>{}.on(s)),
                                 typename inner::template view<const std::uint32_t>(idx, k), n);
 }
-// ---- Kernels: each the Thrust backend's ----
-// The definition of member `name` (of type `...`) of the kernels `Struct<Kernels, T>` of a
-// separate backend.
+// ---- The tables of the whole-model operations: the Thrust backend's ----
 template <class Kernels, class T>
 using thrust_model_of_t = thrust_impl::model_table<T, typename kernels_system<Kernels>::type>;
 
@@ -122,6 +120,9 @@ const thrust_model_of_t<Kernels, T>& as_thrust(const separate_model<Kernels, T>&
   return m.address() ? *static_cast<const thrust_model_of_t<Kernels, T>*>(m.address()) : empty;
 }
 
+// ---- Kernels: each the Thrust backend's ----
+// The definition of member `name` (of type `...`) of the kernels `Struct<Kernels, T>` of a
+// separate backend.
 #define GRADCOMP_SEPARATE_KERNEL(Struct, name, ...) \
   template <class Kernels, class T>                 \
   __VA_ARGS__ Struct<Kernels, T>::name
