@@ -27,6 +27,7 @@ variants=(
   "dense|--modes dense"
   "dgc|--modes dgc"
   "dgc_floor8|--modes dgc --min-kept 8 --small-tensors floor"
+  "dgc_floor4|--modes dgc --min-kept 4 --small-tensors floor"
   "topk_ef|--modes topk_ef"
   "saef_topk|--modes saef_topk"
   "adacomp|--modes adacomp"
@@ -39,6 +40,10 @@ variants=(
   # with the weight decay of Karimireddy et al. (2019; no momentum, as its mode already runs).
   "topk_ef_density1|--modes topk_ef --density 0.01"
   "ef_signsgd_wd5e-4|--modes ef_signsgd --weight-decay 5e-4"
+  # EF-SignSGD has no momentum, so its learning rate is not the others' (with momentum 0.9 their
+  # steps are about ten times lr); Karimireddy et al. tune it per model: two larger peaks.
+  "ef_signsgd_lr0.2|--modes ef_signsgd --lr 0.2"
+  "ef_signsgd_lr0.5|--modes ef_signsgd --lr 0.5"
 )
 
 # The runs not yet in DIR: jobs_list DIR "WORKERS" "SEEDS" "SCHEDULE" VARIANT... (those of
@@ -51,7 +56,8 @@ jobs_list() {
       for v in "$@"; do
         [[ -z "${VARIANTS:-}" || " $VARIANTS " == *" ${v%%|*} "* ]] || continue
         local file="$dir/w${workers}_${v%%|*}_s${seed}.json"
-        [[ -f "$file" ]] || echo "$file|--workers $workers --seeds $seed ${v#*|} $sched"
+        # The variant's options last: where one sets an option of the schedule (--lr), it wins.
+        [[ -f "$file" ]] || echo "$file|--workers $workers --seeds $seed $sched ${v#*|}"
       done
     done
   done
@@ -59,8 +65,7 @@ jobs_list() {
 all_jobs() {
   jobs_list "$out/runs" "${WORKERS:-8 4}" "${SEEDS:-1 2 3}" "${schedule[*]}" "${variants[@]}"
   # Why 20 epochs: the same with 10, 8 workers, seed 1 (dense stops improving; DGC does not yet).
-  jobs_list "$out/ten_epochs" 8 1 "--epochs 10 --lr 0.05 --warmup-epochs 1 --threads 1" "${variants[@]:0:3}" \
-    "dgc_floor4|--modes dgc --min-kept 4 --small-tensors floor"
+  jobs_list "$out/ten_epochs" 8 1 "--epochs 10 --lr 0.05 --warmup-epochs 1 --threads 1" "${variants[@]:0:4}"
 }
 
 summarize() {
