@@ -1,5 +1,6 @@
 // Launch accounting on the CPU: how many Thrust algorithms one step of each method, and the device
-// encoder and decoder on one message, dispatch on the Thrust backend (counting_system.hpp), for
+// encoder and decoder on one message, dispatch on the Thrust backend (counting_system.hpp; the
+// steps also on a separate backend whose kernels this unit compiles for that system), for
 // the first 1, 10 and 161 tensors of ResNet-50 (bench/data/resnet50.txt, each dimension cut to at
 // most 8 so that the step is quick; the ranks, and so which tensors are compressed, are
 // ResNet-50's). On the CUDA system each dispatch becomes at least one kernel launch. The counts are

@@ -34,10 +34,7 @@ namespace detail {
 
 GRADCOMP_SEPARATE_KERNELS(powersgd_separate_kernels, GRADCOMP_DETAIL_POWERSGD_SEPARATE);
 
-// A step's table on a separate backend: the Thrust backend's (powersgd_ops<thrust_backend<System>>::
-// table<T>), made at the first bind by the unit that compiles the kernels, with the Thrust
-// backend's operations over it: a step's launches do not depend on its tensors, as there.
-// Its operations that return nothing, as X(name, (parameters), (arguments)).
+// The operations of the table below that return nothing, as X(name, (parameters), (arguments)).
 #define GRADCOMP_DETAIL_POWERSGD_TABLE(X)                                                \
   X(send_dense, (const backend& on, const table& t), (on, t))                            \
   X(project, (const backend& on, const table& t, double epsilon), (on, t, epsilon))      \
@@ -45,6 +42,9 @@ GRADCOMP_SEPARATE_KERNELS(powersgd_separate_kernels, GRADCOMP_DETAIL_POWERSGD_SE
   X(project_back, (const backend& on, const table& t, double epsilon), (on, t, epsilon)) \
   X(rebuild, (const backend& on, const table& t), (on, t))
 
+// A step's table on a separate backend: the Thrust backend's (powersgd_ops<thrust_backend<System>>::
+// table<T>), made at the first bind by the unit that compiles the kernels, with the Thrust
+// backend's operations over it: a step's launches do not depend on its tensors, as there.
 template <class Kernels, class T>
 struct powersgd_separate_table {
   using backend = separate_backend<Kernels>;
