@@ -6,14 +6,14 @@
 #
 # BIN_DIR holds gradcomp_cuda_tests, gradcomp_separate_cuda_tests, gradcomp_nvcc_headers,
 # train_fashion_mnist_cuda, bench_cuda_* and optionally gradcomp_consumer (the CUDA consumer
-# project) and lib/ (shared libraries they need that the machine lacks, e.g. Google Benchmark's).
+# project), gradcomp_nccl_tests (where NCCL is installed) and lib/ (shared libraries they need that the machine lacks, e.g. Google Benchmark's).
 # Build them with
 #
 #   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_BUILD_TESTS=ON \
 #         -DGRADCOMP_BUILD_EXAMPLES=ON -DGRADCOMP_BUILD_BENCHMARKS=ON -DCMAKE_CUDA_ARCHITECTURES=90
 #   make -C build-gpu gradcomp_cuda_tests gradcomp_separate_cuda_tests gradcomp_nvcc_headers \
 #         train_fashion_mnist_cuda bench_cuda_select bench_cuda_dgc bench_cuda_quantisers \
-#         bench_cuda_wire bench_cuda_references
+#         bench_cuda_wire bench_cuda_references gradcomp_nccl_tests
 #
 # First, in parallel (correctness only; each run is limited to SECONDS, default 240): the CUDA
 # tests, the demo's CPU-versus-CUDA comparison (needs the Fashion-MNIST files in the demo's default
@@ -67,6 +67,11 @@ run_bg tests_separate "$bin/gradcomp_separate_cuda_tests"
 run_bg tests_nvcc_headers "$bin/gradcomp_nvcc_headers"
 if [ -x "$bin/gradcomp_consumer" ]; then
   run_bg consumer "$bin/gradcomp_consumer"
+fi
+# The NCCL exchange (DGC's messages, a dense sum, PowerSGD's two rounds): one rank per GPU, so one
+# rank on a machine with one GPU.
+if [ -x "$bin/gradcomp_nccl_tests" ]; then
+  run_bg tests_nccl "$bin/gradcomp_nccl_tests"
 fi
 # The demo's cpu run, then its cuda run, which must be the same run.
 run_bg demo sh -c 'cmake "-DDEMO=$1" "-DWORKDIR=$2/reference" -P "$3/run_reference.cmake" &&
