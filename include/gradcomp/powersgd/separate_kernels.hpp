@@ -24,11 +24,11 @@ const powersgd_thrust_table<Kernels, T>& as_thrust(const separate_handle<powersg
 
 template <class Kernels, class T>
 void* powersgd_separate_table<Kernels, T>::copy(const void* t) {
-  return new powersgd_thrust_table<Kernels, T>(*static_cast<const powersgd_thrust_table<Kernels, T>*>(t));
+  return copy_held<powersgd_thrust_table<Kernels, T>>(t);
 }
 template <class Kernels, class T>
 void powersgd_separate_table<Kernels, T>::release(void* t) noexcept {
-  delete static_cast<powersgd_thrust_table<Kernels, T>*>(t);
+  release_held<powersgd_thrust_table<Kernels, T>>(t);
 }
 template <class Kernels, class T>
 void powersgd_separate_table<Kernels, T>::bind(const backend& on, table& t, span<const powersgd_entry<T>> entries) {

@@ -92,6 +92,16 @@ errc separate_memory<Kernels>::check_positions(stream_type s, const std::uint32_
                                 typename inner::template view<const std::uint32_t>(idx, k), n);
 }
 // ---- The tables of the whole-model operations: the Thrust backend's ----
+// The object of type X that a separate_handle holds at `address`: a deep copy of it, its release.
+template <class X>
+void* copy_held(const void* address) {
+  return new X(*static_cast<const X*>(address));
+}
+template <class X>
+void release_held(void* address) noexcept {
+  delete static_cast<X*>(address);
+}
+
 template <class Kernels, class T>
 using thrust_model_of_t = thrust_impl::model_table<T, typename kernels_system<Kernels>::type>;
 
@@ -101,11 +111,11 @@ void* separate_model_table<Kernels, T>::create(span<const std::size_t> numel, sp
 }
 template <class Kernels, class T>
 void* separate_model_table<Kernels, T>::copy(const void* table) {
-  return new thrust_model_of_t<Kernels, T>(*static_cast<const thrust_model_of_t<Kernels, T>*>(table));
+  return copy_held<thrust_model_of_t<Kernels, T>>(table);
 }
 template <class Kernels, class T>
 void separate_model_table<Kernels, T>::release(void* table) noexcept {
-  delete static_cast<thrust_model_of_t<Kernels, T>*>(table);
+  release_held<thrust_model_of_t<Kernels, T>>(table);
 }
 template <class Kernels, class T>
 void separate_model_table<Kernels, T>::bind(const separate_backend<Kernels>& on, void* table, fill_fn fill,
