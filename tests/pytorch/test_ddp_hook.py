@@ -271,3 +271,13 @@ def test_wrong_names_and_momentum_twice_are_refused_at_once():
     with pytest.raises(ValueError, match="applies momentum itself"):
         gradcomp_torch.State("dgc", optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
     gradcomp_torch.State("qsgd", optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+
+
+def test_gradients_it_cannot_read_in_place_are_refused():
+    # The compressor reads a bucket's gradients where they are: float32, contiguous, in CPU memory
+    # (the same check refuses a bucket on a GPU). Anything else is a ValueError, never a copy.
+    bucket = gradcomp_torch._core.Bucket("dense", {}, ["w"], [[4]], 0, 1)
+    for grad in (torch.zeros(4, dtype=torch.float64), torch.zeros(8)[::2]):
+        with pytest.raises(ValueError, match="must be a contiguous float32 CPU tensor"):
+            bucket.compress([grad])
+    assert bucket.compress([torch.zeros(4)]) == 0
