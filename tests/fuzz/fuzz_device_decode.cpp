@@ -13,7 +13,9 @@
 //     section, or a qsgd_gamma section whose indices are neither dense nor raw_u32 (read on the
 //     host only), with unknown_coding;
 //   - an accepted message gives the host decoder's sums bitwise, and reports the section count;
-//   - a refused message leaves every accumulator bitwise unchanged.
+//   - a refused message leaves every accumulator bitwise unchanged;
+//   - the message three times in one accumulate_all call (the second cut to half its length)
+//     gives, message for message, the host decoder's outcomes on the three in turn, and its sums.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +61,74 @@ bool bitwise_equal(const std::vector<std::vector<T>>& a, const std::vector<std::
   return true;
 }
 
+// An isgq section, or a qsgd_gamma one with positions a thread of its stream cannot find for
+// itself, among those a walk of the headers reaches: the device decoder may stop there with
+// unknown_coding (unless an earlier fault comes first, which it reports as the host).
+bool host_only(span<const std::byte> msg) {
+  bool in_order_only = false;
+  (void)wire::for_each_section(msg, [&](const wire::section_header& s) {
+    const bool gamma = s.values == wire::value_coding::qsgd_gamma && s.indices != wire::index_coding::dense &&
+                       s.indices != wire::index_coding::raw_u32;
+    in_order_only = in_order_only || gamma || s.values == wire::value_coding::isgq;
+  });
+  return in_order_only;
+}
+
+// The message three times in one accumulate_all call, as an allgather's slots of exactly
+// three times its length (the second cut to half its length), on the accumulators `initial`: each
+// outcome and the sums are the host decoder's on the three one after the other.
+template <class T>
+void run_batch(span<const std::byte> msg, const std::vector<std::vector<T>>& initial,
+               const wire::device_accumulate_options& opt) {
+  const backend b{};
+  const std::size_t stride = std::max<std::size_t>(msg.size(), 1);
+  const std::uint64_t lengths[3] = {msg.size(), msg.size() / 2, msg.size()};
+  std::vector<std::byte> host_slots(3 * stride);
+  for (std::size_t r = 0; r < 3; ++r) std::copy(msg.begin(), msg.end(), host_slots.begin() + static_cast<std::ptrdiff_t>(r * stride));
+  std::vector<gradcomp::backend_buffer<T, backend>> acc;
+  std::vector<span<T, space>> views;
+  for (const auto& h : initial) {
+    acc.push_back(gradcomp::allocate_buffer<T>(b, h.size()));
+    FUZZ_CHECK(gradcomp::copy_to_backend(b, span<const T>(h.data(), h.size()), acc.back().view()).has_value());
+    views.push_back(acc.back().view());
+  }
+  auto slots = gradcomp::allocate_buffer<std::byte>(b, host_slots.size());
+  FUZZ_CHECK(gradcomp::copy_to_backend(b, span<const std::byte>(host_slots.data(), host_slots.size()), slots.view())
+                 .has_value());
+  auto length = gradcomp::allocate_buffer<std::uint64_t>(b, 3);
+  FUZZ_CHECK(gradcomp::copy_to_backend(b, span<const std::uint64_t>(lengths, 3), length.view()).has_value());
+  auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(b, 6);
+  wire::device_accumulator<T, backend> decoder(b, span<const span<T, space>>(views.data(), views.size()), stride, opt,
+                                               {}, 3);
+  FUZZ_CHECK(decoder
+                 .accumulate_all(b, gradcomp::readonly(slots.view()), stride, gradcomp::readonly(length.view()),
+                                 outcomes.view())
+                 .has_value());
+  std::uint64_t out[6] = {};
+  FUZZ_CHECK(gradcomp::copy_to_host(b, gradcomp::readonly(outcomes.view()), span<std::uint64_t>(out, 6)).has_value());
+  std::vector<std::vector<T>> device(initial.size());
+  for (std::size_t t = 0; t < initial.size(); ++t) {
+    device[t].resize(initial[t].size());
+    FUZZ_CHECK(gradcomp::copy_to_host(b, gradcomp::readonly(acc[t].view()), span<T>(device[t].data(), device[t].size()))
+                   .has_value());
+  }
+  gradcomp::synchronize(b);
+
+  auto host = initial;
+  std::vector<span<T>> dest;
+  for (auto& h : host) dest.emplace_back(h.data(), h.size());
+  std::vector<std::uint32_t> scratch(64);
+  for (std::size_t r = 0; r < 3; ++r) {
+    rules rr{opt, std::vector<bool>(initial.size(), false)};
+    const auto expected =
+        wire::decode_accumulate<T>(msg.first(static_cast<std::size_t>(lengths[r])), span<const span<T>>(dest.data(), dest.size()),
+                                   span<std::uint32_t>(scratch.data(), scratch.size()), rr);
+    FUZZ_CHECK_ERRC(static_cast<errc>(out[2 * r]), expected ? errc::ok : expected.error());
+    FUZZ_CHECK(out[2 * r + 1] == (expected ? expected->section_count : 0));
+  }
+  FUZZ_CHECK_MSG(bitwise_equal(device, host), "a batch's sums differ from decode_accumulate's in order");
+}
+
 template <class T>
 void run(span<const std::byte> msg, std::vector<std::size_t> sizes, const wire::device_accumulate_options& opt) {
   const backend b{};
@@ -97,15 +167,7 @@ void run(span<const std::byte> msg, std::vector<std::size_t> sizes, const wire::
   std::vector<std::uint32_t> scratch(64);
   const auto expected = wire::decode_accumulate<T>(msg, span<const span<T>>(dest.data(), dest.size()),
                                                    span<std::uint32_t>(scratch.data(), scratch.size()), r);
-  // An isgq section, or a qsgd_gamma one with positions a thread of its stream cannot find for
-  // itself, among those a walk of the headers reaches: the device decoder may stop there with
-  // unknown_coding (unless an earlier fault comes first, which it reports as the host).
-  bool in_order_only = false;
-  (void)wire::for_each_section(msg, [&](const wire::section_header& s) {
-    const bool gamma = s.values == wire::value_coding::qsgd_gamma && s.indices != wire::index_coding::dense &&
-                       s.indices != wire::index_coding::raw_u32;
-    in_order_only = in_order_only || gamma || s.values == wire::value_coding::isgq;
-  });
+  const bool in_order_only = host_only(msg);
   if (!(in_order_only && static_cast<errc>(out[0]) == errc::unknown_coding))
     FUZZ_CHECK_ERRC(static_cast<errc>(out[0]), expected ? errc::ok : expected.error());
   if (static_cast<errc>(out[0]) == errc::ok) {
@@ -115,6 +177,7 @@ void run(span<const std::byte> msg, std::vector<std::size_t> sizes, const wire::
     FUZZ_CHECK(out[1] == 0);
     FUZZ_CHECK_MSG(bitwise_equal(device, initial), "a refused message changed an accumulator");
   }
+  if (!host_only(msg) && !host_only(msg.first(msg.size() / 2))) run_batch<T>(msg, initial, opt);
 }
 
 }  // namespace

@@ -115,10 +115,13 @@ std::size_t count_step(std::size_t tensors, Make make, std::size_t cut = 8) {
 }
 
 // The dispatches of encoding a DGC step's message of the layers on the device (raw_u32 indices,
-// with the checksum), and of decoding it into accumulators of the layers and adding it there.
+// with the checksum), of decoding it into accumulators of the layers and adding it there, and of
+// decoding and adding 1 and 8 workers' messages in one call (sums checked, as an exchange does).
 struct codec_counts {
   std::size_t encode = 0;
   std::size_t decode = 0;
+  std::size_t decode_1 = 0;
+  std::size_t decode_8 = 0;
 };
 
 codec_counts count_codec(std::size_t tensors) {
@@ -162,6 +165,35 @@ codec_counts count_codec(std::size_t tensors) {
   gradcomp::synchronize(b);
   CHECK(result[0] == 0);
   CHECK(result[1] == tensors);
+
+  // The message in each of 8 slots of an allgather's buffer.
+  const std::size_t stride = message.size();
+  auto slots = gradcomp::allocate_buffer<std::byte>(b, 8 * stride);
+  std::vector<std::byte> host(stride);
+  REQUIRE(gradcomp::copy_to_host(b, message, gradcomp::span<std::byte>(host.data(), host.size())));
+  gradcomp::synchronize(b);
+  for (std::size_t r = 0; r < 8; ++r)
+    REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const std::byte>(host.data(), host.size()),
+                                      slots.view().subspan(r * stride, stride)));
+  gradcomp::wire::device_accumulate_options checked;
+  checked.check_sums = true;
+  gradcomp::wire::device_accumulator<float, backend> all(
+      b, gradcomp::span<const gradcomp::span<float, gradcomp::memory_space_t<backend>>>(views.data(), views.size()),
+      stride, checked, {}, 8);
+  auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(b, 16);
+  for (const std::size_t n : {std::size_t(1), std::size_t(8)}) {
+    before = gradcomp_test::counting::dispatches;
+    REQUIRE(all.accumulate_all(b, gradcomp::readonly(slots.view()).first(n * stride), stride, {}, outcomes.view()));
+    (n == 1 ? counts.decode_1 : counts.decode_8) = gradcomp_test::counting::dispatches - before;
+    std::vector<std::uint64_t> got(2 * n);
+    REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(outcomes.view()).first(2 * n),
+                                   gradcomp::span<std::uint64_t>(got.data(), got.size())));
+    gradcomp::synchronize(b);
+    for (std::size_t r = 0; r < n; ++r) {
+      CHECK(got[2 * r] == 0);
+      CHECK(got[2 * r + 1] == tensors);
+    }
+  }
   return counts;
 }
 
@@ -288,11 +320,15 @@ TEST_CASE_TEMPLATE("launches per step: the quantisers and AdaComp", B, backend, 
 TEST_CASE("launches per message: the device encoder and decoder") {
   const codec_counts at_1 = count_codec(1), at_10 = count_codec(10), at_161 = count_codec(161);
   INFO("encode: " << at_1.encode << ", " << at_10.encode << ", " << at_161.encode << "; decode: " << at_1.decode
-                  << ", " << at_10.decode << ", " << at_161.decode << " dispatches for 1, 10, 161 tensors");
-  // A fixed number, whatever the tensors.
+                  << ", " << at_10.decode << ", " << at_161.decode << "; 1 and 8 workers: " << at_1.decode_1 << "/"
+                  << at_1.decode_8 << ", " << at_10.decode_1 << "/" << at_10.decode_8 << ", " << at_161.decode_1
+                  << "/" << at_161.decode_8 << " dispatches for 1, 10, 161 tensors");
+  // A fixed number, whatever the tensors and the workers.
   for (const codec_counts& c : {at_1, at_10, at_161}) {
     CHECK(c.encode == 7);
-    CHECK(c.decode == 11);
+    CHECK(c.decode == 12);
+    CHECK(c.decode_1 == 13);
+    CHECK(c.decode_8 == 13);
   }
 }
 

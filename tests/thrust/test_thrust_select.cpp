@@ -184,6 +184,9 @@ TEST_CASE("thrust exact top-k: inputs of millions of elements, both plans") {
   for (const auto s : shapes) {
     const auto v = input<float>(n, s, 77 + static_cast<std::uint64_t>(s));
     for (const std::size_t k : {std::size_t(1), std::size_t(9000), n / 20, n - 1}) {
+      // Past the Gaussian input, the two plans' sizes of k (the ties and zeros reach the same
+      // paths at the others).
+      if (s != shape::gaussian && (k == 1 || k == n - 1)) continue;
       CAPTURE(static_cast<int>(s));
       CAPTURE(k);
       check_same<float, primary_system>(v, k);
@@ -545,9 +548,11 @@ TEST_CASE_TEMPLATE("thrust sampled threshold: the CPU's indices and selection re
       for (const std::size_t k : {std::size_t(1), std::size_t(2), n / 1000, n / 100, n / 20})
         for (std::size_t c = 0; c < configs.size(); ++c)
           for (const std::uint64_t seed : {std::uint64_t(3), std::uint64_t(1234567)}) {
-            // Under AddressSanitizer, the first seed only, and the largest input in one shape:
-            // the flags below must still all be set.
-            if (k == 0 || (gradcomp_test::sanitized && (seed != 3 || (n > 40000 && s != shape::gaussian)))) continue;
+            // The second seed on the smaller inputs only; under AddressSanitizer, the first seed
+            // only, and the largest input in one shape: the flags below must still all be set.
+            if (k == 0 || (n > 40000 && seed != 3) ||
+                (gradcomp_test::sanitized && (seed != 3 || (n > 40000 && s != shape::gaussian))))
+              continue;
             CAPTURE(n);
             CAPTURE(static_cast<int>(s));
             CAPTURE(k);

@@ -163,7 +163,8 @@ struct receiver {
   gradcomp::backend_buffer<std::uint64_t, Backend> length;
 
   receiver(const std::vector<std::vector<T>>& initial, std::uint64_t capacity,
-           const wire::device_accumulate_options& opt, const std::vector<std::uint8_t>& dense_form = {}) {
+           const wire::device_accumulate_options& opt, const std::vector<std::uint8_t>& dense_form = {},
+           std::uint64_t max_messages = 1) {
     std::vector<gradcomp::span<T, space>> views;
     for (const auto& a : initial) {
       acc.push_back(gradcomp::allocate_buffer<T>(b, a.size()));
@@ -172,8 +173,8 @@ struct receiver {
     }
     decoder = std::make_unique<wire::device_accumulator<T, Backend>>(
         b, gradcomp::span<const gradcomp::span<T, space>>(views.data(), views.size()), capacity, opt,
-        gradcomp::span<const std::uint8_t>(dense_form.data(), dense_form.size()));
-    msg = gradcomp::allocate_buffer<std::byte>(b, capacity);
+        gradcomp::span<const std::uint8_t>(dense_form.data(), dense_form.size()), max_messages);
+    msg = gradcomp::allocate_buffer<std::byte>(b, capacity * max_messages);
     outcome = gradcomp::allocate_buffer<std::uint64_t>(b, 2);
     length = gradcomp::allocate_buffer<std::uint64_t>(b, 1);
   }
@@ -195,6 +196,29 @@ struct receiver {
     CHECK(host_transfer_count.load() == before);  // issued without waiting
     std::vector<std::uint64_t> r(2);
     REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(outcome.view()), gradcomp::span<std::uint64_t>(r.data(), 2)));
+    gradcomp::synchronize(b);
+    return r;
+  }
+
+  // Decodes and adds every slot of `slots` (messages of `stride` bytes each, laid out as an
+  // allgather leaves them) in one call: message r is the first lengths[r] bytes of its slot, or
+  // (lengths empty) the whole slot. Returns every outcome.
+  std::vector<std::uint64_t> accumulate_all(const std::vector<std::byte>& slots, std::size_t stride,
+                                            const std::vector<std::uint64_t>& lengths) {
+    using gradcomp::detail::thrust_impl::host_transfer_count;
+    const std::size_t n = slots.size() / stride;
+    REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const std::byte>(slots.data(), slots.size()),
+                                      msg.view().first(slots.size())));
+    auto len = gradcomp::allocate_buffer<std::uint64_t>(b, lengths.size());
+    REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const std::uint64_t>(lengths.data(), lengths.size()),
+                                      len.view()));
+    auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(b, 2 * n);
+    const auto before = host_transfer_count.load();
+    REQUIRE(decoder->accumulate_all(b, gradcomp::readonly(msg.view().first(slots.size())), stride,
+                                    gradcomp::readonly(len.view()), outcomes.view()));
+    CHECK(host_transfer_count.load() == before);  // issued without waiting
+    std::vector<std::uint64_t> r(2 * n);
+    REQUIRE(gradcomp::copy_to_host(b, gradcomp::readonly(outcomes.view()), gradcomp::span<std::uint64_t>(r.data(), r.size())));
     gradcomp::synchronize(b);
     return r;
   }
@@ -252,32 +276,53 @@ TEST_CASE_TEMPLATE("device_accumulator: sound messages of every coding add up bi
 }
 
 // Damage to a message: bytes flipped one at a time at every position, random bytes written at
-// random places, and every shorter length. The device decoder gives the host decoder's error
-// (or, for damage that leaves a sound message, its sums), and a refused message changes nothing.
+// random places, and every shorter length. The damaged messages are given 16 to a call
+// (accumulate_all, as an allgather's slots): each gets the host decoder's error (or, for damage
+// that leaves a sound message, it is added), and the sums are those of the host decoder given the
+// same messages one after the other, so a refused message changes nothing.
 template <class T, class Backend>
 void check_damage(const message_form& form, std::uint64_t seed) {
   const wire::device_accumulate_options opt{true, false};  // sums checked: accumulators stay finite
+  constexpr std::size_t per_call = 16;
   auto host = initial_accumulators<T>(seed);
-  receiver<T, Backend> r(host, 1 << 14, opt);
+  receiver<T, Backend> r(host, 1 << 14, opt, {}, per_call);
   const auto base = make_message<T>(seed, form);
   REQUIRE(base.size() <= (1u << 14));
   std::mt19937_64 rng(seed);
-  std::size_t refused = 0, trials = 0;
+  std::size_t refused = 0, trials = 0, calls = 0;
   std::set<errc> seen;
-  auto trial = [&](const std::vector<std::byte>& m, std::size_t n, bool through_length) {
-    const auto before = r.read();
-    const errc expected = host_accumulate<T>(m, n, host, opt);
-    const auto out = r.accumulate(m, n, through_length);
-    ++trials;
-    CHECK(static_cast<errc>(out[0]) == expected);
-    if (expected != errc::ok) {
-      ++refused;
-      seen.insert(expected);
-      CHECK(out[1] == 0);
-      CHECK(same(r.read(), before));
-    } else {
-      CHECK(same(r.read(), host));
+  std::vector<std::byte> slots;
+  std::vector<std::uint64_t> lengths;
+  auto flush = [&]() {
+    if (lengths.empty()) return;
+    // Every other call without lengths, where every message fills its slot.
+    const bool whole = ++calls % 2 == 0 &&
+                       std::all_of(lengths.begin(), lengths.end(), [&](std::uint64_t n) { return n == base.size(); });
+    std::vector<errc> expected;
+    for (std::size_t m = 0; m < lengths.size(); ++m) {
+      const std::vector<std::byte> bytes(slots.begin() + static_cast<std::ptrdiff_t>(m * base.size()),
+                                         slots.begin() + static_cast<std::ptrdiff_t>((m + 1) * base.size()));
+      expected.push_back(host_accumulate<T>(bytes, lengths[m], host, opt));
     }
+    const auto out = r.accumulate_all(slots, base.size(), whole ? std::vector<std::uint64_t>{} : lengths);
+    for (std::size_t m = 0; m < expected.size(); ++m) {
+      CAPTURE(m);
+      CHECK(static_cast<errc>(out[2 * m]) == expected[m]);
+      if (expected[m] != errc::ok) {
+        ++refused;
+        seen.insert(expected[m]);
+        CHECK(out[2 * m + 1] == 0);
+      }
+    }
+    CHECK(same(r.read(), host));
+    slots.clear();
+    lengths.clear();
+  };
+  auto trial = [&](const std::vector<std::byte>& m, std::size_t n) {
+    slots.insert(slots.end(), m.begin(), m.end());
+    lengths.push_back(n);
+    ++trials;
+    if (lengths.size() == per_call) flush();
   };
   // Every byte on the sequential C++ system, which runs the same functors as the others; every
   // fifth on the OpenMP system (which byte is damaged changes the decoder's branch, not how its
@@ -292,17 +337,18 @@ void check_damage(const message_form& form, std::uint64_t seed) {
     for (const unsigned flip : {0x01u, 0x80u, 0x7fu}) {
       auto m = base;
       m[p] ^= static_cast<std::byte>(flip);
-      trial(m, m.size(), p % 2 == 0);
+      trial(m, m.size());
     }
   }
   for (int k = 0; k < 100; ++k) {
     auto m = base;
     const int writes = 1 + static_cast<int>(rng() % 4);
     for (int w = 0; w < writes; ++w) m[rng() % m.size()] = static_cast<std::byte>(rng() & 0xffu);
-    trial(m, m.size(), k % 2 == 0);
+    trial(m, m.size());
   }
-  for (std::size_t n = 0; n < base.size(); n += 1 + n / 8) trial(base, n, true);
-  trial(base, base.size(), true);  // and the message itself
+  for (std::size_t n = 0; n < base.size(); n += 1 + n / 8) trial(base, n);
+  trial(base, base.size());  // and the message itself
+  flush();
   MESSAGE(form.name << ": " << trials << " messages, " << refused << " refused, " << seen.size() << " distinct errors");
   CHECK(seen.size() >= (form.opt.checksum ? 2u : 6u));  // the damage reaches many checks
 }
@@ -315,6 +361,146 @@ TEST_CASE_TEMPLATE("device_accumulator: damaged messages get the host decoder's 
     check_damage<float, Backend>(form, seed++);
   }
   check_damage<double, Backend>(forms()[2], seed++);
+}
+
+// Lays the messages out as an allgather leaves them: each in a slot of the longest one's length
+// (zeros after it), with its length.
+std::pair<std::vector<std::byte>, std::size_t> slots_of(const std::vector<std::vector<std::byte>>& msgs) {
+  std::size_t stride = 1;
+  for (const auto& m : msgs) stride = std::max(stride, m.size());
+  std::vector<std::byte> slots(msgs.size() * stride);
+  for (std::size_t r = 0; r < msgs.size(); ++r) std::copy(msgs[r].begin(), msgs[r].end(), slots.begin() + static_cast<std::ptrdiff_t>(r * stride));
+  return {slots, stride};
+}
+
+// The host decoder on each message in turn; returns the errors.
+template <class T>
+std::vector<errc> host_in_order(const std::vector<std::vector<std::byte>>& msgs, std::vector<std::vector<T>>& acc,
+                                const wire::device_accumulate_options& opt) {
+  std::vector<errc> out;
+  for (const auto& m : msgs) out.push_back(host_accumulate<T>(m, m.size(), acc, opt));
+  return out;
+}
+
+// N workers' messages given to accumulate_all at once: each outcome and the sums are the host
+// decoder's on the same messages one after the other.
+template <class T, class Backend>
+void check_batches(const wire::device_accumulate_options& opt) {
+  const auto all = forms();
+  // A batch of the forms whose every section threads read in parallel (not Rice, which
+  // `automatic` may choose, nor qsgd_gamma), then batches of every form, the serial ones at a
+  // different place in each; one message damaged, one sent twice.
+  std::vector<std::vector<std::size_t>> batches = {{0, 1, 3, 5, 7, 0, 3, 1}};
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    std::vector<std::size_t> b;
+    for (std::size_t w = 0; w < 7; ++w) b.push_back((k + w) % all.size());
+    batches.push_back(b);
+  }
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    CAPTURE(k);
+    auto host = initial_accumulators<T>(40 + k);
+    receiver<T, Backend> r(host, 1 << 14, opt, {}, 9);
+    std::vector<std::vector<std::byte>> msgs;
+    for (std::size_t w = 0; w < batches[k].size(); ++w) msgs.push_back(make_message<T>(300 + 10 * k + w, all[batches[k][w]]));
+    msgs[2][msgs[2].size() / 2] ^= std::byte{0x40};
+    msgs.push_back(msgs[1]);
+    const auto expected = host_in_order<T>(msgs, host, opt);
+    const auto [slots, stride] = slots_of(msgs);
+    std::vector<std::uint64_t> lengths;
+    for (const auto& m : msgs) lengths.push_back(m.size());
+    const auto out = r.accumulate_all(slots, stride, lengths);
+    for (std::size_t m = 0; m < msgs.size(); ++m) {
+      CAPTURE(m);
+      CHECK(static_cast<errc>(out[2 * m]) == expected[m]);
+      if (expected[m] == errc::ok) CHECK(out[2 * m + 1] == wire::peek(gradcomp::span<const std::byte>(msgs[m].data(), msgs[m].size()))->section_count);
+    }
+    CHECK(std::count(expected.begin(), expected.end(), errc::ok) >= (opt.every_tensor ? 3 : 6));
+    CHECK(same(r.read(), host));
+  }
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: N workers' messages in one call add up as one after the other on the host",
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
+  wire::device_accumulate_options sums;
+  sums.check_sums = true;
+  wire::device_accumulate_options every = sums;
+  every.every_tensor = true;
+  for (const auto& opt : {wire::device_accumulate_options{}, sums, every}) {
+    CAPTURE(opt.check_sums);
+    CAPTURE(opt.every_tensor);
+    check_batches<float, Backend>(opt);
+  }
+  check_batches<double, Backend>(sums);
+}
+
+// One section of tensor 2 (1,000 elements) keeping elements 10 and 20, raw indices and fp32 or
+// Rice indices and fp64 values.
+std::vector<std::byte> two_values(float at_10, float at_20, bool rice = false) {
+  const std::uint32_t idx[] = {10, 20};
+  const float vals[] = {at_10, at_20};
+  gradcomp::tensor_message<float> t;
+  t.tensor = 2;
+  t.numel = tensor_sizes[2];
+  t.indices = gradcomp::span<const std::uint32_t>(idx, 2);
+  t.values = gradcomp::span<const float>(vals, 2);
+  wire::encode_options opt;
+  opt.indices = rice ? wire::index_coding::rice : wire::index_coding::raw_u32;
+  opt.values = rice ? wire::value_coding::fp64 : wire::value_coding::fp32;
+  return wire::encode(gradcomp::span<const gradcomp::tensor_message<float>>(&t, 1), opt);
+}
+
+TEST_CASE_TEMPLATE("device_accumulator: with sums checked, a message refused for its sums is not in the sums the "
+                   "next ones are checked against",
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
+  // Element 10 starts at 0.75 of the largest float. A message adding 0.5 of it overflows and is
+  // refused; one adding 0.2 after it is then sound (0.95), but would overflow if the refused one
+  // counted. Where the refused message is first, second or after a Rice-coded one, the verdicts
+  // and sums are the host decoder's in order.
+  const float big = std::numeric_limits<float>::max();
+  wire::device_accumulate_options sums;
+  sums.check_sums = true;
+  const std::vector<std::vector<std::vector<std::byte>>> cases = {
+      {two_values(0.5f * big, 1), two_values(0.2f * big, 2), two_values(-0.9f * big, 3), two_values(0.5f * big, 4)},
+      {two_values(-1e30f, 1), two_values(0.5f * big, 2), two_values(0.2f * big, 3), two_values(-0.1f * big, 4)},
+      {two_values(1, 1, true), two_values(0.5f * big, 2), two_values(0.2f * big, 3, true), two_values(-0.1f * big, 4)},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    CAPTURE(k);
+    auto host = initial_accumulators<float>(60);
+    host[2][10] = 0.75f * big;
+    receiver<float, Backend> r(host, 1 << 12, sums, {}, 4);
+    const auto expected = host_in_order<float>(cases[k], host, sums);
+    CHECK(std::count(expected.begin(), expected.end(), errc::state_overflow) == 1);
+    CHECK(expected[k == 0 ? 1 : 2] == errc::ok);
+    const auto [slots, stride] = slots_of(cases[k]);
+    std::vector<std::uint64_t> lengths;
+    for (const auto& m : cases[k]) lengths.push_back(m.size());
+    const auto out = r.accumulate_all(slots, stride, lengths);
+    for (std::size_t m = 0; m < expected.size(); ++m) {
+      CAPTURE(m);
+      CHECK(static_cast<errc>(out[2 * m]) == expected[m]);
+    }
+    CHECK(same(r.read(), host));
+  }
+}
+
+TEST_CASE("device_accumulator: accumulate_all refuses what does not fit before issuing anything") {
+  using backend = gradcomp_test::primary_backend;
+  auto host = initial_accumulators<float>(61);
+  receiver<float, backend> r(host, 256, {}, {}, 2);
+  auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(r.b, 6);
+  auto slots = gradcomp::allocate_buffer<std::byte>(r.b, 3 * 256);
+  const auto bytes = gradcomp::readonly(slots.view());
+  auto code = [](const gradcomp::result<void>& x) { return x ? errc::ok : x.error(); };
+  CHECK(code(r.decoder->accumulate_all(r.b, bytes.first(512), 0, {}, outcomes.view())) == errc::size_mismatch);
+  CHECK(code(r.decoder->accumulate_all(r.b, bytes.first(500), 256, {}, outcomes.view())) == errc::size_mismatch);
+  CHECK(code(r.decoder->accumulate_all(r.b, bytes, 256, {}, outcomes.view())) == errc::workspace_too_small);
+  CHECK(code(r.decoder->accumulate_all(r.b, bytes.first(514), 257, {}, outcomes.view())) == errc::workspace_too_small);
+  CHECK(code(r.decoder->accumulate_all(r.b, bytes.first(512), 256, {}, outcomes.view().first(3))) == errc::size_mismatch);
+  CHECK(code(r.decoder->accumulate_all(r.b, bytes.first(512), 256, gradcomp::readonly(outcomes.view()).first(1),
+                                       outcomes.view())) == errc::size_mismatch);
+  CHECK(code(r.decoder->accumulate_all(r.b, bytes.first(0), 256, {}, outcomes.view())) == errc::ok);
+  CHECK(same(r.read(), host));
 }
 
 // The codings of a message's sections, as (index coding, value coding) pairs.

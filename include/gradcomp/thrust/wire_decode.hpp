@@ -4,13 +4,17 @@
 /// of `wire::decode_accumulate` and without the host waiting.
 ///
 /// `wire::device_accumulator<T, thrust_backend<System>>` is set up once with the receiver's
-/// accumulators (tensor t's dense accumulator is `dest[t]`, in backend memory) and the most bytes
-/// a message may have. `accumulate(on, msg, outcome, length)` then issues, on `on`'s stream, the
-/// whole decoding of one message held in backend memory: every check of the host decoder (header,
-/// checksum, section headers, the rules of gradient messages, each tensor against its
-/// accumulator, every index and value), then, only where all of them passed, the addition of
-/// every section into its accumulator. The outcome (`errc::ok` and the section count, or the
-/// error and 0) lands in backend memory.
+/// accumulators (tensor t's dense accumulator is `dest[t]`, in backend memory), the most bytes
+/// a message may have and the most messages one call takes. `accumulate(on, msg, outcome, length)`
+/// then issues, on `on`'s stream, the whole decoding of one message held in backend memory: every
+/// check of the host decoder (header, checksum, section headers, the rules of gradient messages,
+/// each tensor against its accumulator, every index and value), then, only where all of them
+/// passed, the addition of every section into its accumulator. The outcome (`errc::ok` and the
+/// section count, or the error and 0) lands in backend memory. `accumulate_all` does the same for
+/// N messages (an allgather's slots) in the same launches whatever N: every message checked at
+/// once, then each element's sum formed in message order by the thread of the last message that
+/// holds it, which finds the earlier messages' values by binary search, so the sums are bitwise
+/// those of the messages added one after the other.
 ///
 /// A message is applied completely or not at all, and nothing outside the message's bytes, the
 /// accumulators and the decoder's own workspace is ever read or written, whatever the bytes say.
@@ -100,6 +104,7 @@ struct decode_entry {
   std::uint32_t indices;      // index_coding
   std::uint32_t values;       // value_coding
   std::uint32_t parameter;    // Rice parameter
+  std::uint32_t tensor;       // the accumulator it adds into
   std::uint64_t index_error;  // (position << 16) | errc of the first bad index; no_error: none
   std::uint64_t value_error;  // the same for the values
   std::uint64_t sum_error;    // the same for the sums (errc::state_overflow)
@@ -114,6 +119,7 @@ struct decode_state {
   std::uint64_t walk_error;   // errc at the point where the header walk stopped; 0: none
   std::uint64_t sound;        // sections in the table: every one before the walk stopped
   std::uint64_t sections;     // the header's section count
+  std::uint64_t structural;   // the message's errc before its sums are checked
   std::uint64_t verdict;      // the message's errc
 };
 
@@ -184,6 +190,7 @@ struct walk_headers {
       e.indices = static_cast<std::uint32_t>(s.indices);
       e.values = static_cast<std::uint32_t>(s.values);
       e.parameter = s.index_parameter;
+      e.tensor = s.tensor;
       e.index_error = no_error;
       e.value_error = no_error;
       e.sum_error = no_error;
@@ -407,29 +414,29 @@ struct decode_varints {
   }
 };
 
-// Per byte, after both scans (marks exclusive, gaps inclusive): every entry of a raw, bitmap,
-// varint or dense section with its position. Checking (Apply false): the varint positions against
-// numel and, with check_sums, every sum. Applying (once the verdict is errc::ok): the additions.
-template <class T, bool Apply>
+// Per byte, after both scans (marks exclusive, gaps inclusive): the varint positions checked
+// against numel and, where `take.entries`, every entry of a raw, bitmap, varint or dense section
+// given to take(e, j, i) with its position.
+template <class T, class Take>
 struct take_entries {
   const std::byte* msg;
   decode_entry<T>* table;
   const decode_state* st;
   const std::uint32_t* marks;
   const std::uint32_t* sums;
-  bool check_sums;
+  Take take;
   GRADCOMP_HD void operator()(std::size_t x) const {
-    if (st->frame_error != 0 || (Apply && st->verdict != 0)) return;
+    if (st->frame_error != 0) return;
     decode_entry<T>* found = section_at(table, st, x);
     if (found == nullptr) return;
     decode_entry<T>& e = *found;
-    const bool sums_wanted = Apply || check_sums;
+    const bool sums_wanted = take.entries;
     const auto coding = static_cast<index_coding>(e.indices);
     if (x >= e.value_at) {
       if (coding != index_coding::dense || !sums_wanted) return;
       values_of_byte f{msg + e.value_at, x - e.value_at, e.kept};
       (void)visit_codec(gradcomp::detail::parallel_value_codecs{}, static_cast<value_coding>(e.values), f);
-      for (std::uint64_t j = f.first; j < f.first + f.count; ++j) take<T, Apply>(msg, e, j, j);
+      for (std::uint64_t j = f.first; j < f.first + f.count; ++j) take(e, j, j);
       return;
     }
     const std::uint64_t rel = x - e.index_at;
@@ -437,7 +444,7 @@ struct take_entries {
     if (coding == index_coding::raw_u32) {
       if (!sums_wanted || rel % 4 != 0 || static_cast<value_coding>(e.values) == value_coding::qsgd_gamma) return;
       const std::uint32_t i = gradcomp::detail::load_le<std::uint32_t>(msg + x);
-      if (i < e.numel) take<T, Apply>(msg, e, rel / 4, i);
+      if (i < e.numel) take(e, rel / 4, i);
     } else if (coding == index_coding::bitmap) {
       if (!sums_wanted) return;
       std::uint64_t j = marks[x] - marks[e.index_at];
@@ -445,7 +452,7 @@ struct take_entries {
         const std::uint64_t i = 8 * rel + bit;
         if (((b >> bit) & 1u) == 0) continue;
         if (i >= e.numel || j >= e.kept) return;  // reported by check_bytes, decode_varints
-        take<T, Apply>(msg, e, j++, i);
+        take(e, j++, i);
       }
     } else if (coding == index_coding::delta_varint) {
       if ((b & 0x80u) != 0 || sums[x] == sums[x - 1]) return;  // not a varint's end, or faulty
@@ -456,10 +463,10 @@ struct take_entries {
       const std::uint32_t base = sums[e.index_at - 1];
       const std::uint32_t s = sums[x] - base, prev = sums[x - 1] - base;
       if (s <= prev || static_cast<std::uint64_t>(s) - 1 >= e.numel) {
-        if (!Apply) atomic_min_u64(&e.index_error, error_key(j, errc::index_out_of_range));
+        atomic_min_u64(&e.index_error, error_key(j, errc::index_out_of_range));
         return;
       }
-      if (sums_wanted) take<T, Apply>(msg, e, j, s - 1);
+      if (sums_wanted) take(e, j, s - 1);
     }
   }
 };
@@ -555,65 +562,409 @@ struct gamma_section {
   }
 };
 
-// Per section: a section that one thread reads in order, in one launch for every such section:
-// Rice-coded indices (checking records the first fault and, with check_sums, the sums; applying
-// adds), qsgd_gamma values (gamma_section).
-template <class T, bool Apply>
+// Per section: the checks of a section that one thread reads in order, in one launch for every
+// such section: Rice-coded indices (the first fault), the parameter block of qsgd_gamma values.
+template <class T>
 struct serial_sections {
   const std::byte* msg;
   decode_entry<T>* table;
   const decode_state* st;
-  bool check_sums;
-  struct sink {
-    const std::byte* msg;
-    decode_entry<T>* e;
-    bool sums_wanted;
-    GRADCOMP_HD void operator()(std::uint64_t j, std::uint64_t i) const {
-      if (sums_wanted) take<T, Apply>(msg, *e, j, i);
-    }
+  struct no_sink {
+    GRADCOMP_HD void operator()(std::uint64_t, std::uint64_t) const {}
   };
   GRADCOMP_HD void operator()(std::size_t s) const {
-    if (st->frame_error != 0 || s >= st->sound || (Apply && st->verdict != 0)) return;
+    if (st->frame_error != 0 || s >= st->sound) return;
     decode_entry<T>& e = table[s];
     if (static_cast<value_coding>(e.values) == value_coding::qsgd_gamma) {
       // Its raw indices are checked by check_bytes; their faults come first.
-      if (Apply || e.index_error == no_error) gamma_section<T, Apply>{msg, &e, check_sums}.run();
+      if (e.index_error == no_error) gamma_section<T, false>{msg, &e, false}.run();
       return;
     }
     if (static_cast<index_coding>(e.indices) != index_coding::rice) return;
-    sink f{msg, &e, Apply || check_sums};
+    no_sink f;
     std::uint64_t at = 0;
     const errc r = decode_rice_serial(msg + e.index_at, e.index_bytes, e.parameter, e.numel, e.kept, at, f);
-    if (!Apply && r != errc::ok) e.index_error = error_key(at, r);
+    if (r != errc::ok) e.index_error = error_key(at, r);
   }
 };
 
-// One thread: the message's verdict, in the host decoder's order (the frame; the checksum; then
-// per section in order its header and rules, its indices, its values, its sums; the walk's
-// end), and the outcome.
+// Whether section e is read by one thread in order (Rice indices, qsgd_gamma values).
 template <class T>
-struct decide_message {
-  decode_state* st;
-  const decode_entry<T>* table;
-  const std::byte* msg;
-  const std::uint32_t* crcs;
-  std::uint64_t* outcome;
+GRADCOMP_HD bool is_serial(const decode_entry<T>& e) noexcept {
+  return static_cast<index_coding>(e.indices) == index_coding::rice ||
+         static_cast<value_coding>(e.values) == value_coding::qsgd_gamma;
+}
+
+// The message's verdict in the host decoder's order: the frame; the checksum; then per section
+// in order its header and rules, its indices, its values, its sums (sum_fault(s): nonzero where
+// section s makes a sum non-finite); the walk's end.
+template <class T, class SumFault>
+GRADCOMP_HD std::uint64_t message_verdict(const decode_state* st, decode_entry<T>* table, const std::byte* msg,
+                                          const std::uint32_t* crcs, SumFault& sum_fault) {
+  std::uint64_t e = st->frame_error;
+  if (e == 0 && st->crc_closed == 0) {
+    const std::uint64_t body = st->crc_length - checksum_bytes;  // at least a header
+    if (gradcomp::detail::load_le<std::uint32_t>(msg + body) != combine_chunk_crcs(crcs, crc_chunk_bytes, body))
+      e = static_cast<std::uint64_t>(errc::checksum_mismatch);
+  }
+  for (std::uint64_t s = 0; s < st->sound && e == 0; ++s) {
+    if (table[s].index_error != no_error) e = table[s].index_error & 0xffffu;
+    else if (table[s].value_error != no_error) e = table[s].value_error & 0xffffu;
+    else if (sum_fault(s)) e = static_cast<std::uint64_t>(errc::state_overflow);
+  }
+  if (e == 0) e = st->walk_error;
+  return e;
+}
+
+// The messages of one call and the decoder's workspace: message r at msgs + r * stride, its
+// length at lengths[r] (null: stride bytes), its table, state, checksum chunks and positions
+// (`span` = stride + 1 per message: the scans' last slot) each in a slot of their own.
+template <class T>
+struct batch {
+  const std::byte* msgs;
+  std::uint64_t stride;
+  const std::uint64_t* lengths;
+  std::uint64_t messages;
+  std::uint64_t count;  // accumulators
+  std::uint64_t slots;  // table entries per message: count, at least 1
+  std::uint64_t chunks;  // checksum chunks per message
+  decode_entry<T>* tables;
+  decode_state* states;
+  std::uint32_t* marks;
+  std::uint32_t* sums;
+  std::uint32_t* crcs;
+  std::uint32_t* section_of;  // [r * count + t]: message r's section of tensor t; none: no_section
+  std::uint64_t* outcomes;
+  std::uint64_t* limits;      // {first message with a serial section, first message added by serial_tail}
+  GRADCOMP_HD std::uint64_t span() const { return stride + 1; }
+  GRADCOMP_HD const std::byte* msg(std::uint64_t r) const { return msgs + r * stride; }
+  GRADCOMP_HD decode_entry<T>* table(std::uint64_t r) const { return tables + r * slots; }
+  GRADCOMP_HD std::uint32_t* marks_of(std::uint64_t r) const { return marks + r * span(); }
+  GRADCOMP_HD std::uint32_t* sums_of(std::uint64_t r) const { return sums + r * span(); }
+  GRADCOMP_HD const std::uint32_t* crcs_of(std::uint64_t r) const { return crcs + r * chunks; }
+  GRADCOMP_HD void finish(std::uint64_t r, std::uint64_t verdict) const {
+    states[r].verdict = verdict;
+    outcomes[2 * r] = verdict;
+    outcomes[2 * r + 1] = verdict == 0 ? states[r].sections : 0;
+  }
+};
+constexpr std::uint32_t no_section = ~std::uint32_t(0);
+
+// Value i of the section of tensor `t` in message r (a sound section of parallel codings), where
+// it holds one: dense (value i), raw indices (a binary search of the payload), a bitmap (bit i
+// and the set bits before it), varints (a binary search of the gap sums).
+template <class T>
+GRADCOMP_HD bool value_at(const batch<T>& b, std::uint64_t r, std::uint64_t t, std::uint64_t i, T& v) {
+  const std::uint32_t s = b.section_of[r * b.count + t];
+  if (s == no_section) return false;
+  const decode_entry<T>& e = b.table(r)[s];
+  const std::byte* msg = b.msg(r);
+  const std::uint32_t* marks = b.marks_of(r);
+  std::uint64_t j = 0;
+  switch (static_cast<index_coding>(e.indices)) {
+    case index_coding::dense: j = i; break;
+    case index_coding::raw_u32: {
+      std::uint64_t lo = 0, hi = e.kept;  // the first index at or above i
+      while (lo < hi) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        if (gradcomp::detail::load_le<std::uint32_t>(msg + e.index_at + 4 * mid) < i) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo == e.kept || gradcomp::detail::load_le<std::uint32_t>(msg + e.index_at + 4 * lo) != i) return false;
+      j = lo;
+      break;
+    }
+    case index_coding::bitmap: {
+      const std::uint64_t x = e.index_at + i / 8;
+      const unsigned byte = static_cast<unsigned>(msg[x]), bit = static_cast<unsigned>(i % 8);
+      if (((byte >> bit) & 1u) == 0) return false;
+      j = (marks[x] - marks[e.index_at]) + popcount8(byte & ((1u << bit) - 1u));
+      break;
+    }
+    case index_coding::delta_varint: {
+      // The gap sums (sums[x] - base: index + 1 at a varint's last byte) grow along the payload.
+      const std::uint32_t* sums = b.sums_of(r);
+      const std::uint32_t base = sums[e.index_at - 1];
+      std::uint64_t lo = e.index_at, hi = e.value_at;  // the first byte whose sum reaches i + 1
+      while (lo < hi) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        if (static_cast<std::uint64_t>(sums[mid] - base) < i + 1) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo == e.value_at || static_cast<std::uint64_t>(sums[lo] - base) != i + 1) return false;
+      j = marks[lo] - marks[e.index_at];
+      break;
+    }
+    default: return false;  // serial codings: never looked up (serial_tail adds them)
+  }
+  value_of<T> f{msg + e.value_at, j};
+  (void)visit_codec(gradcomp::detail::parallel_value_codecs{}, static_cast<value_coding>(e.values), f);
+  v = f.v;
+  return true;
+}
+
+// Whether message r is among those added: with `settled`, its verdict is errc::ok; before the
+// sums are checked, its structural verdict is.
+template <class T>
+GRADCOMP_HD bool is_added(const batch<T>& b, std::uint64_t r, bool settled) {
+  return (settled ? b.states[r].verdict : b.states[r].structural) == 0;
+}
+
+// Element i of tensor t as the host decoder finds it before message r: `start` plus the values
+// the messages added before r hold for it, in message order.
+template <class T>
+GRADCOMP_HD T sum_before(const batch<T>& b, std::uint64_t r, std::uint64_t t, std::uint64_t i, T start, bool settled) {
+  for (std::uint64_t q = 0; q < r; ++q) {
+    T v;
+    if (is_added(b, q, settled) && value_at(b, q, t, i, v)) start += v;
+  }
+  return start;
+}
+
+// take_entries's work per entry of message r in one pass over every message's bytes, in the
+// host decoder's order of additions: Check (check_sums) records the first entry of each section
+// whose sum, after the messages structurally sound before r, is not finite; otherwise, the last
+// message added that holds an element writes its sum, every added message's value in order.
+template <class T, bool Check>
+struct fold_entry {
+  batch<T> b;
+  std::uint64_t r;
+  std::uint64_t end;  // messages r and later: serial_tail's
+  bool entries = true;
+  GRADCOMP_HD void operator()(decode_entry<T>& e, std::uint64_t j, std::uint64_t i) const {
+    value_of<T> f{b.msg(r) + e.value_at, j};
+    (void)visit_codec(gradcomp::detail::parallel_value_codecs{}, static_cast<value_coding>(e.values), f);
+    if constexpr (Check) {
+      const T sum = sum_before(b, r, e.tensor, i, e.acc[i], false) + f.v;
+      if (!(sum - sum == T(0))) atomic_min_u64(&e.sum_error, error_key(j, errc::state_overflow));
+    } else {
+      for (std::uint64_t q = r + 1; q < end; ++q) {
+        T later;
+        if (is_added(b, q, true) && value_at(b, q, e.tensor, i, later)) return;  // q writes it
+      }
+      e.acc[i] = sum_before(b, r, e.tensor, i, e.acc[i], true) + f.v;
+    }
+  }
+};
+
+struct no_take {
+  bool entries = false;
+  template <class E>
+  GRADCOMP_HD void operator()(E&, std::uint64_t, std::uint64_t) const {}
+};
+
+// The per-message kernels over every message of the batch at once: thread x of message r is
+// thread r * span + x (per byte), r * slots + s (per section) or r (per message).
+template <class T>
+struct walk_all {
+  batch<T> b;
+  const accumulator_entry<T>* dest;
+  std::uint8_t* seen;
+  bool every_tensor;
+  message_kind kind;
+  GRADCOMP_HD void operator()(std::size_t r) const {
+    if (r == 0) {
+      b.limits[0] = b.messages;
+      b.limits[1] = b.messages;
+    }
+    walk_headers<T>{b.msg(r), b.stride, b.lengths != nullptr ? b.lengths + r : nullptr, dest, b.count,
+                    seen + r * b.count, b.table(r), b.states + r, every_tensor, b.outcomes + 2 * r, kind}(0);
+  }
+};
+
+template <class T>
+struct crc_all {
+  batch<T> b;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    const std::uint64_t r = x / b.chunks;
+    chunk_crc{b.msg(r), &b.states[r].crc_length, crc_chunk_bytes, static_cast<std::uint32_t>(checksum_bytes),
+              b.crcs + r * b.chunks}(x % b.chunks);
+  }
+};
+
+template <class T>
+struct check_all {
+  batch<T> b;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    const std::uint64_t r = x / b.span();
+    check_bytes<T>{b.msg(r), b.table(r), b.states + r, b.marks_of(r)}(x % b.span());
+  }
+};
+
+template <class T>
+struct varints_all {
+  batch<T> b;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    const std::uint64_t r = x / b.span();
+    decode_varints<T>{b.msg(r), b.table(r), b.states + r, b.marks_of(r), b.sums_of(r)}(x % b.span());
+  }
+};
+
+// Structure (Pass 0): every message; sums (Pass 1, check_sums): the messages before the first
+// with a serial section; additions (Pass 2): those before limits[1] that are added.
+template <class T, int Pass>
+struct entries_all {
+  batch<T> b;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    const std::uint64_t r = x / b.span();
+    const std::uint64_t local = x % b.span();
+    if (Pass == 0) {
+      take_entries<T, no_take>{b.msg(r), b.table(r), b.states + r, b.marks_of(r), b.sums_of(r), no_take{}}(local);
+    } else if (Pass == 1) {
+      if (r >= b.limits[0]) return;
+      take_entries<T, fold_entry<T, true>>{b.msg(r), b.table(r), b.states + r, b.marks_of(r), b.sums_of(r),
+                                           fold_entry<T, true>{b, r, b.limits[0]}}(local);
+    } else {
+      if (r >= b.limits[1] || b.states[r].verdict != 0) return;
+      take_entries<T, fold_entry<T, false>>{b.msg(r), b.table(r), b.states + r, b.marks_of(r), b.sums_of(r),
+                                            fold_entry<T, false>{b, r, b.limits[1]}}(local);
+    }
+  }
+};
+
+template <class T>
+struct serial_all {
+  batch<T> b;
+  GRADCOMP_HD void operator()(std::size_t x) const {
+    const std::uint64_t r = x / b.slots;
+    serial_sections<T>{b.msg(r), b.table(r), b.states + r}(x % b.slots);
+  }
+};
+
+// Per message: its verdict before the sums (structural), its sections by tensor where it is
+// sound, and the first message with a section read in order (limits[0]).
+template <class T>
+struct decide_structure {
+  batch<T> b;
+  struct none {
+    GRADCOMP_HD bool operator()(std::uint64_t) const { return false; }
+  };
+  GRADCOMP_HD void operator()(std::size_t r) const {
+    decode_state& st = b.states[r];
+    decode_entry<T>* table = b.table(r);
+    none f;
+    st.structural = message_verdict(&st, table, b.msg(r), b.crcs_of(r), f);
+    st.verdict = st.structural;
+    std::uint32_t* of = b.section_of + r * b.count;
+    for (std::uint64_t t = 0; t < b.count; ++t) of[t] = no_section;
+    bool serial = false;
+    for (std::uint64_t s = 0; st.frame_error == 0 && s < st.sound; ++s) {
+      if (st.structural == 0) of[table[s].tensor] = static_cast<std::uint32_t>(s);
+      serial = serial || is_serial(table[s]);
+    }
+    if (serial) atomic_min_u64(&b.limits[0], r);
+  }
+};
+
+// One thread, in message order: each verdict with its sums, up to the first message that
+// serial_tail takes (limits[1]): the first with a serial section, or the one after a message
+// refused for its sums alone (the later ones' sums were checked as if it were added).
+template <class T>
+struct decide_all {
+  batch<T> b;
+  bool check_sums;
+  struct recorded {
+    const decode_entry<T>* table;
+    GRADCOMP_HD bool operator()(std::uint64_t s) const { return table[s].sum_error != no_error; }
+  };
   GRADCOMP_HD void operator()(std::size_t) const {
-    std::uint64_t e = st->frame_error;
-    if (e == 0 && st->crc_closed == 0) {
-      const std::uint64_t body = st->crc_length - checksum_bytes;  // at least a header
-      if (gradcomp::detail::load_le<std::uint32_t>(msg + body) != combine_chunk_crcs(crcs, crc_chunk_bytes, body))
-        e = static_cast<std::uint64_t>(errc::checksum_mismatch);
+    std::uint64_t limit = b.limits[0];
+    for (std::uint64_t r = 0; r < b.messages; ++r) {
+      if (!check_sums) {
+        b.finish(r, b.states[r].structural);
+        continue;
+      }
+      if (r >= limit) break;
+      recorded f{b.table(r)};
+      const std::uint64_t v = message_verdict(b.states + r, b.table(r), b.msg(r), b.crcs_of(r), f);
+      b.finish(r, v);
+      if (v != 0 && b.states[r].structural == 0) limit = r + 1;
     }
-    for (std::uint64_t s = 0; s < st->sound && e == 0; ++s) {
-      if (table[s].index_error != no_error) e = table[s].index_error & 0xffffu;
-      else if (table[s].value_error != no_error) e = table[s].value_error & 0xffffu;
-      else if (table[s].sum_error != no_error) e = table[s].sum_error & 0xffffu;
+    b.limits[1] = limit;
+  }
+};
+
+// A section read in order by one thread: with Apply its values added, else its sums checked
+// (sum_error).
+template <class T, bool Apply>
+GRADCOMP_HD void serial_section(const std::byte* msg, decode_entry<T>& e) {
+  if (static_cast<value_coding>(e.values) == value_coding::qsgd_gamma) {
+    gamma_section<T, Apply>{msg, &e, !Apply}.run();
+    return;
+  }
+  struct sink {
+    const std::byte* msg;
+    decode_entry<T>* e;
+    GRADCOMP_HD void operator()(std::uint64_t j, std::uint64_t i) const { take<T, Apply>(msg, *e, j, i); }
+  } f{msg, &e};
+  const std::byte* p = msg + e.index_at;
+  switch (static_cast<index_coding>(e.indices)) {
+    case index_coding::dense:
+      for (std::uint64_t j = 0; j < e.kept; ++j) f(j, j);
+      return;
+    case index_coding::raw_u32:
+      for (std::uint64_t j = 0; j < e.kept; ++j) f(j, gradcomp::detail::load_le<std::uint32_t>(p + 4 * j));
+      return;
+    case index_coding::bitmap: {
+      std::uint64_t j = 0;
+      for (std::uint64_t i = 0; i < e.numel && j < e.kept; ++i)
+        if (bit_at(p, i) != 0) f(j++, i);
+      return;
     }
-    if (e == 0) e = st->walk_error;
-    st->verdict = e;
-    outcome[0] = e;
-    outcome[1] = e == 0 ? st->sections : 0;
+    case index_coding::delta_varint: {
+      std::uint64_t at = 0, next = 0;
+      for (std::uint64_t j = 0; j < e.kept; ++j) {
+        std::uint64_t d = 0;
+        unsigned shift = 0, byte = 0;
+        do {
+          byte = static_cast<unsigned>(p[at++]);
+          d |= static_cast<std::uint64_t>(byte & 0x7fu) << shift;
+          shift += 7;
+        } while ((byte & 0x80u) != 0);
+        f(j, next + d);
+        next += d + 1;
+      }
+      return;
+    }
+    case index_coding::rice: {
+      std::uint64_t at = 0;
+      (void)decode_rice_serial(p, e.index_bytes, e.parameter, e.numel, e.kept, at, f);
+      return;
+    }
+    default: return;
+  }
+}
+
+// The messages from limits[1] on, in order, read by one thread each section: with check_sums,
+// one thread decides and adds them one after the other, as the host decoder does; otherwise
+// (verdicts already decided) thread t adds every one's section of tensor t.
+template <class T>
+struct serial_tail {
+  batch<T> b;
+  bool check_sums;
+  struct checked {
+    const std::byte* msg;
+    decode_entry<T>* table;
+    GRADCOMP_HD bool operator()(std::uint64_t s) const {
+      table[s].sum_error = no_error;  // checked here against the sums as they now are
+      serial_section<T, false>(msg, table[s]);
+      return table[s].sum_error != no_error;
+    }
+  };
+  GRADCOMP_HD void operator()(std::size_t t) const {
+    for (std::uint64_t r = b.limits[1]; r < b.messages; ++r) {
+      decode_state& st = b.states[r];
+      decode_entry<T>* table = b.table(r);
+      if (check_sums) {
+        checked f{b.msg(r), table};
+        b.finish(r, message_verdict(&st, table, b.msg(r), b.crcs_of(r), f));
+        if (st.verdict == 0)
+          for (std::uint64_t s = 0; s < st.sound; ++s) serial_section<T, true>(b.msg(r), table[s]);
+      } else if (st.verdict == 0 && t < b.count) {
+        const std::uint32_t s = b.section_of[r * b.count + t];
+        if (s != no_section) serial_section<T, true>(b.msg(r), table[s]);
+      }
+    }
   }
 };
 
@@ -626,11 +977,12 @@ class device_accumulator;
  * @brief Decodes gradient messages held in the Thrust backend's memory and adds them into
  * accumulators there, on its system (see the top of thrust/wire_decode.hpp).
  *
- * Set up once with the accumulators (their memory stays valid while it is used) and the most
- * bytes a message may have; holds its workspace (about 8 bytes per byte of that capacity, plus a
- * table per tensor) in backend memory. Messages given to `accumulate` one after the other are
- * added in that order, each completely or not at all, so the sums are bitwise those of
- * `wire::decode_accumulate` called on the same messages in the same order.
+ * Set up once with the accumulators (their memory stays valid while it is used), the most bytes
+ * a message may have and the most messages one call takes; holds its workspace (about 8 bytes
+ * per byte of that capacity and message, plus a table per tensor and message) in backend memory.
+ * Each message is added completely or not at all, in the order given (`accumulate`: one after
+ * the other; `accumulate_all`: the messages of one call in their order), so the sums are bitwise
+ * those of `wire::decode_accumulate` called on the same messages in the same order.
  */
 template <class T, class System>
 class device_accumulator<T, thrust_backend<System>> {
@@ -647,23 +999,28 @@ class device_accumulator<T, thrust_backend<System>> {
   /**
    * @brief Uploads the accumulators' table and allocates the workspace (waits for the copy).
    * @param dest  tensor t's accumulator is `dest[t]`, of exactly its tensor's element count.
-   * @param max_message_bytes  the longest message `accumulate` will be given.
+   * @param max_message_bytes  the longest message (`accumulate_all`: the longest slot) taken.
    * @param opt  what it requires of a message beyond the rules every receiver applies.
    * @param dense_form  where not empty, the form of each accumulator's sections (host memory,
    *        read here): 1, the dense index coding only; 0, the sparse codings only; a section of
    *        the other form refuses the message with `errc::layout_mismatch`, as an `aggregator`
    *        refuses it. Empty: either form.
-   * @throws gradcomp::error `invalid_argument` (a capacity of 0 or above `capacity_limit`, or
-   *         `dense_form` neither empty nor one per accumulator), `size_overflow` (2^32
-   *         accumulators or more), `device_error`.
+   * @param max_messages  the most messages one `accumulate_all` call takes (`accumulate`: 1).
+   * @throws gradcomp::error `invalid_argument` (a capacity of 0 or above `capacity_limit`, no
+   *         messages, or `dense_form` neither empty nor one per accumulator), `size_overflow`
+   *         (2^32 accumulators or more, or a workspace beyond 2^63 bytes), `device_error`.
    */
   device_accumulator(const backend& on, span<const span<T, space>> dest, std::uint64_t max_message_bytes,
-                     const device_accumulate_options& opt = {}, span<const std::uint8_t> dense_form = {})
-      : opt_(opt), count_(dest.size()), capacity_(max_message_bytes) {
+                     const device_accumulate_options& opt = {}, span<const std::uint8_t> dense_form = {},
+                     std::uint64_t max_messages = 1)
+      : opt_(opt), count_(dest.size()), capacity_(max_message_bytes), max_messages_(max_messages) {
     using detail::accumulator_entry;
     if (max_message_bytes == 0 || max_message_bytes > capacity_limit)
       throw error(errc::invalid_argument, "device_accumulator: a message capacity in [1, 2^29] bytes");
-    if (dest.size() > std::numeric_limits<std::uint32_t>::max()) throw error(errc::size_overflow);
+    if (max_messages == 0) throw error(errc::invalid_argument, "device_accumulator: at least one message");
+    if (dest.size() > std::numeric_limits<std::uint32_t>::max() ||
+        max_messages > (std::uint64_t(1) << 60) / (8 * (capacity_ + 1) + 64 * (count_ + 1)))
+      throw error(errc::size_overflow);
     std::vector<accumulator_entry<T>> table(dest.size());
     if (!dense_form.empty() && dense_form.size() != dest.size())
       throw error(errc::invalid_argument, "device_accumulator: one form per accumulator");
@@ -676,17 +1033,23 @@ class device_accumulator<T, thrust_backend<System>> {
         copy_to_backend(on, span<const accumulator_entry<T>>(table.data(), table.size()), dest_.view());
     if (!copied) throw error(copied.error());
     const std::size_t slots = dest.size() == 0 ? 1 : dest.size();
-    seen_ = allocate_buffer<std::uint8_t>(on, slots);
-    table_ = allocate_buffer<detail::decode_entry<T>>(on, slots);
-    state_ = allocate_buffer<detail::decode_state>(on, 1);
-    marks_ = allocate_buffer<std::uint32_t>(on, capacity_ + 1);
-    sums_ = allocate_buffer<std::uint32_t>(on, capacity_);
-    crcs_ = allocate_buffer<std::uint32_t>(on, (capacity_ + detail::crc_chunk_bytes - 1) / detail::crc_chunk_bytes);
+    const std::uint64_t m = max_messages;
+    seen_ = allocate_buffer<std::uint8_t>(on, m * slots);
+    table_ = allocate_buffer<detail::decode_entry<T>>(on, m * slots);
+    section_of_ = allocate_buffer<std::uint32_t>(on, m * slots);
+    state_ = allocate_buffer<detail::decode_state>(on, m);
+    marks_ = allocate_buffer<std::uint32_t>(on, m * (capacity_ + 1));
+    sums_ = allocate_buffer<std::uint32_t>(on, m * (capacity_ + 1));
+    crcs_ = allocate_buffer<std::uint32_t>(
+        on, m * ((capacity_ + detail::crc_chunk_bytes - 1) / detail::crc_chunk_bytes));
+    limits_ = allocate_buffer<std::uint64_t>(on, 2);
     synchronize(on);
   }
 
-  /// The longest message `accumulate` takes.
+  /// The longest message `accumulate` takes (the longest slot of `accumulate_all`).
   std::uint64_t max_message_bytes() const noexcept { return capacity_; }
+  /// The most messages one `accumulate_all` call takes.
+  std::uint64_t max_messages() const noexcept { return max_messages_; }
 
   /**
    * @brief Issues, on `on`'s stream, the decoding of the message in `msg` and its addition into
@@ -703,52 +1066,94 @@ class device_accumulator<T, thrust_backend<System>> {
    */
   result<void> accumulate(const backend& on, span<const std::byte, space> msg, span<std::uint64_t, space> outcome,
                           const std::uint64_t* length = nullptr) {
-    using namespace detail;
     if (msg.size() > capacity_) return fail(errc::workspace_too_small);
     if (outcome.size() < 2) return fail(errc::size_mismatch);
-    const auto policy = gradcomp::detail::thrust_impl::exec<System>(on.stream);
-    const thrust::counting_iterator<std::size_t> first(0);
-    const std::byte* bytes = msg.data();
-    const std::uint64_t n = msg.size();
-    decode_entry<T>* table = table_.view().data();
-    decode_state* st = state_.view().data();
-    std::uint32_t* marks = marks_.view().data();
-    std::uint32_t* sums = sums_.view().data();
-    std::uint32_t* crcs = crcs_.view().data();
-    gradcomp::detail::thrust_impl::run_once<System>(
-        on.stream, walk_headers<T>{bytes, n, length, dest_.view().data(), count_, seen_.view().data(), table, st,
-                                   opt_.every_tensor, outcome.data(), opt_.kind});
-    const std::uint64_t chunks = (n + crc_chunk_bytes - 1) / crc_chunk_bytes;
-    if (chunks != 0)
-      thrust::for_each_n(policy, first, chunks,
-                         chunk_crc{bytes, &st->crc_length, crc_chunk_bytes, static_cast<std::uint32_t>(checksum_bytes), crcs});
-    thrust::for_each_n(policy, first, n + 1, check_bytes<T>{bytes, table, st, marks});
-    thrust::exclusive_scan(policy, marks, marks + n + 1, marks);
-    if (n != 0) {
-      thrust::for_each_n(policy, first, n, decode_varints<T>{bytes, table, st, marks, sums});
-      thrust::inclusive_scan(policy, sums, sums + n, sums);
-      thrust::for_each_n(policy, first, n, take_entries<T, false>{bytes, table, st, marks, sums, opt_.check_sums});
-    }
-    const std::size_t slots = count_ == 0 ? 1 : count_;
-    thrust::for_each_n(policy, first, slots, serial_sections<T, false>{bytes, table, st, opt_.check_sums});
-    gradcomp::detail::thrust_impl::run_once<System>(on.stream,
-                                                    decide_message<T>{st, table, bytes, crcs, outcome.data()});
-    if (n != 0) thrust::for_each_n(policy, first, n, take_entries<T, true>{bytes, table, st, marks, sums, false});
-    thrust::for_each_n(policy, first, slots, serial_sections<T, true>{bytes, table, st, false});
+    issue(on, msg.data(), msg.size(), 1, length, outcome.data());
+    return {};
+  }
+
+  /**
+   * @brief Issues, on `on`'s stream, the decoding of every message in `msgs` and their addition
+   * into the accumulators in their order, in a number of kernel launches that does not depend on
+   * how many there are; returns without waiting.
+   *
+   * Message r is in slot r of `msgs` (bytes [r * stride, (r + 1) * stride): the receive buffer of
+   * an allgather), `msgs.size() / stride` of them; its length is `lengths[r]` (backend memory,
+   * read when the work runs) or, with `lengths` empty, the whole slot. `outcomes[2 r]` and
+   * `outcomes[2 r + 1]` receive message r's outcome as `accumulate` gives it: the sums and every
+   * outcome are those of `accumulate` called on the messages one after the other. Sections whose
+   * codes one thread reads in order (Rice indices, `qsgd_gamma` values) are added, from the first
+   * message that has one, by one thread per tensor (with `check_sums`, by one thread): device
+   * receivers ask for the parallel codings.
+   * @return `errc::workspace_too_small` (a stride above `max_message_bytes()`, or more messages
+   *         than `max_messages()`) or `errc::size_mismatch` (a stride of 0, `msgs` not a whole
+   *         number of slots, `lengths` neither empty nor one per message, `outcomes` shorter than
+   *         two per message), checked before anything is issued.
+   */
+  result<void> accumulate_all(const backend& on, span<const std::byte, space> msgs, std::uint64_t stride,
+                              span<const std::uint64_t, space> lengths, span<std::uint64_t, space> outcomes) {
+    if (stride == 0 || msgs.size() % stride != 0) return fail(errc::size_mismatch);
+    const std::uint64_t n = msgs.size() / stride;
+    if (stride > capacity_ || n > max_messages_) return fail(errc::workspace_too_small);
+    if ((!lengths.empty() && lengths.size() != n) || outcomes.size() < 2 * n) return fail(errc::size_mismatch);
+    if (n != 0) issue(on, msgs.data(), stride, n, lengths.empty() ? nullptr : lengths.data(), outcomes.data());
     return {};
   }
 
  private:
+  // Every check of every message, then the additions in message order (the kernels above, in a
+  // fixed sequence of launches).
+  void issue(const backend& on, const std::byte* msgs, std::uint64_t stride, std::uint64_t n,
+             const std::uint64_t* lengths, std::uint64_t* outcomes) {
+    using namespace detail;
+    const auto policy = gradcomp::detail::thrust_impl::exec<System>(on.stream);
+    const thrust::counting_iterator<std::size_t> first(0);
+    const std::uint64_t slots = count_ == 0 ? 1 : count_;
+    const batch<T> b{msgs,
+                     stride,
+                     lengths,
+                     n,
+                     count_,
+                     slots,
+                     (stride + crc_chunk_bytes - 1) / crc_chunk_bytes,
+                     table_.view().data(),
+                     state_.view().data(),
+                     marks_.view().data(),
+                     sums_.view().data(),
+                     crcs_.view().data(),
+                     section_of_.view().data(),
+                     outcomes,
+                     limits_.view().data()};
+    const std::uint64_t bytes = n * b.span();
+    thrust::for_each_n(policy, first, n,
+                       walk_all<T>{b, dest_.view().data(), seen_.view().data(), opt_.every_tensor, opt_.kind});
+    if (b.chunks != 0) thrust::for_each_n(policy, first, n * b.chunks, crc_all<T>{b});
+    thrust::for_each_n(policy, first, bytes, check_all<T>{b});
+    thrust::exclusive_scan(policy, b.marks, b.marks + bytes, b.marks);
+    thrust::for_each_n(policy, first, bytes, varints_all<T>{b});
+    thrust::inclusive_scan(policy, b.sums, b.sums + bytes, b.sums);
+    thrust::for_each_n(policy, first, bytes, entries_all<T, 0>{b});
+    thrust::for_each_n(policy, first, n * slots, serial_all<T>{b});
+    thrust::for_each_n(policy, first, n, decide_structure<T>{b});
+    if (opt_.check_sums) thrust::for_each_n(policy, first, bytes, entries_all<T, 1>{b});
+    gradcomp::detail::thrust_impl::run_once<System>(on.stream, decide_all<T>{b, opt_.check_sums});
+    thrust::for_each_n(policy, first, bytes, entries_all<T, 2>{b});
+    thrust::for_each_n(policy, first, opt_.check_sums ? std::uint64_t(1) : slots, serial_tail<T>{b, opt_.check_sums});
+  }
+
   device_accumulate_options opt_;
   std::uint64_t count_ = 0;
   std::uint64_t capacity_ = 0;
+  std::uint64_t max_messages_ = 1;
   backend_buffer<detail::accumulator_entry<T>, backend> dest_;
   backend_buffer<std::uint8_t, backend> seen_;
   backend_buffer<detail::decode_entry<T>, backend> table_;
+  backend_buffer<std::uint32_t, backend> section_of_;
   backend_buffer<detail::decode_state, backend> state_;
   backend_buffer<std::uint32_t, backend> marks_;
   backend_buffer<std::uint32_t, backend> sums_;
   backend_buffer<std::uint32_t, backend> crcs_;
+  backend_buffer<std::uint64_t, backend> limits_;
 };
 
 }  // namespace wire
