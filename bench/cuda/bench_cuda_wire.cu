@@ -1,9 +1,10 @@
 // Decode-and-accumulate on the GPU: 8 workers' gradient messages of a whole ResNet-50
 // (bench/data/resnet50.txt, 161 tensors, 25.6 M parameters), each tensor keeping a share of its
 // elements (args: per million, index coding 0 raw_u32 / 1 delta_varint / 2 bitmap / 3 rice, fp32
-// values, a CRC-32C), gathered in one buffer of device memory as an allgather leaves them, then
-// decoded and added into the receiver's accumulators by a wire::device_accumulator, one call per
-// worker in rank order, on one stream; timed (CUDA events) against the same additions without any
+// values, a CRC-32C), gathered in one buffer of device memory as an allgather leaves them (each in
+// a slot of the longest one's length, with its length), then decoded and added into the
+// receiver's accumulators by a wire::device_accumulator, all 8 in one accumulate_all call (a fixed
+// number of launches), on one stream; timed (CUDA events) against the same additions without any
 // decoding or checking in the same iteration: a scatter-add of every worker's positions and values,
 // already as 32-bit integers and floats in device memory. ratio_to_scatter = scatter time / decode
 // time. message_bytes: one worker's message.
@@ -13,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -62,8 +64,8 @@ void BM_cuda_decode_accumulate(benchmark::State& state) {
   // Every worker's message (positions at random, values normal), and the same entries flat.
   std::mt19937_64 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> gathered;
-  std::vector<std::size_t> offsets, lengths;
+  std::vector<std::vector<std::byte>> messages;
+  std::vector<std::uint64_t> lengths;
   std::vector<std::uint32_t> flat_tensor, flat_index;
   std::vector<float> flat_value;
   for (int w = 0; w < workers; ++w) {
@@ -88,17 +90,19 @@ void BM_cuda_decode_accumulate(benchmark::State& state) {
     }
     const auto m = gradcomp::wire::encode(
         gradcomp::span<const gradcomp::tensor_message<float>>(sections.data(), sections.size()), opt);
-    offsets.push_back(gathered.size());
+    messages.push_back(m);
     lengths.push_back(m.size());
-    gathered.insert(gathered.end(), m.begin(), m.end());
   }
+  std::size_t longest = 0;
+  for (const std::size_t l : lengths) longest = l > longest ? l : longest;
+  std::vector<std::byte> gathered(workers * longest);
+  for (int w = 0; w < workers; ++w)
+    std::copy(messages[w].begin(), messages[w].end(), gathered.begin() + static_cast<std::ptrdiff_t>(w * longest));
 
   const backend b{};
   std::vector<gradcomp::backend_buffer<float, backend>> acc;
   std::vector<gradcomp::span<float, space>> views;
   std::vector<float*> pointers;
-  std::size_t longest = 0;
-  for (const std::size_t l : lengths) longest = l > longest ? l : longest;
   bool ok = true;
   for (const auto& t : model) {
     acc.push_back(gradcomp::allocate_buffer<float>(b, t.numel));
@@ -115,18 +119,18 @@ void BM_cuda_decode_accumulate(benchmark::State& state) {
     return buf;
   };
   auto bytes = upload(gathered);
+  auto length = upload(lengths);
   auto tensors = upload(flat_tensor);
   auto indices = upload(flat_index);
   auto values = upload(flat_value);
   auto table = upload(pointers);
   auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(b, 2 * workers);
   gradcomp::wire::device_accumulator<float, backend> decoder(
-      b, gradcomp::span<const gradcomp::span<float, space>>(views.data(), views.size()), longest);
+      b, gradcomp::span<const gradcomp::span<float, space>>(views.data(), views.size()), longest, {}, {}, workers);
 
   auto decode = [&] {
-    for (int w = 0; w < workers; ++w)
-      ok &= static_cast<bool>(decoder.accumulate(b, gradcomp::readonly(bytes.view()).subspan(offsets[w], lengths[w]),
-                                                 outcomes.view().subspan(2 * w, 2)));
+    ok &= static_cast<bool>(decoder.accumulate_all(b, gradcomp::readonly(bytes.view()), longest,
+                                                   gradcomp::readonly(length.view()), outcomes.view()));
   };
   auto scatter = [&] {
     thrust::for_each_n(thrust::cuda::par_nosync, thrust::counting_iterator<std::size_t>(0), flat_value.size(),

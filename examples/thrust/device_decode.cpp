@@ -2,7 +2,8 @@
 // the portable Thrust backend's memory (Thrust's OpenMP system here; compiled by nvcc with
 // thrust::system::cuda::tag, the GPU's), as a collective would leave it, with each message's
 // length beside it. A wire::device_accumulator, set up once with the receiver's accumulators,
-// decodes and adds each message there, in rank order, without the host waiting: each message is
+// decodes and adds all of them there in one call (accumulate_all: a fixed number of kernel
+// launches, whatever the workers), in rank order, without the host waiting: each message is
 // checked completely (a corrupt one is refused with an error code and changes nothing) before any
 // of it is added. The host reads the sums only to show that they are decode_accumulate's.
 #include <gradcomp/gradcomp.hpp>
@@ -55,16 +56,16 @@ int main() {
   }
   messages[2][100] ^= std::byte{0x10};  // one worker's message damaged on the way
 
-  // What an allgather leaves on the device: the messages one after the other, and their lengths.
-  std::vector<std::byte> gathered;
-  std::vector<std::uint64_t> offsets, lengths;
+  // What an allgather leaves on the device: each message in a slot of the longest one's length,
+  // and their lengths.
+  std::vector<std::uint64_t> lengths;
   std::uint64_t longest = 0;
   for (const auto& m : messages) {
-    offsets.push_back(gathered.size());
     lengths.push_back(m.size());
     longest = m.size() > longest ? m.size() : longest;
-    gathered.insert(gathered.end(), m.begin(), m.end());
   }
+  std::vector<std::byte> gathered(workers * longest);
+  for (int r = 0; r < workers; ++r) std::memcpy(gathered.data() + r * longest, messages[r].data(), messages[r].size());
   auto received = gradcomp::allocate_buffer<std::byte>(backend, gathered.size());
   auto received_lengths = gradcomp::allocate_buffer<std::uint64_t>(backend, lengths.size());
   if (!gradcomp::copy_to_backend(backend, gradcomp::span<const std::byte>(gathered.data(), gathered.size()),
@@ -74,7 +75,7 @@ int main() {
     return 1;
 
   // The receiver: one accumulator per tensor in the backend's memory (zero here), and a decoder
-  // set up once for messages up to the longest; then one call per message, in rank order.
+  // set up once for `workers` messages up to the longest; then one call for all of them.
   std::vector<gradcomp::backend_buffer<float, device>> sums;
   std::vector<gradcomp::span<float, space>> accumulators;
   for (const std::size_t n : sizes) {
@@ -84,13 +85,12 @@ int main() {
     accumulators.push_back(sums.back().view());
   }
   gradcomp::wire::device_accumulator<float, device> receiver(
-      backend, gradcomp::span<const gradcomp::span<float, space>>(accumulators.data(), accumulators.size()), longest);
-  auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(backend, 2 * workers);  // errc, sections
-  for (int r = 0; r < workers; ++r) {
-    const auto message = gradcomp::readonly(received.view()).subspan(offsets[r], lengths[r]);
-    if (!receiver.accumulate(backend, message, outcomes.view().subspan(2 * r, 2), received_lengths.view().data() + r))
-      return 1;
-  }
+      backend, gradcomp::span<const gradcomp::span<float, space>>(accumulators.data(), accumulators.size()), longest,
+      {}, {}, workers);
+  auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(backend, 2 * workers);  // errc, sections per worker
+  if (!receiver.accumulate_all(backend, gradcomp::readonly(received.view()), longest,
+                               gradcomp::readonly(received_lengths.view()), outcomes.view()))
+    return 1;
 
   // The host reads the outcomes and sums once, and checks them against decode_accumulate.
   std::vector<std::uint64_t> result(2 * workers);
