@@ -484,6 +484,51 @@ TEST_CASE_TEMPLATE("device_accumulator: with sums checked, a message refused for
   }
 }
 
+TEST_CASE_TEMPLATE("device_accumulator: messages at offsets of an allgatherv's buffer add up as one after the other",
+                   Backend, GRADCOMP_THRUST_TEST_BACKENDS) {
+  // Three messages one after the other (no slots), then two that do not lie within the buffer or
+  // are longer than the decoder takes: size_mismatch for those, as accumulate gives for a length
+  // beyond its buffer, and the others added in order.
+  const auto all = forms();
+  std::vector<std::vector<std::byte>> msgs = {make_message<float>(500, all[0]), make_message<float>(501, all[3]),
+                                              make_message<float>(502, all[1])};
+  std::vector<std::byte> packed;
+  std::vector<std::uint64_t> offsets, lengths;
+  for (const auto& m : msgs) {
+    offsets.push_back(packed.size());
+    lengths.push_back(m.size());
+    packed.insert(packed.end(), m.begin(), m.end());
+  }
+  offsets.push_back(packed.size() - 10);  // runs past the buffer's end
+  lengths.push_back(msgs[0].size());
+  offsets.push_back(0);  // longer than the decoder's capacity
+  lengths.push_back(packed.size());
+  auto host = initial_accumulators<float>(62);
+  const std::uint64_t capacity = std::max({msgs[0].size(), msgs[1].size(), msgs[2].size()});
+  receiver<float, Backend> r(host, capacity, {}, {}, 5);
+  auto expected = host_in_order<float>(msgs, host, {});
+  expected.push_back(errc::size_mismatch);
+  expected.push_back(errc::size_mismatch);
+  auto bytes = gradcomp::allocate_buffer<std::byte>(r.b, packed.size());
+  REQUIRE(gradcomp::copy_to_backend(r.b, gradcomp::span<const std::byte>(packed.data(), packed.size()), bytes.view()));
+  std::vector<std::uint64_t> layout = offsets;
+  layout.insert(layout.end(), lengths.begin(), lengths.end());
+  auto where = gradcomp::allocate_buffer<std::uint64_t>(r.b, layout.size());
+  REQUIRE(gradcomp::copy_to_backend(r.b, gradcomp::span<const std::uint64_t>(layout.data(), layout.size()), where.view()));
+  auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(r.b, 10);
+  const auto w = gradcomp::readonly(where.view());
+  REQUIRE(r.decoder->accumulate_all(r.b, gradcomp::readonly(bytes.view()), w.first(5), w.subspan(5, 5), outcomes.view()));
+  std::vector<std::uint64_t> out(10);
+  REQUIRE(gradcomp::copy_to_host(r.b, gradcomp::readonly(outcomes.view()), gradcomp::span<std::uint64_t>(out.data(), 10)));
+  gradcomp::synchronize(r.b);
+  for (std::size_t m = 0; m < 5; ++m) {
+    CAPTURE(m);
+    CHECK(static_cast<errc>(out[2 * m]) == expected[m]);
+  }
+  CHECK(expected[0] == errc::ok);
+  CHECK(same(r.read(), host));
+}
+
 TEST_CASE("device_accumulator: accumulate_all refuses what does not fit before issuing anything") {
   using backend = gradcomp_test::primary_backend;
   auto host = initial_accumulators<float>(61);

@@ -61,6 +61,18 @@ class reduction {
   virtual bool aggregates() const { return false; }
   virtual void begin() {}
   virtual errc add(const std::byte*, std::uint64_t) { return errc::invalid_argument; }
+  // Adds the messages of an allgatherv's buffer (rank r's: counts[r] bytes at displs[r]) in rank
+  // order; the failure key of the first one refused, or no_failure. By default one add per
+  // message up to the first refused; a reduction may add them all in one go (the later ones
+  // then added too: the step fails either way).
+  virtual std::uint64_t add_all(const std::byte* gathered, const std::vector<std::uint64_t>& counts,
+                                const std::vector<std::uint64_t>& displs) {
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      const errc e = add(gathered + displs[r], counts[r]);
+      if (e != errc::ok) return failure_key(static_cast<int>(r), e);
+    }
+    return no_failure;
+  }
   virtual errc finish(std::size_t, bool formed) { return (void)formed, errc::ok; }
   // True when this reduction serves `target` (an aggregator's address) of type `tag` still.
   virtual bool serves(const void* target, const void* tag) const { return (void)target, (void)tag, false; }
@@ -561,12 +573,7 @@ class exchange_engine {
   // first it refuses.
   std::uint64_t add_in_rank_order(reduction& target) {
     target.begin();
-    for (int r = 0; r < size_; ++r) {
-      const auto m = message(r);
-      const errc e = target.add(m.data(), m.size());
-      if (e != errc::ok) return detail::failure_key(r, e);
-    }
-    return no_failure;
+    return target.add_all(received_.data(), counts_, displs_);
   }
 
   // The dense values are summed by the transport's allreduce (in its order), not share by share.

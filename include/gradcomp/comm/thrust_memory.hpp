@@ -71,21 +71,7 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
   }
   void begin() override { agg_.begin(); }
   errc add(const std::byte* message, std::uint64_t bytes) override {
-    if (!accumulator_ || accumulator_->max_message_bytes() < bytes) {
-      // Room for this message, and for growth: a workspace is set up rarely, not every step.
-      const std::uint64_t limit = wire::device_accumulator<T, backend>::capacity_limit;
-      if (bytes > limit) return errc::workspace_too_small;
-      const std::uint64_t have = accumulator_ ? accumulator_->max_message_bytes() : 0;
-      const std::uint64_t want = std::min(limit, std::max<std::uint64_t>({bytes, 2 * have, 4096}));
-      wire::device_accumulate_options opt;
-      opt.check_sums = true;
-      opt.every_tensor = true;
-      opt.kind = agg_.message_kind();
-      accumulator_.reset();
-      accumulator_ = std::make_unique<wire::device_accumulator<T, backend>>(
-          this->memory_, span<const span<T, space>>(sums_.data(), sums_.size()), want, opt,
-          span<const std::uint8_t>(forms_.data(), forms_.size()));
-    }
+    if (const errc e = ensure(bytes, 1); e != errc::ok) return e;
     const auto issued =
         accumulator_->accumulate(this->memory_, span<const std::byte, space>(message, static_cast<std::size_t>(bytes)),
                                  outcome_.view());
@@ -94,6 +80,42 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
     (void)gradcomp::copy_to_host(this->memory_, readonly(outcome_.view()), span<std::uint64_t>(verdict, 2));
     gradcomp::synchronize(this->memory_);
     return static_cast<errc>(verdict[0]);
+  }
+  // Every rank's message in one accumulate_all call (a fixed number of launches, whatever the
+  // ranks) and one read of the verdicts; the sums and verdicts are those of add in rank order.
+  std::uint64_t add_all(const std::byte* gathered, const std::vector<std::uint64_t>& counts,
+                        const std::vector<std::uint64_t>& displs) override {
+    const std::size_t n = counts.size();
+    std::uint64_t longest = 0, total = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      longest = std::max(longest, counts[r]);
+      total = std::max(total, displs[r] + counts[r]);
+    }
+    if (const errc e = ensure(longest, n); e != errc::ok) {  // a message longer than any workspace
+      std::size_t r = 0;
+      while (r + 1 < n && counts[r] <= wire::device_accumulator<T, backend>::capacity_limit) ++r;
+      return failure_key(static_cast<int>(r), e);
+    }
+    // Where each message is and how long: one upload; the verdicts: one read.
+    std::vector<std::uint64_t> layout(displs.begin(), displs.end());
+    layout.insert(layout.end(), counts.begin(), counts.end());
+    if (layout_.size() < 2 * n) layout_ = gradcomp::allocate_buffer<std::uint64_t>(this->memory_, 2 * n);
+    if (outcome_.size() < 2 * n) outcome_ = gradcomp::allocate_buffer<std::uint64_t>(this->memory_, 2 * n);
+    if (!gradcomp::copy_to_backend(this->memory_, span<const std::uint64_t>(layout.data(), layout.size()),
+                                   layout_.view().first(2 * n)))
+      return failure_key(0, errc::device_error);
+    const auto where = readonly(layout_.view());
+    const auto issued =
+        accumulator_->accumulate_all(this->memory_, span<const std::byte, space>(gathered, static_cast<std::size_t>(total)),
+                                     where.first(n), where.subspan(n, n), outcome_.view().first(2 * n));
+    if (!issued) return failure_key(0, issued.error());
+    std::vector<std::uint64_t> verdicts(2 * n);
+    (void)gradcomp::copy_to_host(this->memory_, readonly(outcome_.view()).first(2 * n),
+                                 span<std::uint64_t>(verdicts.data(), verdicts.size()));
+    gradcomp::synchronize(this->memory_);
+    for (std::size_t r = 0; r < n; ++r)
+      if (verdicts[2 * r] != 0) return failure_key(static_cast<int>(r), static_cast<errc>(verdicts[2 * r]));
+    return no_failure;
   }
   errc finish(std::size_t n, bool) override {
     // The sums were formed by the accumulator (or the dense path), not by aggregator::add.
@@ -117,6 +139,27 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
   }
 
  private:
+  // A decoder for `messages` messages of up to `bytes` each, with room to grow: a workspace is
+  // set up rarely, not every step.
+  errc ensure(std::uint64_t bytes, std::uint64_t messages) {
+    if (accumulator_ && accumulator_->max_message_bytes() >= bytes && accumulator_->max_messages() >= messages)
+      return errc::ok;
+    const std::uint64_t limit = wire::device_accumulator<T, backend>::capacity_limit;
+    if (bytes > limit) return errc::workspace_too_small;
+    const std::uint64_t have = accumulator_ ? accumulator_->max_message_bytes() : 0;
+    const std::uint64_t want = std::min(limit, std::max<std::uint64_t>({bytes, 2 * have, 4096}));
+    const std::uint64_t count = std::max<std::uint64_t>(messages, accumulator_ ? accumulator_->max_messages() : 1);
+    wire::device_accumulate_options opt;
+    opt.check_sums = true;
+    opt.every_tensor = true;
+    opt.kind = agg_.message_kind();
+    accumulator_.reset();
+    accumulator_ = std::make_unique<wire::device_accumulator<T, backend>>(
+        this->memory_, span<const span<T, space>>(sums_.data(), sums_.size()), want, opt,
+        span<const std::uint8_t>(forms_.data(), forms_.size()), count);
+    return errc::ok;
+  }
+
   void copy_values(const T* from, T* to, std::size_t n) const {
     if (n != 0) thrust::copy_n(gradcomp::detail::thrust_impl::exec<System>(this->memory_.stream), from, n, to);
   }
@@ -126,6 +169,7 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
   std::vector<std::uint8_t> forms_;  // 1: the layout's dense tensors
   std::uint64_t elements_ = 0;
   backend_buffer<std::uint64_t, backend> outcome_;
+  backend_buffer<std::uint64_t, backend> layout_;  // each message's offset, then each one's length
   std::unique_ptr<wire::device_accumulator<T, backend>> accumulator_;
 };
 

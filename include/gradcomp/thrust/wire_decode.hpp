@@ -616,13 +616,16 @@ GRADCOMP_HD std::uint64_t message_verdict(const decode_state* st, decode_entry<T
   return e;
 }
 
-// The messages of one call and the decoder's workspace: message r at msgs + r * stride, its
-// length at lengths[r] (null: stride bytes), its table, state, checksum chunks and positions
-// (`span` = stride + 1 per message: the scans' last slot) each in a slot of their own.
+// The messages of one call and the decoder's workspace: message r at msgs + offsets[r] (null:
+// r * stride), its length at lengths[r] (null: stride bytes), at most stride bytes and within
+// the buffer; its table, state, checksum chunks and positions (`span` = stride + 1 per message:
+// the scans' last slot) each in a slot of their own.
 template <class T>
 struct batch {
   const std::byte* msgs;
-  std::uint64_t stride;
+  std::uint64_t total;             // bytes at msgs
+  const std::uint64_t* offsets;    // null: message r at r * stride
+  std::uint64_t stride;            // the longest message, and the workspace per message
   const std::uint64_t* lengths;
   std::uint64_t messages;
   std::uint64_t count;  // accumulators
@@ -637,7 +640,16 @@ struct batch {
   std::uint64_t* outcomes;
   std::uint64_t* limits;      // {first message with a serial section, first message added by serial_tail}
   GRADCOMP_HD std::uint64_t span() const { return stride + 1; }
-  GRADCOMP_HD const std::byte* msg(std::uint64_t r) const { return msgs + r * stride; }
+  GRADCOMP_HD std::uint64_t offset(std::uint64_t r) const {
+    const std::uint64_t at = offsets != nullptr ? offsets[r] : r * stride;
+    return at < total ? at : total;
+  }
+  GRADCOMP_HD const std::byte* msg(std::uint64_t r) const { return msgs + offset(r); }
+  // The bytes message r may have: its slot, within the buffer.
+  GRADCOMP_HD std::uint64_t room(std::uint64_t r) const {
+    const std::uint64_t left = total - offset(r);
+    return left < stride ? left : stride;
+  }
   GRADCOMP_HD decode_entry<T>* table(std::uint64_t r) const { return tables + r * slots; }
   GRADCOMP_HD std::uint32_t* marks_of(std::uint64_t r) const { return marks + r * span(); }
   GRADCOMP_HD std::uint32_t* sums_of(std::uint64_t r) const { return sums + r * span(); }
@@ -767,7 +779,7 @@ struct walk_all {
       b.limits[0] = b.messages;
       b.limits[1] = b.messages;
     }
-    walk_headers<T>{b.msg(r), b.stride, b.lengths != nullptr ? b.lengths + r : nullptr, dest, b.count,
+    walk_headers<T>{b.msg(r), b.room(r), b.lengths != nullptr ? b.lengths + r : nullptr, dest, b.count,
                     seen + r * b.count, b.table(r), b.states + r, every_tensor, b.outcomes + 2 * r, kind}(0);
   }
 };
@@ -1068,7 +1080,7 @@ class device_accumulator<T, thrust_backend<System>> {
                           const std::uint64_t* length = nullptr) {
     if (msg.size() > capacity_) return fail(errc::workspace_too_small);
     if (outcome.size() < 2) return fail(errc::size_mismatch);
-    issue(on, msg.data(), msg.size(), 1, length, outcome.data());
+    issue(on, msg.data(), msg.size(), nullptr, msg.size(), 1, length, outcome.data());
     return {};
   }
 
@@ -1096,20 +1108,45 @@ class device_accumulator<T, thrust_backend<System>> {
     const std::uint64_t n = msgs.size() / stride;
     if (stride > capacity_ || n > max_messages_) return fail(errc::workspace_too_small);
     if ((!lengths.empty() && lengths.size() != n) || outcomes.size() < 2 * n) return fail(errc::size_mismatch);
-    if (n != 0) issue(on, msgs.data(), stride, n, lengths.empty() ? nullptr : lengths.data(), outcomes.data());
+    if (n != 0)
+      issue(on, msgs.data(), msgs.size(), nullptr, stride, n, lengths.empty() ? nullptr : lengths.data(),
+            outcomes.data());
+    return {};
+  }
+
+  /**
+   * @brief `accumulate_all` over messages anywhere in `msgs` (the receive buffer of an
+   * allgatherv): message r is the `lengths[r]` bytes at `offsets[r]` (both in backend memory, read
+   * when the work runs), one message per offset, in that order.
+   *
+   * A message that does not lie within `msgs`, or is longer than `max_message_bytes()`, gets the
+   * outcome `errc::size_mismatch`, as a length beyond the buffer does for `accumulate`.
+   * @return `errc::workspace_too_small` (more messages than `max_messages()`) or
+   *         `errc::size_mismatch` (`lengths` not one per offset, `outcomes` shorter than two per
+   *         message), checked before anything is issued.
+   */
+  result<void> accumulate_all(const backend& on, span<const std::byte, space> msgs,
+                              span<const std::uint64_t, space> offsets, span<const std::uint64_t, space> lengths,
+                              span<std::uint64_t, space> outcomes) {
+    const std::uint64_t n = offsets.size();
+    if (n > max_messages_) return fail(errc::workspace_too_small);
+    if (lengths.size() != n || outcomes.size() < 2 * n) return fail(errc::size_mismatch);
+    if (n != 0) issue(on, msgs.data(), msgs.size(), offsets.data(), capacity_, n, lengths.data(), outcomes.data());
     return {};
   }
 
  private:
   // Every check of every message, then the additions in message order (the kernels above, in a
   // fixed sequence of launches).
-  void issue(const backend& on, const std::byte* msgs, std::uint64_t stride, std::uint64_t n,
-             const std::uint64_t* lengths, std::uint64_t* outcomes) {
+  void issue(const backend& on, const std::byte* msgs, std::uint64_t total, const std::uint64_t* offsets,
+             std::uint64_t stride, std::uint64_t n, const std::uint64_t* lengths, std::uint64_t* outcomes) {
     using namespace detail;
     const auto policy = gradcomp::detail::thrust_impl::exec<System>(on.stream);
     const thrust::counting_iterator<std::size_t> first(0);
     const std::uint64_t slots = count_ == 0 ? 1 : count_;
     const batch<T> b{msgs,
+                     total,
+                     offsets,
                      stride,
                      lengths,
                      n,
