@@ -17,12 +17,15 @@
 
 #include <doctest/doctest.h>
 
+#include <gradcomp/aggregator.hpp>
 #include <gradcomp/backend_memory.hpp>
+#include <gradcomp/comm/thrust_memory.hpp>
 #include <gradcomp/isgq/compressor.hpp>
 #include <gradcomp/thrust/wire_decode.hpp>
 #include <gradcomp/wire/decode.hpp>
 #include <gradcomp/wire/encode.hpp>
 
+#include "backend/conformance.hpp"
 #include "support/sanitized.hpp"
 #include "thrust/data.hpp"
 #include "thrust/systems.hpp"
@@ -527,6 +530,67 @@ TEST_CASE_TEMPLATE("device_accumulator: messages at offsets of an allgatherv's b
   }
   CHECK(expected[0] == errc::ok);
   CHECK(same(r.read(), host));
+}
+
+TEST_CASE("device exchange: every rank's message added in one call, or in groups, as the host aggregator adds them") {
+  // What an exchange in a Thrust backend's memory does with an allgatherv's buffer
+  // (comm/thrust_memory.hpp): the aggregator's updates and the first refusal (rank and error) are
+  // the host aggregator's adding the same messages in rank order, whether the ranks' messages go
+  // in one accumulate_all call or, under a small workspace budget, one or two ranks per call.
+  using backend = gradcomp_test::primary_backend;
+  using reduction = gradcomp::comm::detail::device_aggregator_reduction<gradcomp::aggregator<float, backend>,
+                                                                         gradcomp_test::primary_system>;
+  namespace cd = gradcomp::comm::detail;
+  const auto cfg = gradcomp_test::conformance_configs()[13];
+  std::vector<std::vector<std::byte>> msgs;
+  for (std::size_t rank = 0; rank < 5; ++rank) {
+    gradcomp_test::conformance_worker<float, gradcomp::cpu_backend> w(cfg, gradcomp::cpu_backend{});
+    w.load(gradcomp_test::conformance_gradients<float>(0, rank));
+    REQUIRE(w.compressor.compress(w.views()));
+    msgs.push_back(w.encode().value());
+  }
+  gradcomp_test::conformance_worker<float, gradcomp::cpu_backend> layout(cfg, gradcomp::cpu_backend{});
+  for (const bool damaged : {false, true}) {
+    auto ranks = msgs;
+    if (damaged) ranks[3][ranks[3].size() / 2] ^= std::byte{0x08};
+    std::vector<std::byte> gathered;
+    std::vector<std::uint64_t> counts, displs;
+    for (const auto& m : ranks) {
+      displs.push_back(gathered.size());
+      counts.push_back(m.size());
+      gathered.insert(gathered.end(), m.begin(), m.end());
+    }
+    gradcomp::aggregator<float> host(layout.compressor);
+    host.begin();
+    std::uint64_t expected = cd::no_failure;
+    for (std::size_t r = 0; r < ranks.size() && expected == cd::no_failure; ++r) {
+      const auto added = host.add(gradcomp::span<const std::byte>(ranks[r].data(), ranks[r].size()));
+      if (!added) expected = cd::failure_key(static_cast<int>(r), added.error());
+    }
+    if (expected == cd::no_failure) REQUIRE(host.finish(ranks.size()));
+    for (const std::uint64_t budget : {reduction::default_workspace_budget, std::uint64_t(1), std::uint64_t(90000)}) {
+      CAPTURE(damaged);
+      CAPTURE(budget);
+      const backend b{};
+      gradcomp::aggregator<float, backend> agg(layout.compressor);
+      reduction red(agg, b, budget);
+      auto bytes = gradcomp::allocate_buffer<std::byte>(b, gathered.size());
+      REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const std::byte>(gathered.data(), gathered.size()), bytes.view()));
+      red.begin();
+      const std::uint64_t key = red.add_all(bytes.view().data(), counts, displs);
+      CHECK(key == expected);
+      if (expected != cd::no_failure) continue;
+      REQUIRE(red.finish(ranks.size(), false) == errc::ok);
+      for (std::size_t t = 0; t < agg.num_tensors(); ++t) {
+        std::vector<float> got(agg.update(t).size());
+        REQUIRE(gradcomp::copy_to_host(b, agg.update(t), gradcomp::span<float>(got.data(), got.size())));
+        gradcomp::synchronize(b);
+        const auto want = host.update(t);
+        CHECK(gradcomp_test::bitwise_same(got, std::vector<float>(want.data(), want.data() + want.size())));
+      }
+    }
+    CHECK((expected == cd::no_failure) == !damaged);
+  }
 }
 
 TEST_CASE("device_accumulator: accumulate_all refuses what does not fit before issuing anything") {

@@ -53,8 +53,15 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
                 "an exchange in a Thrust backend's memory aggregates into an aggregator on that backend");
 
  public:
-  device_aggregator_reduction(Aggregator& agg, const backend& on)
-      : typed_reduction<backend, T>(on), agg_(agg), outcome_(gradcomp::allocate_buffer<std::uint64_t>(on, 2)) {
+  // The most decoder workspace add_all sets up for the ranks' messages at once (bytes).
+  static constexpr std::uint64_t default_workspace_budget = std::uint64_t(256) << 20;
+
+  device_aggregator_reduction(Aggregator& agg, const backend& on,
+                              std::uint64_t workspace_budget = default_workspace_budget)
+      : typed_reduction<backend, T>(on),
+        agg_(agg),
+        outcome_(gradcomp::allocate_buffer<std::uint64_t>(on, 2)),
+        workspace_budget_(workspace_budget) {
     for (std::size_t t = 0; t < agg_.num_tensors(); ++t) {
       sums_.push_back(agg_.sum(t));
       forms_.push_back(agg_.dense(t) ? 1 : 0);
@@ -83,6 +90,9 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
   }
   // Every rank's message in one accumulate_all call (a fixed number of launches, whatever the
   // ranks) and one read of the verdicts; the sums and verdicts are those of add in rank order.
+  // The decoder's workspace is 8 bytes per byte of each message it takes at once: where the
+  // ranks' messages would need more than the budget, they go in groups of consecutive
+  // ranks, one call each (calls in rank order add up as one).
   std::uint64_t add_all(const std::byte* gathered, const std::vector<std::uint64_t>& counts,
                         const std::vector<std::uint64_t>& displs) override {
     const std::size_t n = counts.size();
@@ -91,12 +101,14 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
       longest = std::max(longest, counts[r]);
       total = std::max(total, displs[r] + counts[r]);
     }
-    if (const errc e = ensure(longest, n); e != errc::ok) {  // a message longer than any workspace
+    const std::uint64_t group = std::max<std::uint64_t>(
+        1, std::min<std::uint64_t>(n, workspace_budget_ / (8 * (std::max<std::uint64_t>(longest, 4096) + 1))));
+    if (const errc e = ensure(longest, group); e != errc::ok) {  // a message longer than any workspace
       std::size_t r = 0;
       while (r + 1 < n && counts[r] <= wire::device_accumulator<T, backend>::capacity_limit) ++r;
       return failure_key(static_cast<int>(r), e);
     }
-    // Where each message is and how long: one upload; the verdicts: one read.
+    // Where each message is and how long: one upload; the verdicts: one read per group.
     std::vector<std::uint64_t> layout(displs.begin(), displs.end());
     layout.insert(layout.end(), counts.begin(), counts.end());
     if (layout_.size() < 2 * n) layout_ = gradcomp::allocate_buffer<std::uint64_t>(this->memory_, 2 * n);
@@ -105,16 +117,19 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
                                    layout_.view().first(2 * n)))
       return failure_key(0, errc::device_error);
     const auto where = readonly(layout_.view());
-    const auto issued =
-        accumulator_->accumulate_all(this->memory_, span<const std::byte, space>(gathered, static_cast<std::size_t>(total)),
-                                     where.first(n), where.subspan(n, n), outcome_.view().first(2 * n));
-    if (!issued) return failure_key(0, issued.error());
+    const span<const std::byte, space> bytes(gathered, static_cast<std::size_t>(total));
     std::vector<std::uint64_t> verdicts(2 * n);
-    (void)gradcomp::copy_to_host(this->memory_, readonly(outcome_.view()).first(2 * n),
-                                 span<std::uint64_t>(verdicts.data(), verdicts.size()));
-    gradcomp::synchronize(this->memory_);
-    for (std::size_t r = 0; r < n; ++r)
-      if (verdicts[2 * r] != 0) return failure_key(static_cast<int>(r), static_cast<errc>(verdicts[2 * r]));
+    for (std::size_t first = 0; first < n; first += group) {
+      const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(group, n - first));
+      const auto issued = accumulator_->accumulate_all(this->memory_, bytes, where.subspan(first, m),
+                                                       where.subspan(n + first, m), outcome_.view().subspan(2 * first, 2 * m));
+      if (!issued) return failure_key(static_cast<int>(first), issued.error());
+      (void)gradcomp::copy_to_host(this->memory_, readonly(outcome_.view()).subspan(2 * first, 2 * m),
+                                   span<std::uint64_t>(verdicts.data() + 2 * first, 2 * m));
+      gradcomp::synchronize(this->memory_);
+      for (std::size_t r = first; r < first + m; ++r)
+        if (verdicts[2 * r] != 0) return failure_key(static_cast<int>(r), static_cast<errc>(verdicts[2 * r]));
+    }
     return no_failure;
   }
   errc finish(std::size_t n, bool) override {
@@ -170,6 +185,7 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
   std::uint64_t elements_ = 0;
   backend_buffer<std::uint64_t, backend> outcome_;
   backend_buffer<std::uint64_t, backend> layout_;  // each message's offset, then each one's length
+  std::uint64_t workspace_budget_;
   std::unique_ptr<wire::device_accumulator<T, backend>> accumulator_;
 };
 
