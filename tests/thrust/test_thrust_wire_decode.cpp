@@ -576,6 +576,14 @@ TEST_CASE("device exchange: every rank's message added in one call, or in groups
       reduction red(agg, b, budget);
       auto bytes = gradcomp::allocate_buffer<std::byte>(b, gathered.size());
       REQUIRE(gradcomp::copy_to_backend(b, gradcomp::span<const std::byte>(gathered.data(), gathered.size()), bytes.view()));
+      // A sixth rank whose message no decoder takes (its bytes never read): refused after the
+      // five are added, or after the damaged one fails the step first.
+      std::vector<std::uint64_t> more_counts = counts, more_displs = displs;
+      more_counts.push_back(gradcomp::wire::device_accumulator<float, backend>::capacity_limit + 1);
+      more_displs.push_back(0);
+      red.begin();
+      CHECK(red.add_all(bytes.view().data(), more_counts, more_displs) ==
+            (damaged ? expected : cd::failure_key(5, errc::workspace_too_small)));
       red.begin();
       const std::uint64_t key = red.add_all(bytes.view().data(), counts, displs);
       CHECK(key == expected);

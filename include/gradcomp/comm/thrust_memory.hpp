@@ -95,7 +95,13 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
   // ranks, one call each (calls in rank order add up as one).
   std::uint64_t add_all(const std::byte* gathered, const std::vector<std::uint64_t>& counts,
                         const std::vector<std::uint64_t>& displs) override {
-    const std::size_t n = counts.size();
+    // The ranks before the first whose message no decoder takes (add's workspace_too_small there,
+    // once the ranks before it are added).
+    const std::size_t all = counts.size();
+    std::size_t n = 0;
+    while (n < all && counts[n] <= wire::device_accumulator<T, backend>::capacity_limit) ++n;
+    const std::uint64_t beyond = n < all ? failure_key(static_cast<int>(n), errc::workspace_too_small) : no_failure;
+    if (n == 0) return beyond;
     std::uint64_t longest = 0, total = 0;
     for (std::size_t r = 0; r < n; ++r) {
       longest = std::max(longest, counts[r]);
@@ -103,14 +109,10 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
     }
     const std::uint64_t group = std::max<std::uint64_t>(
         1, std::min<std::uint64_t>(n, workspace_budget_ / (8 * (std::max<std::uint64_t>(longest, 4096) + 1))));
-    if (const errc e = ensure(longest, group); e != errc::ok) {  // a message longer than any workspace
-      std::size_t r = 0;
-      while (r + 1 < n && counts[r] <= wire::device_accumulator<T, backend>::capacity_limit) ++r;
-      return failure_key(static_cast<int>(r), e);
-    }
+    if (const errc e = ensure(longest, group); e != errc::ok) return failure_key(0, e);
     // Where each message is and how long: one upload; the verdicts: one read per group.
-    std::vector<std::uint64_t> layout(displs.begin(), displs.end());
-    layout.insert(layout.end(), counts.begin(), counts.end());
+    std::vector<std::uint64_t> layout(displs.begin(), displs.begin() + static_cast<std::ptrdiff_t>(n));
+    layout.insert(layout.end(), counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(n));
     if (layout_.size() < 2 * n) layout_ = gradcomp::allocate_buffer<std::uint64_t>(this->memory_, 2 * n);
     if (outcome_.size() < 2 * n) outcome_ = gradcomp::allocate_buffer<std::uint64_t>(this->memory_, 2 * n);
     if (!gradcomp::copy_to_backend(this->memory_, span<const std::uint64_t>(layout.data(), layout.size()),
@@ -130,7 +132,7 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
       for (std::size_t r = first; r < first + m; ++r)
         if (verdicts[2 * r] != 0) return failure_key(static_cast<int>(r), static_cast<errc>(verdicts[2 * r]));
     }
-    return no_failure;
+    return beyond;
   }
   errc finish(std::size_t n, bool) override {
     // The sums were formed by the accumulator (or the dense path), not by aggregator::add.
@@ -163,7 +165,7 @@ class device_aggregator_reduction final : public typed_reduction<thrust_backend<
     if (bytes > limit) return errc::workspace_too_small;
     const std::uint64_t have = accumulator_ ? accumulator_->max_message_bytes() : 0;
     const std::uint64_t want = std::min(limit, std::max<std::uint64_t>({bytes, 2 * have, 4096}));
-    const std::uint64_t count = std::max<std::uint64_t>(messages, accumulator_ ? accumulator_->max_messages() : 1);
+    const std::uint64_t count = messages;  // not more: the workspace grows with the bytes
     wire::device_accumulate_options opt;
     opt.check_sums = true;
     opt.every_tensor = true;
