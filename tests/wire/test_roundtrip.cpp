@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "support/inputs.hpp"
@@ -148,6 +149,32 @@ TEST_CASE("the automatic coding is never larger than raw u32 and meets the bits-
     if (d == 1e-2) CHECK(bits <= 8.6);   // entropy: ~8.1
     if (d >= 0.03) CHECK(bits <= 8.0 / d + 1e-9);  // never worse than the bitmap
   }
+}
+
+TEST_CASE("for device receivers the automatic coding never chooses Rice, and takes the smallest of the others") {
+  // At 0.1% of a million positions Rice is the smallest; device_readable takes the smallest of
+  // raw, varint and bitmap instead, which a device decoder reads in parallel.
+  const std::uint32_t n = 1000000;
+  const auto idx = random_positions(n, 1000, 91);
+  const std::vector<float> val(idx.size(), 1.0f);
+  tensor_message<float> m{0, n, false, {idx.data(), idx.size()}, {val.data(), val.size()}};
+  auto coding = [&](bool device) {
+    wire::encode_options opt;
+    opt.device_readable = device;
+    const auto msg = wire::encode(span<const tensor_message<float>>(&m, 1), opt);
+    index_coding ic = index_coding::automatic;
+    std::uint64_t bytes = 0;
+    REQUIRE(wire::for_each_section(span<const std::byte>(msg.data(), msg.size()), [&](const wire::section_header& s) {
+      ic = s.indices;
+      bytes = s.index_bytes;
+    }));
+    CHECK(wire::decode<float>(span<const std::byte>(msg.data(), msg.size()))[0].indices == idx);
+    return std::make_pair(ic, bytes);
+  };
+  CHECK(coding(false).first == index_coding::rice);
+  const auto device = coding(true);
+  CHECK(device.first == index_coding::delta_varint);
+  CHECK(device.second == round_trip(n, idx, val, index_coding::delta_varint, value_coding::fp32, false).header.index_bytes);
 }
 
 TEST_CASE("max_encoded_bytes bounds every forced coding, even adversarial index sets") {

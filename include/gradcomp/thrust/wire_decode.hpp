@@ -24,11 +24,12 @@
 /// Every index coding and every value coding but `isgq` is decoded. Raw, bitmap and delta_varint
 /// indices and the value codings are decoded by one thread per byte of the message, with two
 /// scans (the positions of bitmap bits and varint ends, then the varint gaps). A section whose
-/// codes have no boundaries a thread could find on its own is decoded by one thread, in the same
-/// launch for every such section: Rice-coded indices, and `qsgd_gamma` values (Elias-gamma codes,
-/// read in order) with dense or raw_u32 indices, the forms a QSGD sender writes; so a receiver on
-/// a device should ask its peers for the parallel codings (`encode_options::device_readable`
-/// makes QSGD's senders write the fixed-width `qsgd` form). An `isgq` section (ISGQ's factors,
+/// codes have no boundaries a thread could find on its own is read in order by one thread:
+/// Rice-coded indices, and `qsgd_gamma` values (Elias-gamma codes) with dense or raw_u32 indices,
+/// the forms a QSGD sender writes (added by one thread per tensor, or with `check_sums` by one
+/// thread, from the first message that has one); so a receiver on a device should ask its peers
+/// for the parallel codings (`encode_options::device_readable` keeps `automatic` indices off
+/// Rice and QSGD's values in the fixed-width `qsgd` form). An `isgq` section (ISGQ's factors,
 /// whose product is formed on the host), or a `qsgd_gamma` section with other indices, refuses
 /// the message with `errc::unknown_coding`: peers send those to host receivers.
 ///

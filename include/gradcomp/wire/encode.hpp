@@ -29,9 +29,10 @@ struct encode_options {
   value_coding values = value_coding::fp32;        ///< Value coding of sparse sections.
   value_coding dense_values = value_coding::fp32;  ///< Value coding of dense sections.
   bool checksum = false;                           ///< Append a CRC-32C of the message.
-  /// Write only value codings that a device decoder reads in parallel (`wire::device_accumulator`):
-  /// a `qsgd` section stays in its fixed-width form even where `qsgd_gamma`, which such a decoder
-  /// reads on one thread per section, would be shorter.
+  /// Write only codings that a device decoder reads in parallel (`wire::device_accumulator`):
+  /// `automatic` index coding never chooses `rice`, and a `qsgd` section stays in its fixed-width
+  /// form even where `qsgd_gamma` would be shorter (such a decoder reads both in order, on one
+  /// thread).
   bool device_readable = false;
 };
 
@@ -94,6 +95,7 @@ result<section_plan> plan_section(const tensor_message<T>& m, const encode_optio
             {index_coding::rice, s.rice},
             {index_coding::bitmap, s.bitmap}};
         for (const auto& o : others) {
+          if (o.first == index_coding::rice && opt.device_readable) continue;
           if (o.second < p.index_bytes) {
             p.indices = o.first;
             p.index_bytes = o.second;
