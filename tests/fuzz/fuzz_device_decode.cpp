@@ -14,8 +14,9 @@
 //     host only), with unknown_coding;
 //   - an accepted message gives the host decoder's sums bitwise, and reports the section count;
 //   - a refused message leaves every accumulator bitwise unchanged;
-//   - the message three times in one accumulate_all call (the second cut to half its length)
-//     gives, message for message, the host decoder's outcomes on the three in turn, and its sums.
+//   - the message three times in one accumulate_all call (the second cut to half its length; in
+//     slots, or one right after the other at offsets for inputs of odd length) gives, message for
+//     message, the host decoder's outcomes on the three in turn, and its sums.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -74,17 +75,25 @@ bool host_only(span<const std::byte> msg) {
   return in_order_only;
 }
 
-// The message three times in one accumulate_all call, as an allgather's slots of exactly
-// three times its length (the second cut to half its length), on the accumulators `initial`: each
-// outcome and the sums are the host decoder's on the three one after the other.
+// The message three times in one accumulate_all call (the second cut to half its length), in a
+// buffer of exactly their bytes, on the accumulators `initial`: each outcome and the sums are the
+// host decoder's on the three one after the other.
 template <class T>
 void run_batch(span<const std::byte> msg, const std::vector<std::vector<T>>& initial,
                const wire::device_accumulate_options& opt) {
   const backend b{};
   const std::size_t stride = std::max<std::size_t>(msg.size(), 1);
+  // Inputs of odd length: an allgatherv's buffer, each message right after the one before (at
+  // offsets); of even length: an allgather's slots of `stride` bytes.
+  const bool packed = msg.size() % 2 == 1;
   const std::uint64_t lengths[3] = {msg.size(), msg.size() / 2, msg.size()};
-  std::vector<std::byte> host_slots(3 * stride);
-  for (std::size_t r = 0; r < 3; ++r) std::copy(msg.begin(), msg.end(), host_slots.begin() + static_cast<std::ptrdiff_t>(r * stride));
+  std::uint64_t layout[6] = {0, 0, 0, lengths[0], lengths[1], lengths[2]};  // offsets, then lengths
+  std::vector<std::byte> host_slots;
+  for (std::size_t r = 0; r < 3; ++r) {
+    layout[r] = host_slots.size();
+    host_slots.insert(host_slots.end(), msg.begin(), msg.begin() + static_cast<std::ptrdiff_t>(lengths[r]));
+    if (!packed) host_slots.resize((r + 1) * stride);
+  }
   std::vector<gradcomp::backend_buffer<T, backend>> acc;
   std::vector<span<T, space>> views;
   for (const auto& h : initial) {
@@ -95,15 +104,15 @@ void run_batch(span<const std::byte> msg, const std::vector<std::vector<T>>& ini
   auto slots = gradcomp::allocate_buffer<std::byte>(b, host_slots.size());
   FUZZ_CHECK(gradcomp::copy_to_backend(b, span<const std::byte>(host_slots.data(), host_slots.size()), slots.view())
                  .has_value());
-  auto length = gradcomp::allocate_buffer<std::uint64_t>(b, 3);
-  FUZZ_CHECK(gradcomp::copy_to_backend(b, span<const std::uint64_t>(lengths, 3), length.view()).has_value());
+  auto where = gradcomp::allocate_buffer<std::uint64_t>(b, 6);
+  FUZZ_CHECK(gradcomp::copy_to_backend(b, span<const std::uint64_t>(layout, 6), where.view()).has_value());
+  const auto offsets = gradcomp::readonly(where.view()).first(3), length = gradcomp::readonly(where.view()).subspan(3, 3);
   auto outcomes = gradcomp::allocate_buffer<std::uint64_t>(b, 6);
   wire::device_accumulator<T, backend> decoder(b, span<const span<T, space>>(views.data(), views.size()), stride, opt,
                                                {}, 3);
-  FUZZ_CHECK(decoder
-                 .accumulate_all(b, gradcomp::readonly(slots.view()), stride, gradcomp::readonly(length.view()),
-                                 outcomes.view())
-                 .has_value());
+  const auto issued = packed ? decoder.accumulate_all(b, gradcomp::readonly(slots.view()), offsets, length, outcomes.view())
+                             : decoder.accumulate_all(b, gradcomp::readonly(slots.view()), stride, length, outcomes.view());
+  FUZZ_CHECK(issued.has_value());
   std::uint64_t out[6] = {};
   FUZZ_CHECK(gradcomp::copy_to_host(b, gradcomp::readonly(outcomes.view()), span<std::uint64_t>(out, 6)).has_value());
   std::vector<std::vector<T>> device(initial.size());

@@ -376,6 +376,22 @@ std::pair<std::vector<std::byte>, std::size_t> slots_of(const std::vector<std::v
   return {slots, stride};
 }
 
+// Lays the messages out as an allgatherv leaves them: one right after the other, with each one's
+// offset and length.
+struct packed_messages {
+  std::vector<std::byte> bytes;
+  std::vector<std::uint64_t> offsets, lengths;
+};
+packed_messages packed_of(const std::vector<std::vector<std::byte>>& msgs) {
+  packed_messages p;
+  for (const auto& m : msgs) {
+    p.offsets.push_back(p.bytes.size());
+    p.lengths.push_back(m.size());
+    p.bytes.insert(p.bytes.end(), m.begin(), m.end());
+  }
+  return p;
+}
+
 // The host decoder on each message in turn; returns the errors.
 template <class T>
 std::vector<errc> host_in_order(const std::vector<std::vector<std::byte>>& msgs, std::vector<std::vector<T>>& acc,
@@ -495,13 +511,7 @@ TEST_CASE_TEMPLATE("device_accumulator: messages at offsets of an allgatherv's b
   const auto all = forms();
   std::vector<std::vector<std::byte>> msgs = {make_message<float>(500, all[0]), make_message<float>(501, all[3]),
                                               make_message<float>(502, all[1])};
-  std::vector<std::byte> packed;
-  std::vector<std::uint64_t> offsets, lengths;
-  for (const auto& m : msgs) {
-    offsets.push_back(packed.size());
-    lengths.push_back(m.size());
-    packed.insert(packed.end(), m.begin(), m.end());
-  }
+  auto [packed, offsets, lengths] = packed_of(msgs);
   offsets.push_back(packed.size() - 10);  // runs past the buffer's end
   lengths.push_back(msgs[0].size());
   offsets.push_back(0);  // longer than the decoder's capacity
@@ -553,13 +563,7 @@ TEST_CASE("device exchange: every rank's message added in one call, or in groups
   for (const bool damaged : {false, true}) {
     auto ranks = msgs;
     if (damaged) ranks[3][ranks[3].size() / 2] ^= std::byte{0x08};
-    std::vector<std::byte> gathered;
-    std::vector<std::uint64_t> counts, displs;
-    for (const auto& m : ranks) {
-      displs.push_back(gathered.size());
-      counts.push_back(m.size());
-      gathered.insert(gathered.end(), m.begin(), m.end());
-    }
+    const auto [gathered, displs, counts] = packed_of(ranks);
     gradcomp::aggregator<float> host(layout.compressor);
     host.begin();
     std::uint64_t expected = cd::no_failure;
