@@ -17,7 +17,6 @@ no network: one process).
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -114,26 +113,37 @@ def plot(rows, path, title):
         print("matplotlib not found: no plot (apt-get install python3-matplotlib)", file=sys.stderr)
         return
     worker_counts = sorted({r["workers"] for r in rows})
-    fig, axes = plt.subplots(1, len(worker_counts), figsize=(6 * len(worker_counts), 4.5), sharey=True,
+    # One colour per method, the same in every panel; its variants (another density, a small-tensor
+    # rule, a learning rate) in that colour with other markers. A legend, not labels at the points,
+    # which overlap where methods send about the same bytes.
+    markers = "osD^vPX<>*"
+    names = sorted({r["mode"] for r in rows}, key=order)
+    cmap = plt.get_cmap("tab20")
+    colours = [cmap(i) for i in list(range(0, 20, 2)) + list(range(1, 20, 2))]  # the dark ones first
+    style = {}
+    for name in names:
+        base = order(name)[0]
+        siblings = [n for n in names if order(n)[0] == base]
+        style[name] = dict(color=colours[base % 20], marker=markers[siblings.index(name) % len(markers)])
+    fig, axes = plt.subplots(1, len(worker_counts), figsize=(5.2 * len(worker_counts) + 1.6, 4.8), sharey=True,
                              squeeze=False)
+    handles = {}
     for ax, workers in zip(axes[0], worker_counts):
-        placed = []  # (ratio, accuracy) of the points labelled so far
         for r in (r for r in rows if r["workers"] == workers):
-            ax.errorbar(r["ratio"], r["accuracy_mean"], yerr=r["accuracy_std"], fmt="o", capsize=3)
-            near = [y for x, y in placed
-                    if abs(math.log10(x / r["ratio"])) < 0.25 and abs(y - r["accuracy_mean"]) < 0.8]
-            placed.append((r["ratio"], r["accuracy_mean"]))
-            # Away from the neighbours: above them when higher, below when lower.
-            shift = 10 * len(near) * (1 if near and r["accuracy_mean"] >= max(near) else -1)
-            ax.annotate(r["mode"], (r["ratio"], r["accuracy_mean"]), textcoords="offset points",
-                        xytext=(4, 4 + shift), fontsize=8)
+            h = ax.errorbar(r["ratio"], r["accuracy_mean"], yerr=r["accuracy_std"], fmt=style[r["mode"]]["marker"],
+                            color=style[r["mode"]]["color"], capsize=3, markersize=6, linestyle="none")
+            handles.setdefault(r["mode"], h)
+            if r["mode"] == "dense":
+                ax.axhline(r["accuracy_mean"], color=style["dense"]["color"], linestyle="--", linewidth=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel("compression ratio at the final density (dense fp32 bytes / message bytes)")
+        ax.set_xlabel("compression ratio at the final density\n(dense fp32 bytes / message bytes)")
         ax.set_title(f"{workers} workers")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("final test accuracy % (mean ± sd over seeds)")
+    axes[0][0].set_ylabel("final test accuracy % (mean ± sd over seeds;\ndashed: dense)")
+    fig.legend([handles[n] for n in names if n in handles], [n for n in names if n in handles],
+               loc="center right", fontsize=8, frameon=False)
     fig.suptitle(f"{title}: accuracy against bytes sent")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1 - 1.6 / (5.2 * len(worker_counts) + 1.6), 1))
     fig.savefig(path, dpi=110)
 
 
