@@ -28,6 +28,7 @@ variants=(
   "dgc|--modes dgc"
   "dgc_floor8|--modes dgc --min-kept 8 --small-tensors floor"
   "dgc_floor4|--modes dgc --min-kept 4 --small-tensors floor"
+  "dgc_floor6|--modes dgc --min-kept 6 --small-tensors floor"
   "topk_ef|--modes topk_ef"
   "saef_topk|--modes saef_topk"
   "adacomp|--modes adacomp"
@@ -44,6 +45,9 @@ variants=(
   # steps are about ten times lr); Karimireddy et al. tune it per model: two larger peaks.
   "ef_signsgd_lr0.2|--modes ef_signsgd --lr 0.2"
   "ef_signsgd_lr0.5|--modes ef_signsgd --lr 0.5"
+  # SAEF at the density of its authors' ImageNet runs (5% of each tensor kept; residuals averaged
+  # every 20 steps and the server's second compression, as the mode always runs).
+  "saef_topk_density5|--modes saef_topk --density 0.05"
 )
 
 # The runs not yet in DIR: jobs_list DIR "WORKERS" "SEEDS" "SCHEDULE" VARIANT... (those of
