@@ -86,7 +86,8 @@ inline std::vector<std::string> split_list(const std::string& s) {
 
 /**
  * The options both trainers take: --modes, --batch, --lr, --density, --warmup-epochs,
- * --min-kept, --small-tensors, --train-limit, --test-limit and --max-steps, into `modes` and `o`
+ * --min-kept, --small-tensors, --qsgd-levels, --train-limit, --test-limit and --max-steps, into
+ * `modes` and `o`
  * (`value()` reads the option's value). Returns false for any other option.
  */
 template <class Value>
@@ -103,6 +104,11 @@ bool training_option(const command_line& cmd, const std::string& a, Value&& valu
     if (v == "floor") o.small_tensors.action = gradcomp::small_tensor_action::floor;
     else if (v == "dense") o.small_tensors.action = gradcomp::small_tensor_action::dense;
     else cmd.error("--small-tensors must be 'floor' or 'dense', not '" + v + "'");
+  }
+  else if (a == "--qsgd-levels") {
+    const std::size_t s = cmd.count(a, value());
+    if (s < 1 || s > 65535) cmd.error("--qsgd-levels must be in [1, 65535]");
+    o.qsgd_levels = static_cast<std::uint32_t>(s);
   }
   else if (a == "--train-limit") o.train_limit = cmd.count(a, value());
   else if (a == "--test-limit") o.test_limit = cmd.count(a, value());

@@ -743,14 +743,15 @@ const std::vector<mode_entry>& modes() {
          return m;
        }},
       {"qsgd",
-       "QSGD: 15 levels of each bucket's Euclidean norm (buckets of 512), stochastic rounding, the shorter of "
-       "fixed-width and Elias-gamma codes (about 1.5 bits per element on the demo), receiver momentum",
+       "QSGD: 15 levels of each bucket's Euclidean norm (buckets of 512; --qsgd-levels), stochastic rounding, the "
+       "shorter of fixed-width and Elias-gamma codes (about 1.5 bits per element on the demo), receiver momentum",
        [](const train_options& o, std::size_t) {
          return detail::compressor_mode<gradcomp::qsgd_compressor, gradcomp::qsgd_config>(
              "qsgd", o, [o](auto& cfg, std::size_t rank) {
                cfg.seed = o.seed;
                cfg.rank = rank;
                cfg.momentum = o.momentum;
+               cfg.levels = o.qsgd_levels;
              });
        }},
       {"adacomp",

@@ -44,6 +44,7 @@ struct train_options {
   /// The top-k modes' rule for tensors their density leaves with few elements (--min-kept,
   /// --small-tensors; docs/algorithms.md, "Tensors too small to sparsify"); off by default.
   gradcomp::small_tensor_policy small_tensors{};
+  std::uint32_t qsgd_levels = 15;     ///< QSGD's levels s of a bucket's norm (--qsgd-levels)
   std::uint64_t seed = 1;
   std::string backend = "cpu";        ///< where compression and the sums run (backend_names())
   /// How messages are encoded: smallest index coding per tensor, fp32 values, CRC-32C.

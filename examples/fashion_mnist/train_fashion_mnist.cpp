@@ -60,6 +60,7 @@ const char* usage_text =
     "  --min-kept N         the top-k modes keep at least N elements of a tensor that their density\n"
     "                       leaves fewer (default 0: none)\n"
     "  --small-tensors A    what such a tensor does: floor (keeps N) or dense (is sent whole)\n"
+    "  --qsgd-levels S      QSGD's levels of a bucket's norm, 1 to 65535 (default 15)\n"
     "  --clip X             DGC's gradient clipping threshold (default 5)\n"
     "  --dense-biases       send bias vectors dense instead of sparsifying them\n"
     "  --train-limit N      train on the first N images only (default: all 60000)\n"

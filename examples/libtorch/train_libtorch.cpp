@@ -61,6 +61,7 @@ const char* help =
     "  --min-kept N         the top-k modes keep at least N elements of a tensor that their density\n"
     "                       leaves fewer (default 0: none)\n"
     "  --small-tensors A    what such a tensor does: floor (keeps N) or dense (is sent whole)\n"
+    "  --qsgd-levels S      QSGD's levels of a bucket's norm, 1 to 65535 (default 15)\n"
     "  --train-limit N      train on the first N images only (default: all 60000)\n"
     "  --test-limit N       evaluate on the first N test images only (default: all 10000)\n"
     "  --max-steps S        stop each run after S steps\n"
@@ -135,14 +136,16 @@ std::string json_line(const fmnist::run_result& r, std::size_t seed, const fmnis
                 "\"dense_bytes\": %.0f, \"bytes_per_step\": %.1f, \"bytes_per_step_final\": %.1f, "
                 "\"ratio\": %.2f, \"ratio_final\": %.2f, \"compute_ms\": %.4f, \"compress_ms\": %.4f, "
                 "\"exchange_ms\": %.4f, \"step_ms\": %.4f, \"min_kept\": %zu, \"small_tensors\": \"%s\", "
-                "\"lr\": %g, \"warmup_epochs\": %g, \"density\": %g, \"weights_fnv1a\": \"%016llx\"",
+                "\"lr\": %g, \"warmup_epochs\": %g, \"density\": %g, \"qsgd_levels\": %u, "
+                "\"weights_fnv1a\": \"%016llx\"",
                 r.mode.c_str(), r.workers, seed, o.epochs, r.steps, o.batch, r.parameters, r.final_accuracy,
                 r.best_accuracy, r.dense_bytes, r.bytes_per_step_run, r.bytes_per_step_final, r.ratio_run,
                 r.ratio_final, 1e3 * r.compute_seconds / steps,
                 1e3 * (r.compress_seconds - r.exchange_seconds) / steps, 1e3 * r.exchange_seconds / steps,
                 1e3 * r.step_seconds / steps, o.small_tensors.min_kept,
                 o.small_tensors.action == gradcomp::small_tensor_action::dense ? "dense" : "floor", o.lr,
-                o.warmup_epochs, o.final_density, static_cast<unsigned long long>(r.weights_fnv1a));
+                o.warmup_epochs, o.final_density, static_cast<unsigned>(o.qsgd_levels),
+                static_cast<unsigned long long>(r.weights_fnv1a));
   // The test accuracy after each epoch: where the run stopped improving.
   std::string line = buf;
   line += ", \"epoch_accuracy\": [";
