@@ -48,6 +48,8 @@ variants=(
   # SAEF at the density of its authors' ImageNet runs (5% of each tensor kept; residuals averaged
   # every 20 steps and the server's second compression, as the mode always runs).
   "saef_topk_density5|--modes saef_topk --density 0.05"
+  # QSGD with a finer quantiser: 255 levels of each bucket's norm (8 bits of magnitude) instead of 15.
+  "qsgd_levels255|--modes qsgd --qsgd-levels 255"
 )
 
 # The runs not yet in DIR: jobs_list DIR "WORKERS" "SEEDS" "SCHEDULE" VARIANT... (those of

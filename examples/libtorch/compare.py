@@ -26,6 +26,9 @@ MODES = ["dense", "dgc", "topk_ef", "ef_signsgd", "terngrad", "onebit_sgd", "qsg
          "saef_topk", "saef_sign", "powersgd_r1", "powersgd_r2", "powersgd_r4", "isgq"]
 
 
+CHANCE = 10.0  # test accuracy % of a model that predicts one of the 10 classes
+
+
 def run(args, runs_path):
     if os.path.exists(runs_path):
         os.remove(runs_path)
@@ -127,9 +130,21 @@ def plot(rows, path, title):
         style[name] = dict(color=colours[base % 20], marker=markers[siblings.index(name) % len(markers)])
     fig, axes = plt.subplots(1, len(worker_counts), figsize=(5.2 * len(worker_counts) + 1.6, 4.8), sharey=True,
                              squeeze=False)
+    # A row with a run that did not train (at chance, 10 classes) would stretch the axis over the
+    # others: the axis spans the rows that trained, and such a row is an arrow at its bottom edge.
+    trained = [r for r in rows if r["accuracy_min"] > CHANCE + 5]
+    low = min((r["accuracy_mean"] - r["accuracy_std"] for r in trained), default=0)
+    high = max((r["accuracy_mean"] + r["accuracy_std"] for r in trained), default=100)
+    pad = 0.05 * (high - low)
     handles = {}
     for ax, workers in zip(axes[0], worker_counts):
-        for r in (r for r in rows if r["workers"] == workers):
+        ax.set_ylim(low - pad, high + pad)
+        for r in (r for r in rows if r["workers"] == workers and r not in trained):
+            ax.annotate(f"{r['mode']}: {r['accuracy_mean']:.1f} ± {r['accuracy_std']:.1f}\n(min {r['accuracy_min']:.1f})",
+                        xy=(r["ratio"], low - pad), xytext=(r["ratio"], low + 0.25 * (high - low)),
+                        ha="center", fontsize=7, color=style[r["mode"]]["color"],
+                        arrowprops=dict(arrowstyle="->", color=style[r["mode"]]["color"]))
+        for r in (r for r in rows if r["workers"] == workers and r in trained):
             h = ax.errorbar(r["ratio"], r["accuracy_mean"], yerr=r["accuracy_std"], fmt=style[r["mode"]]["marker"],
                             color=style[r["mode"]]["color"], capsize=3, markersize=6, linestyle="none")
             handles.setdefault(r["mode"], h)
